@@ -1,0 +1,33 @@
+"""onnxport: export PyTorch models to ONNX through torch.export and a translator of its own."""
+
+__version__ = "0.1.0"
+
+from torch.export import Dim
+
+from onnxport.api import export, unsupported_ops
+from onnxport.errors import (
+    CaptureError,
+    InvalidInputError,
+    OnnxportError,
+    TranslationError,
+    UnsupportedOpError,
+    VerificationError,
+)
+from onnxport.program import OnnxProgram
+from onnxport.report import Report
+from onnxport.translate.registry import register_translation
+
+__all__ = [
+    "CaptureError",
+    "Dim",
+    "InvalidInputError",
+    "OnnxProgram",
+    "OnnxportError",
+    "Report",
+    "TranslationError",
+    "UnsupportedOpError",
+    "VerificationError",
+    "export",
+    "register_translation",
+    "unsupported_ops",
+]

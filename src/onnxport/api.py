@@ -1,0 +1,115 @@
+"""``onnxport.export``: one call per stage of the pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from onnxport import capture as _capture
+from onnxport import decompose as _decompose
+from onnxport import optimize as _optimize
+from onnxport import translate as _translate
+from onnxport import verify as _verify
+from onnxport.errors import InvalidInputError
+from onnxport.program import OnnxProgram
+from onnxport.report import Report
+from onnxport.translate.opset import MIN_OPSET, default_opset
+from onnxport.translate.registry import normalise_custom_translations
+
+__all__ = ["export", "unsupported_ops"]
+
+
+def export(
+    model: torch.nn.Module | Any,
+    args: Any = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    dynamic_shapes: Any = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    opset: int | None = None,
+    custom_translations: Mapping[Any, Any] | None = None,
+    optimize: bool = True,
+    verify: bool = True,
+    verify_mode: str = "raise",
+    progress: bool = False,
+) -> OnnxProgram:
+    """Export ``model`` called on ``args``/``kwargs`` to ONNX.
+
+    Args follow ``torch.onnx.export``: ``args`` is a tuple (a single tensor is accepted), inputs and
+    outputs may be nested tuples, lists and dicts of tensors, flattened in order and named by
+    ``input_names``/``output_names``. ``opset`` defaults to the newest one onnxruntime runs.
+    ``custom_translations`` maps an op (``OpOverload`` or ``"ns::op"``) to a translator.
+    ``verify`` runs the model in onnxruntime against eager PyTorch on the example inputs; a mismatch
+    raises ``VerificationError``, or only warns with ``verify_mode="warn"``. ``progress`` prints one
+    line per stage.
+    """
+    model, args, kwargs = _capture.check_inputs(model, args, kwargs)
+    opset = _check_opset(opset)
+    if verify_mode not in ("raise", "warn"):
+        raise InvalidInputError(f"verify_mode must be 'raise' or 'warn', not {verify_mode!r}")
+    custom = normalise_custom_translations(custom_translations)
+    report = Report(progress=progress)
+    with report.stage("capture") as stage:
+        ep = _capture.capture(model, args, kwargs, dynamic_shapes=dynamic_shapes, report=report)
+        stage.detail = report.attempts[-1].strategy
+    with report.stage("decompose") as stage:
+        ep = _decompose.decompose(ep, custom=custom, opset=opset, report=report)
+        stage.detail = f"{sum(report.decomposed.values())} nodes decomposed"
+    with report.stage("translate") as stage:
+        translated = _translate.translate(ep, opset=opset, input_names=input_names, output_names=output_names, custom=custom)
+        stage.detail = f"{len(translated.model.graph)} nodes, opset {opset}"
+    if optimize:
+        with report.stage("optimize") as stage:
+            _optimize.optimize(translated.model)
+            stage.detail = f"{len(translated.model.graph)} nodes"
+    program = OnnxProgram(
+        translated.model,
+        report=report,
+        in_spec=ep.call_spec.in_spec,
+        out_spec=ep.call_spec.out_spec,
+        input_used=translated.input_used,
+        output_slots=translated.output_slots,
+    )
+    if verify:
+        with report.stage("verify") as stage:
+            result = _verify.verify_program(program, model, args, kwargs, raise_on_mismatch=verify_mode == "raise")
+            stage.detail = "passed" if result.ok else "FAILED"
+    return program
+
+
+def unsupported_ops(
+    model: torch.nn.Module | Any,
+    args: Any = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    dynamic_shapes: Any = None,
+    custom_translations: Mapping[Any, Any] | None = None,
+) -> dict[str, list[Any]]:
+    """Every op of ``model`` without a translation (after selective decomposition), found in one pass.
+
+    Returns ``{op name: [user source location of each occurrence]}``; empty when all translate.
+    """
+    model, args, kwargs = _capture.check_inputs(model, args, kwargs)
+    custom = normalise_custom_translations(custom_translations)
+    report = Report()
+    ep = _capture.capture(model, args, kwargs, dynamic_shapes=dynamic_shapes, report=report)
+    try:
+        _decompose.decompose(ep, custom=custom, opset=default_opset(), report=report)
+    except _decompose.UnsupportedOpError as exc:
+        return exc.ops
+    return {}
+
+
+def _check_opset(opset: int | None) -> int:
+    newest = default_opset()
+    if opset is None:
+        return newest
+    if not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
+        raise InvalidInputError(
+            f"opset {opset!r} is outside what onnxport emits and onnxruntime runs here ({MIN_OPSET}..{newest})",
+            fix=f"pass an opset between {MIN_OPSET} and {newest}, or leave it out for {newest}",
+        )
+    return opset

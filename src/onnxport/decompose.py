@@ -1,0 +1,89 @@
+"""Stage 2: decompose only the ops that have no translator, then list whatever is still missing.
+
+A full ``run_decompositions()`` costs several times the capture itself; translating the ops
+torch.export emits directly and decomposing the rest selectively keeps export cheap.
+"""
+
+from __future__ import annotations
+
+import collections
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from onnxport.errors import SourceLocation, UnsupportedOpError, location_from_stack_trace
+from onnxport.report import Report
+from onnxport.translate import target_name, untranslated_ops
+from onnxport.translate.registry import Translator
+
+__all__ = ["decompose", "missing_ops"]
+
+_MAX_ROUNDS = 4
+
+
+def _decomposition_for(target: Any) -> Any:
+    table = _tables()
+    for t in table:
+        fn = t.get(target)
+        if fn is not None:
+            return fn
+    return None
+
+
+_TABLES: list[Mapping[Any, Any]] = []
+
+
+def _tables() -> list[Mapping[Any, Any]]:
+    if not _TABLES:
+        _TABLES.append(dict(torch.export.default_decompositions().items()))
+        _TABLES.append(torch._decomp.decomposition_table)
+    return _TABLES
+
+
+def decompose(
+    ep: torch.export.ExportedProgram, *, custom: Mapping[Any, Translator], opset: int, report: Report
+) -> torch.export.ExportedProgram:
+    """Decompose untranslated ops round by round; raise ``UnsupportedOpError`` listing what remains."""
+    for _ in range(_MAX_ROUNDS):
+        missing = untranslated_ops(ep.graph_module, custom)
+        table = {t: fn for t in missing if (fn := _decomposition_for(t)) is not None}
+        if not table:
+            break
+        for target, nodes in missing.items():
+            if target in table:
+                report.decomposed[target_name(target)] = report.decomposed.get(target_name(target), 0) + len(nodes)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ep = ep.run_decompositions(table)
+    missing = untranslated_ops(ep.graph_module, custom)
+    if missing:
+        raise unsupported_error(missing, opset)
+    return ep
+
+
+def missing_ops(missing: Mapping[Any, list[torch.fx.Node]]) -> dict[str, list[SourceLocation | None]]:
+    """``{op name: [user source line of each node]}``, most frequent first."""
+    ordered = sorted(missing.items(), key=lambda kv: (-len(kv[1]), target_name(kv[0])))
+    return {
+        target_name(t): [location_from_stack_trace(n.meta.get("stack_trace")) for n in nodes] for t, nodes in ordered
+    }
+
+
+def unsupported_error(missing: Mapping[Any, list[torch.fx.Node]], opset: int) -> UnsupportedOpError:
+    ops = missing_ops(missing)
+    lines = []
+    for name, locations in ops.items():
+        lines.append(f"  {name} x{len(locations)}")
+        seen = collections.OrderedDict((str(loc), None) for loc in locations if loc is not None)
+        lines.extend(f"      at {loc}".replace("\n", "\n      ") for loc in list(seen)[:3])
+    first = next((loc for locs in ops.values() for loc in locs if loc is not None), None)
+    noun = "operator has" if len(ops) == 1 else "operators have"
+    return UnsupportedOpError(
+        f"{len(ops)} {noun} no ONNX translation (opset {opset}):\n" + "\n".join(lines),
+        ops=ops,
+        location=first,
+        fix="register one with @onnxport.register_translation('namespace::op') or pass "
+        "custom_translations={op: fn} (README 'Custom operators')",
+    )

@@ -1,0 +1,178 @@
+"""The one error hierarchy of onnxport.
+
+Every error says what went wrong, where in the user's code when that is known, and what to do next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import sys
+import traceback
+from collections.abc import Iterable
+
+__all__ = [
+    "CaptureError",
+    "InvalidInputError",
+    "OnnxportError",
+    "SourceLocation",
+    "TranslationError",
+    "UnsupportedOpError",
+    "VerificationError",
+    "location_from_exception",
+    "location_from_stack_trace",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceLocation:
+    """A line of the user's code."""
+
+    file: str
+    line: int
+    function: str = ""
+    code: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}"
+        if self.function:
+            where += f" in {self.function}"
+        return where + (f"\n      {self.code}" if self.code else "")
+
+
+class OnnxportError(Exception):
+    """Base class of every error onnxport raises on purpose."""
+
+    category = "error"
+
+    def __init__(self, message: str, *, location: SourceLocation | None = None, fix: str | None = None):
+        self.message = message
+        self.location = location
+        self.fix = fix
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        text = self.message
+        if self.location is not None:
+            text += f"\n  at {self.location}"
+        if self.fix:
+            text += "\n  fix: " + self.fix.replace("\n", "\n       ")
+        return text
+
+
+class InvalidInputError(OnnxportError, ValueError):
+    """The caller passed something onnxport cannot use (a non-module, mismatched args, a bad path)."""
+
+    category = "invalid-input"
+
+
+class CaptureError(OnnxportError):
+    """torch.export could not capture the model with any strategy."""
+
+    category = "capture"
+
+    def __init__(self, message: str, *, attempts: Iterable[tuple[str, str]] = (), **kwargs):
+        self.attempts = list(attempts)
+        super().__init__(message, **kwargs)
+
+
+class UnsupportedOpError(OnnxportError):
+    """The graph holds operators without a translation; ``ops`` lists all of them at once."""
+
+    category = "unsupported-op"
+
+    def __init__(self, message: str, *, ops: dict[str, list[SourceLocation | None]] | None = None, **kwargs):
+        self.ops = dict(ops or {})
+        super().__init__(message, **kwargs)
+
+
+class TranslationError(OnnxportError):
+    """A translator failed on one node of the graph."""
+
+    category = "translation"
+
+    def __init__(self, message: str, *, node: str = "", target: str = "", **kwargs):
+        self.node = node
+        self.target = target
+        super().__init__(message, **kwargs)
+
+
+class VerificationError(OnnxportError):
+    """The ONNX model does not compute what eager PyTorch computes on the same inputs."""
+
+    category = "verification"
+
+    def __init__(self, message: str, *, verification: object = None, **kwargs):
+        self.verification = verification
+        super().__init__(message, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating the user's line.
+
+_FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)(?:\n(?P<code>[^\n]*))?')
+
+
+@functools.lru_cache(maxsize=1)
+def _library_dirs() -> tuple[str, ...]:
+    import sysconfig
+
+    import torch
+
+    paths = sysconfig.get_paths()
+    dirs = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
+    dirs |= {os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__))}
+    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+
+
+def _is_user_file(path: str) -> bool:
+    if path.startswith("<"):
+        return path in ("<stdin>", "<string>") or path.startswith("<ipython")
+    real = os.path.realpath(path)
+    if "site-packages" in real or "dist-packages" in real:
+        return False
+    return not real.startswith(_library_dirs())
+
+
+def _pick(frames: list[SourceLocation]) -> SourceLocation | None:
+    """The innermost frame in the user's code; else the innermost frame at all."""
+    for frame in reversed(frames):
+        if _is_user_file(frame.file):
+            return frame
+    return None
+
+
+def location_from_stack_trace(stack_trace: str | None) -> SourceLocation | None:
+    """The user's line from an FX node's ``meta["stack_trace"]``."""
+    if not stack_trace:
+        return None
+    frames = [
+        SourceLocation(m["file"], int(m["line"]), m["func"].strip(), (m["code"] or "").strip())
+        for m in _FRAME_RE.finditer(stack_trace)
+    ]
+    return _pick(frames)
+
+
+def location_from_exception(exc: BaseException) -> SourceLocation | None:
+    """The user's line that led to ``exc``: from its message (torch.export quotes it), else its traceback."""
+    frames: list[SourceLocation] = []
+    seen: set[int] = set()
+    chain: BaseException | None = exc
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        for fs in traceback.extract_tb(chain.__traceback__):
+            frames.append(SourceLocation(fs.filename, fs.lineno or 0, fs.name, (fs.line or "").strip()))
+        chain = chain.__cause__ or chain.__context__
+    from_message = location_from_stack_trace(str(exc))
+    return from_message or _pick(frames)
+
+
+def user_frame_here() -> SourceLocation | None:
+    """The innermost user frame of the current call stack (used for argument errors)."""
+    frames = [
+        SourceLocation(f.filename, f.lineno or 0, f.name, (f.line or "").strip())
+        for f in traceback.extract_stack(sys._getframe(1))
+    ]
+    return _pick(frames)

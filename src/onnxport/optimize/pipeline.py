@@ -1,0 +1,24 @@
+"""The default optimization pipeline: a list of onnx_ir passes run in order."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+from onnx_ir.passes import common as common_passes
+
+__all__ = ["default_passes", "optimize"]
+
+
+def default_passes() -> list[ir.passes.PassBase]:
+    """Passes run by ``optimize=True``, in order."""
+    return [
+        common_passes.IdentityEliminationPass(),
+        common_passes.CommonSubexpressionEliminationPass(),
+        common_passes.RemoveUnusedNodesPass(),
+        common_passes.RemoveUnusedOpsetsPass(),
+    ]
+
+
+def optimize(model: ir.Model) -> ir.Model:
+    """Run the default passes in place; returns the model."""
+    result = ir.passes.PassManager(default_passes())(model)
+    return result.model

@@ -1,0 +1,146 @@
+"""``OnnxProgram``: the exported ONNX model with its report; saves atomically and runs in onnxruntime."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+import torch
+from torch.utils import _pytree as pytree
+
+from onnxport.errors import InvalidInputError
+from onnxport.report import Report
+
+__all__ = ["OnnxProgram"]
+
+_TWO_GB = 2**31
+
+
+class OnnxProgram:
+    """An exported model. ``prog(*args)`` runs it in onnxruntime; ``prog.save(path)`` writes it."""
+
+    def __init__(
+        self,
+        model: ir.Model,
+        *,
+        report: Report,
+        in_spec: pytree.TreeSpec,
+        out_spec: pytree.TreeSpec,
+        input_used: Sequence[bool],
+        output_slots: Sequence[Any],
+    ):
+        self.model = model
+        self.report = report
+        self._in_spec = in_spec
+        self._out_spec = out_spec
+        self._input_used = list(input_used)
+        self._output_slots = list(output_slots)
+        self._proto: onnx.ModelProto | None = None
+        self._runner: Any = None
+
+    # -- views -------------------------------------------------------------------------------------
+
+    @property
+    def model_proto(self) -> onnx.ModelProto:
+        """The model as an ``onnx.ModelProto`` (built once, on first access)."""
+        if self._proto is None:
+            self._proto = ir.serde.serialize_model(self.model)
+        return self._proto
+
+    @property
+    def input_names(self) -> list[str]:
+        return [v.name for v in self.model.graph.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [v.name for v in self.model.graph.outputs]
+
+    def text(self) -> str:
+        """The model in ONNX's textual syntax (``onnx.printer.to_text``)."""
+        return onnx.printer.to_text(self.model_proto)
+
+    def __repr__(self) -> str:
+        return f"OnnxProgram(inputs={self.input_names}, outputs={self.output_names}, nodes={len(self.model.graph)})"
+
+    # -- running -------------------------------------------------------------------------------------
+
+    def flatten_inputs(self, args: Any = (), kwargs: dict[str, Any] | None = None) -> list[torch.Tensor]:
+        """The ONNX inputs for user-level ``args`` and ``kwargs`` (same structure as at export)."""
+        if isinstance(args, torch.Tensor) or not isinstance(args, (tuple, list)):
+            args = (args,)
+        kwargs = dict(kwargs or {})
+        order = self._in_spec.child(1).context if self._in_spec.num_children == 2 else None
+        if order is not None and set(order) == set(kwargs):
+            kwargs = {k: kwargs[k] for k in order}
+        leaves, spec = pytree.tree_flatten((tuple(args), kwargs))
+        if spec != self._in_spec:
+            raise InvalidInputError(
+                "the inputs do not have the structure the model was exported with",
+                fix=f"pass inputs shaped like {self._in_spec}",
+            )
+        return [leaf for leaf, used in zip(leaves, self._input_used) if used]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the model in onnxruntime on torch tensors; returns the outputs in the model's structure."""
+        return self.unflatten_outputs(self.run_flat(self.flatten_inputs(args, kwargs)))
+
+    def run_flat(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Run on the flat ONNX inputs; returns the flat ONNX outputs."""
+        if self._runner is None:
+            from onnxport.verify import OrtRunner
+
+            self._runner = OrtRunner(self.model, model_bytes=self._bytes_if_small())
+        return self._runner.run([torch.as_tensor(t) for t in inputs])
+
+    def unflatten_outputs(self, flat: Sequence[torch.Tensor]) -> Any:
+        leaves = [flat[s] if isinstance(s, int) else s[1] for s in self._output_slots]
+        return pytree.tree_unflatten(leaves, self._out_spec)
+
+    def _bytes_if_small(self) -> bytes | None:
+        if self._initializer_bytes() >= _TWO_GB // 2:
+            return None
+        return self.model_proto.SerializeToString()
+
+    def _initializer_bytes(self) -> int:
+        return sum(v.const_value.nbytes for v in self.model.graph.initializers.values() if v.const_value is not None)
+
+    # -- saving --------------------------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str], *, external_data: bool | None = None) -> None:
+        """Write the model to ``path`` atomically.
+
+        Weights go to ``<path>.data`` beside it when ``external_data`` is True, or when it is None
+        and they exceed 2 GB (the protobuf limit). A failure leaves any previous file untouched.
+        """
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise InvalidInputError(f"cannot save to {path}: the folder {directory} does not exist", fix="create it first")
+        if not os.access(directory, os.W_OK):
+            raise InvalidInputError(f"cannot save to {path}: the folder {directory} is not writable", fix="choose another path")
+        if os.path.isdir(path):
+            raise InvalidInputError(f"cannot save to {path}: it is a folder", fix="give a file name such as model.onnx")
+        if external_data is None:
+            external_data = self._initializer_bytes() >= _TWO_GB
+        name = os.path.basename(path)
+        staging = tempfile.mkdtemp(prefix=f".{name}.", dir=directory)
+        try:
+            staged = os.path.join(staging, name)
+            if external_data:
+                ir.save(self.model, staged, external_data=f"{name}.data")
+                os.replace(os.path.join(staging, f"{name}.data"), f"{path}.data")
+            else:
+                with open(staged, "wb") as f:
+                    f.write(self.model_proto.SerializeToString())
+            os.replace(staged, path)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot save to {path}: {exc}", fix="check the path and free disk space") from exc
+        finally:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(staging)

@@ -1,0 +1,83 @@
+"""The one record of an export: stages and timings, capture attempts, warnings, verification."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["Attempt", "Report", "Stage"]
+
+
+@dataclasses.dataclass
+class Stage:
+    """One stage of the pipeline and how long it took."""
+
+    name: str
+    seconds: float = 0.0
+    detail: str = ""
+
+
+@dataclasses.dataclass
+class Attempt:
+    """One capture strategy tried, and the first line of its error when it failed."""
+
+    strategy: str
+    ok: bool
+    error: str = ""
+
+
+@dataclasses.dataclass
+class Report:
+    """What happened during one export; every stage appends to it. ``str(report)`` is for people."""
+
+    stages: list[Stage] = dataclasses.field(default_factory=list)
+    attempts: list[Attempt] = dataclasses.field(default_factory=list)
+    decomposed: dict[str, int] = dataclasses.field(default_factory=dict)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    verification: Any = None
+    progress: bool = False
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[Stage]:
+        """Time a stage; print one progress line when it ends if ``progress`` is on."""
+        record = Stage(name)
+        start = time.perf_counter()
+        try:
+            yield record
+        finally:
+            record.seconds = time.perf_counter() - start
+            self.stages.append(record)
+            if self.progress:
+                detail = f"  {record.detail}" if record.detail else ""
+                print(f"[onnxport] {name:<10} {record.seconds:7.3f}s{detail}", file=sys.stderr, flush=True)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(s.seconds for s in self.stages)
+
+    def __str__(self) -> str:
+        lines = ["onnxport export report"]
+        for s in self.stages:
+            lines.append(f"  {s.name:<10} {s.seconds:7.3f}s  {s.detail}".rstrip())
+        lines.append(f"  {'total':<10} {self.total_seconds:7.3f}s")
+        if self.attempts:
+            lines.append("capture attempts:")
+            for a in self.attempts:
+                status = "ok" if a.ok else f"failed: {a.error}"
+                lines.append(f"  {a.strategy}: {status}")
+        if self.decomposed:
+            ops = ", ".join(f"{k} x{v}" for k, v in sorted(self.decomposed.items()))
+            lines.append(f"decomposed (no direct translation): {ops}")
+        if self.warnings:
+            lines.append("warnings:")
+            lines.extend(f"  - {w}" for w in self.warnings)
+        if self.verification is not None:
+            lines.append(str(self.verification))
+        return "\n".join(lines)

@@ -1,0 +1,283 @@
+"""The translation context handed to every translator: ``ctx.op.Add(a, b)`` appends an ONNX node.
+
+A ``Ctx`` owns one ONNX graph under construction (the main graph or a subgraph of ``If``/``Loop``/
+``Scan``). Translators read the FX node being translated (``ctx.node``) for output dtypes and shapes,
+make constants with ``ctx.const``, and build int64 size vectors that may mix Python ints with values
+computed in the graph (symbolic sizes) with ``ctx.sizes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+import torch
+from onnx_ir import convenience as _conv
+from onnx_ir.tensor_adapters import from_torch_dtype
+
+__all__ = ["Ctx", "OpBuilder", "onnx_dtype"]
+
+_BOOL_OUT = frozenset(
+    "Equal Greater GreaterOrEqual Less LessOrEqual Not And Or Xor IsNaN IsInf".split()
+)
+_INT64_OUT = frozenset("Shape Size ArgMax ArgMin NonZero".split())
+
+
+def onnx_dtype(dtype: torch.dtype) -> ir.DataType:
+    """The ONNX element type of a torch dtype."""
+    return from_torch_dtype(dtype)
+
+
+class _Names:
+    """Unique names across a model and all its subgraphs (ONNX wants them unique in the whole scope)."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, int] = {}
+
+    def unique(self, base: str) -> str:
+        count = self._used.get(base)
+        if count is None:
+            self._used[base] = 0
+            return base
+        while True:
+            count += 1
+            candidate = f"{base}_{count}"
+            if candidate not in self._used:
+                self._used[base] = count
+                self._used[candidate] = 0
+                return candidate
+
+    def reserve(self, name: str) -> None:
+        self._used.setdefault(name, 0)
+
+
+class OpBuilder:
+    """``ctx.op.OpType(*inputs, attr=value, _outputs=n, _domain="")`` appends a node; returns its output(s).
+
+    Inputs are ``ir.Value`` or ``None`` for an omitted optional input. With ``_outputs`` > 1 a tuple
+    of values is returned.
+    """
+
+    def __init__(self, ctx: Ctx):
+        self._ctx = ctx
+
+    def __getattr__(self, op_type: str) -> Callable[..., Any]:
+        if op_type.startswith("_"):
+            raise AttributeError(op_type)
+
+        def emit(*inputs: ir.Value | None, _outputs: int = 1, _domain: str = "", **attributes: Any) -> Any:
+            return self._ctx.emit(op_type, inputs, attributes, num_outputs=_outputs, domain=_domain)
+
+        emit.__name__ = op_type
+        return emit
+
+
+class Ctx:
+    """Translation context of one ONNX graph; see the module docstring."""
+
+    def __init__(
+        self,
+        graph: ir.Graph,
+        *,
+        opset: int,
+        names: _Names | None = None,
+        parent: Ctx | None = None,
+        subgraph_fn: Callable[..., ir.Graph] | None = None,
+        custom: Mapping[Any, Callable[..., Any]] | None = None,
+    ):
+        self.graph = graph
+        self.opset = opset
+        self.names = names or _Names()
+        self.parent = parent
+        self.node: torch.fx.Node | None = None
+        self.domains: dict[str, int] = parent.domains if parent else {}
+        self.op = OpBuilder(self)
+        self._subgraph_fn = subgraph_fn or (parent._subgraph_fn if parent else None)
+        self.custom: Mapping[Any, Callable[..., Any]] = parent.custom if parent else dict(custom or {})
+        self._consts: dict[tuple[Any, ...], ir.Value] = {}
+        self._step: list[ir.Node] = []
+
+    # -- emitting nodes ------------------------------------------------------------------------
+
+    @property
+    def _prefix(self) -> str:
+        return self.node.name if self.node is not None else "v"
+
+    def emit(
+        self,
+        op_type: str,
+        inputs: Sequence[ir.Value | None],
+        attributes: dict[str, Any],
+        *,
+        num_outputs: int = 1,
+        domain: str = "",
+    ) -> Any:
+        """Append one node; see ``OpBuilder``."""
+        for i, value in enumerate(inputs):
+            if value is not None and not isinstance(value, ir.Value):
+                raise TypeError(f"{op_type} input {i} is {type(value).__name__}, not an ir.Value; use ctx.const")
+        attrs = _conv.convert_attributes({k: v for k, v in attributes.items() if v is not None})
+        prefix = self._prefix
+        node = ir.Node(
+            domain,
+            op_type,
+            inputs,
+            attrs,
+            num_outputs=num_outputs,
+            name=self.names.unique(f"node_{prefix}_{op_type}"),
+        )
+        if domain and domain not in self.domains:
+            self.domains[domain] = 1
+        for out in node.outputs:
+            out.name = self.names.unique(f"{prefix}__{op_type.lower()}")
+        self._infer_dtype(node)
+        self.graph.append(node)
+        self._step.append(node)
+        return node.outputs[0] if num_outputs == 1 else tuple(node.outputs)
+
+    @staticmethod
+    def _infer_dtype(node: ir.Node) -> None:
+        """Cheap element-type propagation so translators can read ``value.dtype`` of what they built."""
+        op = node.op_type
+        if node.domain:
+            return
+        dtype: ir.DataType | None
+        if op in _BOOL_OUT:
+            dtype = ir.DataType.BOOL
+        elif op in _INT64_OUT:
+            dtype = ir.DataType.INT64
+        elif op == "Cast":
+            dtype = ir.DataType(node.attributes["to"].as_int())
+        elif op == "CastLike":
+            dtype = node.inputs[1].dtype if node.inputs[1] is not None else None
+        elif op == "Constant":
+            dtype = node.attributes["value"].as_tensor().dtype
+        elif op in ("TopK",):
+            node.outputs[1].dtype = ir.DataType.INT64
+            dtype = node.inputs[0].dtype
+        else:
+            first = node.inputs[0] if node.inputs else None
+            dtype = first.dtype if first is not None else None
+        if dtype is not None:
+            node.outputs[0].dtype = dtype
+
+    # -- constants and sizes ---------------------------------------------------------------------
+
+    def const(self, value: Any, dtype: ir.DataType | torch.dtype | None = None, *, like: ir.Value | None = None) -> ir.Value:
+        """A constant value (a ``Constant`` node, shared within this graph).
+
+        ``dtype`` defaults to ``like.dtype``, then to the dtype numpy gives the value (int -> int64,
+        float -> float32, bool -> bool).
+        """
+        if isinstance(dtype, torch.dtype):
+            dtype = onnx_dtype(dtype)
+        if dtype is None and like is not None:
+            dtype = like.dtype
+        if isinstance(value, torch.Tensor):
+            array = value.detach().cpu()
+            array = array.float().numpy().astype(ir.DataType.BFLOAT16.numpy()) if array.dtype == torch.bfloat16 else array.numpy()
+        else:
+            array = np.asarray(value)
+        if dtype is not None:
+            array = array.astype(dtype.numpy())
+        elif array.dtype == np.float64:
+            array = array.astype(np.float32)
+        key = (array.dtype.str, array.shape, array.tobytes())
+        cached = self._consts.get(key)
+        if cached is not None:
+            return cached
+        saved, self.node = self.node, None
+        try:
+            out = self.op.Constant(value=ir.tensor(array, dtype=dtype))
+        finally:
+            self.node = saved
+        out.name = self.names.unique("const")
+        out.shape = ir.Shape(array.shape)
+        self._consts[key] = out
+        return out
+
+    def as_value(self, x: Any, *, like: ir.Value | None = None, dtype: ir.DataType | torch.dtype | None = None) -> ir.Value:
+        """``x`` itself when it is already a value (cast to ``dtype`` if asked), else a constant."""
+        if isinstance(x, ir.Value):
+            if dtype is not None:
+                return self.cast(x, dtype)
+            return x
+        return self.const(x, dtype, like=like)
+
+    def cast(self, x: ir.Value, dtype: ir.DataType | torch.dtype) -> ir.Value:
+        """``x`` as ``dtype`` (no node when it already is)."""
+        if isinstance(dtype, torch.dtype):
+            dtype = onnx_dtype(dtype)
+        if x.dtype == dtype:
+            return x
+        return self.op.Cast(x, to=int(dtype))
+
+    def sizes(self, items: Sequence[int | ir.Value]) -> ir.Value:
+        """A 1-D int64 value from ints and scalar int values (symbolic sizes; 1-D values are spliced in)."""
+        if all(isinstance(i, int) for i in items):
+            return self.const(list(items), ir.DataType.INT64) if items else self.const(np.zeros((0,), np.int64))
+        parts = []
+        axes0 = self.const([0], ir.DataType.INT64)
+        for item in items:
+            if isinstance(item, ir.Value):
+                item = self.cast(item, ir.DataType.INT64)
+                parts.append(item if _rank(item) == 1 else self.op.Unsqueeze(item, axes0))
+            else:
+                parts.append(self.const([int(item)], ir.DataType.INT64))
+        return parts[0] if len(parts) == 1 else self.op.Concat(*parts, axis=0)
+
+    # -- reading the FX node -----------------------------------------------------------------------
+
+    def _out_val(self, index: int) -> Any:
+        val = self.node.meta.get("val") if self.node is not None else None
+        if isinstance(val, (list, tuple)):
+            return val[index]
+        return val
+
+    def out_dtype(self, index: int = 0) -> ir.DataType | None:
+        """The ONNX dtype of output ``index`` of the node being translated, from torch's metadata."""
+        val = self._out_val(index)
+        if isinstance(val, torch.Tensor):
+            return onnx_dtype(val.dtype)
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+            return ir.DataType.INT64
+        if isinstance(val, (torch.SymBool, bool)):
+            return ir.DataType.BOOL
+        if isinstance(val, (torch.SymFloat, float)):
+            return ir.DataType.FLOAT
+        return None
+
+    def out_shape(self, index: int = 0) -> tuple[int | torch.SymInt, ...] | None:
+        """The output's sizes: ints where static, ``torch.SymInt`` where symbolic."""
+        val = self._out_val(index)
+        return tuple(val.shape) if isinstance(val, torch.Tensor) else None
+
+    def static_out_shape(self, index: int = 0) -> list[int] | None:
+        """The output's sizes when all are static ints, else None."""
+        shape = self.out_shape(index)
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            return None
+        return [int(d) for d in shape]
+
+    # -- subgraphs ----------------------------------------------------------------------------------
+
+    def subgraph(
+        self,
+        gm: torch.fx.GraphModule,
+        name: str,
+        bind: Sequence[ir.Value],
+        graph_inputs: Sequence[ir.Value] = (),
+    ) -> ir.Graph:
+        """Translate ``gm`` into an ONNX subgraph; its placeholders read ``bind`` in order.
+
+        ``bind`` may hold values of enclosing graphs (``If`` branches read outer values) or values in
+        ``graph_inputs`` (the formal inputs of a ``Loop``/``Scan`` body).
+        """
+        assert self._subgraph_fn is not None, "subgraph translation needs the driver"
+        return self._subgraph_fn(self, gm, name, list(bind), list(graph_inputs))
+
+
+def _rank(value: ir.Value) -> int | None:
+    return len(value.shape) if value.shape is not None else None

@@ -1,0 +1,290 @@
+"""Walks the FX graph of an ExportedProgram once and builds the ONNX model.
+
+Placeholders become graph inputs or initializers (wrapping the tensors' memory, never copying it);
+each ``call_function`` node goes to its registered translator; nested GraphModules (``torch.cond``
+branches, loop bodies) become subgraphs through ``Ctx.subgraph``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import onnx_ir as ir
+import torch
+from onnx_ir.tensor_adapters import TorchTensor
+from torch.export.graph_signature import InputKind, OutputKind
+
+from onnxport.errors import OnnxportError, TranslationError, location_from_stack_trace
+from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-in translators)
+from onnxport.translate.builder import Ctx, _Names, onnx_dtype
+from onnxport.translate.registry import Translator, lookup, target_name
+
+__all__ = ["Translated", "translate", "untranslated_ops"]
+
+
+@dataclasses.dataclass
+class Translated:
+    """The ONNX model plus how user-level inputs and outputs map onto its graph inputs and outputs."""
+
+    model: ir.Model
+    input_used: list[bool]          # per flattened user input: True when it is an ONNX graph input
+    output_slots: list[Any]         # per flattened user output: an int (ONNX output index) or ("const", v)
+
+
+def untranslated_ops(gm: torch.fx.GraphModule, custom: Mapping[Any, Translator] | None = None) -> dict[Any, list[torch.fx.Node]]:
+    """Every call target in ``gm`` and its nested subgraphs that has no translator, with its nodes."""
+    missing: dict[Any, list[torch.fx.Node]] = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            sub = _attr(gm, node.target)
+            if isinstance(sub, torch.fx.GraphModule):
+                for target, nodes in untranslated_ops(sub, custom).items():
+                    missing.setdefault(target, []).extend(nodes)
+        elif node.op == "call_function" and node.target is not operator.getitem:
+            if lookup(node.target, custom) is None:
+                missing.setdefault(node.target, []).append(node)
+    return missing
+
+
+def _attr(gm: torch.nn.Module, dotted: str) -> Any:
+    obj: Any = gm
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _value_type(value: ir.Value, val: Any) -> None:
+    """Set an ONNX value's type and shape from an FX ``meta["val"]``."""
+    if isinstance(val, torch.Tensor):
+        value.dtype = onnx_dtype(val.dtype)
+        value.shape = ir.Shape([d if isinstance(d, int) else ir.SymbolicDim(str(d)) for d in val.shape])
+    elif isinstance(val, (torch.SymBool, bool)):
+        value.dtype, value.shape = ir.DataType.BOOL, ir.Shape([])
+    elif isinstance(val, (torch.SymInt, int)):
+        value.dtype, value.shape = ir.DataType.INT64, ir.Shape([])
+    elif isinstance(val, (torch.SymFloat, float)):
+        value.dtype, value.shape = ir.DataType.FLOAT, ir.Shape([])
+
+
+class _GraphTranslator:
+    """Translates the nodes of one FX graph into ``ctx.graph``."""
+
+    def __init__(self, ctx: Ctx, gm: torch.fx.GraphModule, custom: Mapping[Any, Translator]):
+        self.ctx = ctx
+        self.gm = gm
+        self.custom = custom
+        self.env: dict[torch.fx.Node, Any] = {}
+
+    def run(self, placeholders: Mapping[torch.fx.Node, Any]) -> list[Any]:
+        """Translate every node; returns the (unflattened) arguments of the output node."""
+        self.env.update(placeholders)
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                if node not in self.env:
+                    raise TranslationError(f"placeholder {node.name} has no value", node=node.name)
+            elif node.op == "get_attr":
+                self.env[node] = self._get_attr(node)
+            elif node.op == "call_function":
+                self._call(node)
+            elif node.op == "output":
+                return list(torch.fx.node.map_arg(node.args[0], self.env.__getitem__))
+            else:
+                raise TranslationError(f"unexpected FX node kind {node.op!r} ({node.name})", node=node.name)
+        raise TranslationError("the FX graph has no output node")
+
+    def _get_attr(self, node: torch.fx.Node) -> Any:
+        obj = _attr(self.gm, node.target)
+        if isinstance(obj, torch.Tensor):
+            return self.ctx.const(obj)
+        return obj
+
+    def _call(self, node: torch.fx.Node) -> None:
+        ctx = self.ctx
+        if node.target is operator.getitem and isinstance(self.env.get(node.args[0]), (tuple, list)):
+            self.env[node] = self.env[node.args[0]][node.args[1]]
+            return
+        fn = lookup(node.target, self.custom)
+        if fn is None:  # the decompose stage reports these before translation starts
+            raise TranslationError(f"no translation for {target_name(node.target)}", node=node.name)
+        args = torch.fx.node.map_arg(node.args, self.env.__getitem__)
+        kwargs = torch.fx.node.map_arg(node.kwargs, self.env.__getitem__)
+        ctx.node, ctx._step = node, []
+        try:
+            result = fn(ctx, *args, **kwargs)
+        except OnnxportError:
+            raise
+        except Exception as exc:
+            raise TranslationError(
+                f"translating {node.name} = {target_name(node.target)} failed: {type(exc).__name__}: {exc}",
+                node=node.name,
+                target=target_name(node.target),
+                location=location_from_stack_trace(node.meta.get("stack_trace")),
+                fix="this is an onnxport bug; please report it with the model. Meanwhile, override the op with "
+                "custom_translations={op: fn} (README, 'Custom operators').",
+            ) from exc
+        finally:
+            ctx.node = None
+        self.env[node] = self._finish(node, result)
+        if isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable and node.args:
+            first = node.args[0]
+            if isinstance(first, torch.fx.Node) and isinstance(result, ir.Value):
+                self.env[first] = result  # in-place op: later readers of the input see the new value
+
+    def _finish(self, node: torch.fx.Node, result: Any) -> Any:
+        """Name the node's fresh outputs after the FX node and type them from its metadata."""
+        val = node.meta.get("val")
+        fresh = {id(v) for n in self.ctx._step for v in n.outputs}
+        if isinstance(result, ir.Value):
+            self._name(result, node.name, val, fresh)
+        elif isinstance(result, (tuple, list)):
+            vals = val if isinstance(val, (tuple, list)) else [None] * len(result)
+            for i, (r, v) in enumerate(zip(result, vals)):
+                if isinstance(r, ir.Value):
+                    self._name(r, f"{node.name}_{i}", v, fresh)
+        return result
+
+    def _name(self, value: ir.Value, name: str, val: Any, fresh: set[int]) -> None:
+        if id(value) not in fresh:
+            return
+        value.name = self.ctx.names.unique(name)
+        _value_type(value, val)
+
+
+def _identity_if_needed(ctx: Ctx, value: ir.Value, seen: set[int]) -> ir.Value:
+    """ONNX outputs must be produced in their own graph, once each: add an Identity otherwise."""
+    producer = value.producer()
+    if producer is None or producer.graph is not ctx.graph or id(value) in seen:
+        out = ctx.op.Identity(value)
+        out.dtype, out.shape = value.dtype, value.shape
+        value = out
+    seen.add(id(value))
+    return value
+
+
+def _translate_subgraph(
+    parent: Ctx, gm: torch.fx.GraphModule, name: str, bind: list[ir.Value], graph_inputs: list[ir.Value]
+) -> ir.Graph:
+    graph = ir.Graph(graph_inputs, [], nodes=[], name=name)
+    ctx = Ctx(graph, opset=parent.opset, names=parent.names, parent=parent)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(bind):
+        raise TranslationError(f"subgraph {name} takes {len(placeholders)} inputs, given {len(bind)}")
+    translator = _GraphTranslator(ctx, gm, parent.custom)
+    outputs = torch.utils._pytree.tree_leaves(translator.run(dict(zip(placeholders, bind))))
+    seen: set[int] = set()
+    for out in outputs:
+        if not isinstance(out, ir.Value):
+            raise TranslationError(f"subgraph {name} returns a non-tensor {out!r}")
+        graph.outputs.append(_identity_if_needed(ctx, out, seen))
+    return graph
+
+
+def translate(
+    ep: torch.export.ExportedProgram,
+    *,
+    opset: int,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    custom: Mapping[Any, Translator] | None = None,
+) -> Translated:
+    """Translate ``ep`` into an ONNX model of the given opset."""
+    gm = ep.graph_module
+    names = _Names()
+    graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
+    ctx = Ctx(graph, opset=opset, names=names, subgraph_fn=_translate_subgraph, custom=custom)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    specs = ep.graph_signature.input_specs
+    bound: dict[torch.fx.Node, Any] = {}
+    input_used: list[bool] = []
+    user_inputs = [(n, s) for n, s in zip(placeholders, specs) if s.kind == InputKind.USER_INPUT]
+    tensor_inputs = [n for n, _ in user_inputs if isinstance(n.meta.get("val"), (torch.Tensor, torch.SymInt))]
+    if input_names is not None and len(input_names) != len(tensor_inputs):
+        from onnxport.errors import InvalidInputError
+
+        raise InvalidInputError(
+            f"input_names has {len(input_names)} names but the model takes {len(tensor_inputs)} tensor inputs "
+            f"({', '.join(n.name for n in tensor_inputs)})",
+            fix="give one name per tensor in the flattened (args, kwargs)",
+        )
+    given = iter(input_names or [])
+    for name in list(input_names or []) + list(output_names or []):
+        names.reserve(name)
+    for node, spec in zip(placeholders, specs):
+        if spec.kind == InputKind.USER_INPUT:
+            val = node.meta.get("val")
+            if isinstance(val, (torch.Tensor, torch.SymInt)):
+                value = ir.Value(name=next(given) if input_names else names.unique(node.name))
+                _value_type(value, val)
+                graph.inputs.append(value)
+                bound[node] = value
+                input_used.append(True)
+            else:
+                bound[node] = val
+                input_used.append(False)
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            if not node.users:
+                continue
+            tensor = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+            bound[node] = _initializer(graph, names, spec.target, tensor)
+        elif spec.kind == InputKind.TOKEN:
+            bound[node] = None
+        else:
+            raise TranslationError(
+                f"input {node.name} is a {spec.kind.name}, which ONNX cannot hold",
+                fix="pass tensors, or lists/tuples/dicts of tensors, as model inputs and state",
+            )
+    results = _GraphTranslator(ctx, gm, ctx.custom).run(bound)
+    flat = torch.utils._pytree.tree_leaves(results, is_leaf=lambda x: x is None)
+    out_specs = ep.graph_signature.output_specs
+    user_flat = [r for r, s in zip(flat, out_specs) if s.kind == OutputKind.USER_OUTPUT]
+    output_slots = _add_outputs(ctx, user_flat, output_names)
+    model = ir.Model(graph, ir_version=10, producer_name="onnxport", producer_version=_version())
+    for domain, version in ctx.domains.items():
+        graph.opset_imports.setdefault(domain, version)
+    return Translated(model, input_used, output_slots)
+
+
+def _add_outputs(ctx: Ctx, results: list[Any], output_names: Sequence[str] | None) -> list[Any]:
+    graph = ctx.graph
+    onnx_results = [r for r in results if isinstance(r, ir.Value)]
+    if output_names is not None and len(output_names) != len(onnx_results):
+        from onnxport.errors import InvalidInputError
+
+        raise InvalidInputError(
+            f"output_names has {len(output_names)} names but the model returns {len(onnx_results)} tensors",
+            fix="give one name per tensor in the flattened output",
+        )
+    names = iter(output_names or [])
+    slots: list[Any] = []
+    seen: set[int] = set()
+    for r in results:
+        if not isinstance(r, ir.Value):
+            slots.append(("const", r))
+            continue
+        value = _identity_if_needed(ctx, r, seen)
+        if output_names:
+            value.name = next(names)  # reserved up front, so no other value holds it
+        slots.append(len(graph.outputs))
+        graph.outputs.append(value)
+    return slots
+
+
+def _initializer(graph: ir.Graph, names: _Names, target: str, tensor: torch.Tensor) -> ir.Value:
+    tensor = tensor.detach()
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    name = names.unique(target)
+    value = ir.Value(name=name, const_value=TorchTensor(tensor, name=name))
+    value.dtype = onnx_dtype(tensor.dtype)
+    value.shape = ir.Shape(tensor.shape)
+    graph.register_initializer(value)
+    return value
+
+
+def _version() -> str:
+    from onnxport import __version__
+
+    return __version__

@@ -1,0 +1,59 @@
+"""Helpers shared by several op families."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from onnxport.translate.builder import Ctx, onnx_dtype
+
+FLOAT_TYPES = frozenset(
+    {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
+)
+
+
+def rank(x: ir.Value) -> int:
+    """The rank of ``x``; every FX-node value carries its shape."""
+    if x.shape is None:
+        raise ValueError(f"the rank of {x.name} is unknown")
+    return len(x.shape)
+
+
+def norm_axis(axis: int, r: int) -> int:
+    """``axis`` in ``[0, r)``; rank-0 tensors accept 0 and -1."""
+    return axis + max(r, 1) if axis < 0 else axis
+
+
+def axes(ctx: Ctx, dims: int | Sequence[int], r: int | None = None) -> ir.Value:
+    """A 1-D int64 constant of axes, normalised when the rank ``r`` is given."""
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if r is not None:
+        dims = [norm_axis(d, r) for d in dims]
+    return ctx.const(dims, ir.DataType.INT64)
+
+
+def arg_meta(ctx: Ctx, index: int) -> Any:
+    """``meta["val"]`` of the node's argument ``index`` (a FakeTensor), or the Python value itself."""
+    arg = ctx.node.args[index] if ctx.node is not None and index < len(ctx.node.args) else None
+    return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+
+
+def compute_dtype(ctx: Ctx, *indices: int) -> ir.DataType:
+    """The dtype torch promotes the node's arguments ``indices`` to (tensors and Python scalars)."""
+    metas = [arg_meta(ctx, i) for i in indices]
+    metas = [m for m in metas if m is not None]
+    result = metas[0] if len(metas) == 1 and isinstance(metas[0], torch.Tensor) else None
+    if result is not None:
+        return onnx_dtype(result.dtype)
+    dtype = metas[0] if len(metas) == 1 else torch.result_type(*metas[:2])
+    for extra in metas[2:]:
+        dtype = torch.promote_types(dtype, torch.result_type(extra, extra))
+    return onnx_dtype(dtype if isinstance(dtype, torch.dtype) else torch.tensor(dtype).dtype)
+
+
+def promote(ctx: Ctx, dtype: ir.DataType, *xs: Any) -> list[ir.Value]:
+    """Each of ``xs`` (values or Python scalars) as a value of ``dtype``."""
+    return [ctx.as_value(x, dtype=dtype) for x in xs]

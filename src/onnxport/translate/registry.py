@@ -1,0 +1,142 @@
+"""The translator registry: one function per ATen overload (or other FX call target).
+
+Built-in translators register with ``@aten(...)`` at import of ``onnxport.translate.ops``; users add
+their own with ``onnxport.register_translation`` or the ``custom_translations`` argument of ``export``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+__all__ = ["Translator", "aten", "lookup", "register_translation", "target_name"]
+
+Translator = Callable[..., Any]
+
+_BUILTIN: dict[Any, Translator] = {}
+_USER: dict[Any, Translator] = {}
+_USER_BY_NAME: dict[str, Translator] = {}
+
+
+def aten(*targets: Any) -> Callable[[Translator], Translator]:
+    """Register the decorated function as the translator of every target given.
+
+    Targets are ``OpOverload`` objects (``torch.ops.aten.add.Tensor``) or other FX call targets
+    (``operator.mul`` for symbolic sizes), so a misspelt op fails at import.
+    """
+    if not targets:
+        raise TypeError("@aten needs at least one target")
+
+    def decorate(fn: Translator) -> Translator:
+        for target in targets:
+            if target in _BUILTIN:
+                raise ValueError(f"{target_name(target)} already has a translator: {_BUILTIN[target].__qualname__}")
+            _BUILTIN[target] = fn
+        return fn
+
+    return decorate
+
+
+def register_translation(op: Any, fn: Translator | None = None) -> Any:
+    """Register a user translation for ``op``, an ``OpOverload``, ``OpOverloadPacket`` or its name.
+
+    Names are ``"namespace::op"`` (every overload) or ``"namespace::op.overload"``. Usable as a
+    decorator (``@register_translation("mylib::foo")``) or a call. The function receives the
+    translation context and the node's arguments, like a built-in translator, and returns ONNX values.
+    """
+
+    def decorate(f: Translator) -> Translator:
+        if isinstance(op, str):
+            _USER_BY_NAME[_normalise_name(op)] = f
+        elif isinstance(op, torch._ops.OpOverloadPacket):
+            for overload in op.overloads():
+                _USER[getattr(op, overload)] = f
+        else:
+            _USER[op] = f
+        return f
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def _normalise_name(name: str) -> str:
+    name = name.strip()
+    return name[: -len(".default")] if name.endswith(".default") else name
+
+
+def target_name(target: Any) -> str:
+    """``aten::add.Tensor`` for an OpOverload; the qualified name for other callables."""
+    if isinstance(target, torch._ops.OpOverload):
+        return _normalise_name(target.name()) if target._overloadname == "default" else target.name()
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order::{target.name()}"
+    module = getattr(target, "__module__", None) or ""
+    return f"{module}.{getattr(target, '__qualname__', repr(target))}".lstrip(".")
+
+
+def lookup(target: Any, extra: Mapping[Any, Translator] | None = None) -> Translator | None:
+    """The translator for ``target``: per-export ones first, then user-registered, then built-in."""
+    if extra:
+        fn = extra.get(target)
+        if fn is not None:
+            return fn
+    fn = _USER.get(target)
+    if fn is not None:
+        return fn
+    if _USER_BY_NAME and isinstance(target, torch._ops.OpOverload):
+        name = target_name(target)
+        fn = _USER_BY_NAME.get(name) or _USER_BY_NAME.get(name.split(".", 1)[0])
+        if fn is not None:
+            return fn
+    fn = _BUILTIN.get(target)
+    if fn is None and isinstance(target, torch._ops.OpOverload):
+        functional = _functional_variant(target)
+        if functional is not None:
+            return lookup(functional, extra)
+    return fn
+
+
+def _functional_variant(target: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
+    """``aten.add.Tensor`` for ``aten.add_.Tensor``: in-place ops translate as their functional twin.
+
+    The driver then rebinds the mutated input to the result, so later readers see the new value.
+    """
+    packet = target.overloadpacket.__name__
+    if not (packet.endswith("_") and not packet.startswith("_") and target._schema.is_mutable):
+        return None
+    namespace = target.namespace
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), packet[:-1]), target._overloadname)
+    except AttributeError:
+        return None
+
+
+def normalise_custom_translations(table: Mapping[Any, Translator] | None) -> dict[Any, Translator]:
+    """Resolve the keys of ``export(custom_translations=...)`` to FX targets."""
+    resolved: dict[Any, Translator] = {}
+    for key, fn in (table or {}).items():
+        if isinstance(key, str):
+            resolved.update(_resolve_name(key, fn))
+        elif isinstance(key, torch._ops.OpOverloadPacket):
+            resolved.update({getattr(key, o): fn for o in key.overloads()})
+        else:
+            resolved[key] = fn
+    return resolved
+
+
+def _resolve_name(name: str, fn: Translator) -> dict[Any, Translator]:
+    from onnxport.errors import InvalidInputError
+
+    qualified = _normalise_name(name)
+    namespace, _, rest = qualified.partition("::")
+    op_name, _, overload = rest.partition(".")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), op_name)
+    except (AttributeError, RuntimeError) as exc:
+        raise InvalidInputError(
+            f"custom_translations names {name!r}, which is not a registered torch operator",
+            fix="spell it 'namespace::op' or 'namespace::op.overload', or pass the OpOverload itself",
+        ) from exc
+    overloads = [overload or "default"] if overload else packet.overloads()
+    return {getattr(packet, o): fn for o in overloads}

@@ -1,0 +1,99 @@
+"""Compare onnxruntime outputs with eager PyTorch outputs, with tolerances per dtype."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+
+__all__ = ["OutputCheck", "Verification", "compare", "tolerance"]
+
+_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-6),
+    torch.float32: (1e-4, 1e-3),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (5e-2, 5e-2),
+}
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol) for ``dtype``: exact for integers and booleans."""
+    return _TOLERANCES.get(dtype, (0.0, 0.0))
+
+
+@dataclasses.dataclass
+class OutputCheck:
+    """One output compared: its worst absolute and relative error and the tolerance it was held to."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    max_abs: float
+    max_rel: float
+    atol: float
+    rtol: float
+    ok: bool
+    problem: str = ""
+
+    def __str__(self) -> str:
+        status = "ok" if self.ok else f"MISMATCH {self.problem}".rstrip()
+        return (
+            f"  {self.name}: {self.dtype}{list(self.shape)} max_abs={self.max_abs:.3g} max_rel={self.max_rel:.3g} "
+            f"(atol={self.atol:g}, rtol={self.rtol:g}) {status}"
+        )
+
+
+@dataclasses.dataclass
+class Verification:
+    """The result of running the ONNX model against eager PyTorch on one or more input sets."""
+
+    label: str
+    outputs: list[OutputCheck]
+    runs: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outputs)
+
+    def __str__(self) -> str:
+        head = f"verification ({self.label}): {'passed' if self.ok else 'FAILED'}"
+        runs = [f"  inputs: {r}" for r in self.runs]
+        return "\n".join([head, *runs, *(str(o) for o in self.outputs)])
+
+
+def compare(names: Sequence[str], expected: Sequence[torch.Tensor], actual: Sequence[torch.Tensor]) -> list[OutputCheck]:
+    """Compare output by output."""
+    checks = []
+    for name, exp, act in zip(names, expected, actual):
+        checks.append(_compare_one(name, exp, act))
+    if len(expected) != len(actual):
+        checks.append(OutputCheck("<count>", "", (), 0, 0, 0, 0, False, f"{len(expected)} expected, {len(actual)} produced"))
+    return checks
+
+
+def _compare_one(name: str, exp: torch.Tensor, act: torch.Tensor) -> OutputCheck:
+    exp = torch.as_tensor(exp).detach().cpu()
+    act = torch.as_tensor(act).detach().cpu()
+    atol, rtol = tolerance(exp.dtype)
+    check = OutputCheck(name, str(exp.dtype).replace("torch.", ""), tuple(exp.shape), 0.0, 0.0, atol, rtol, True)
+    if tuple(exp.shape) != tuple(act.shape):
+        check.ok, check.problem = False, f"shape {list(act.shape)} != {list(exp.shape)}"
+        return check
+    if act.dtype != exp.dtype:
+        check.ok, check.problem = False, f"dtype {act.dtype} != {exp.dtype}"
+        return check
+    if exp.numel() == 0:
+        return check
+    e, a = exp.double(), act.double()
+    both_nan = torch.isnan(e) & torch.isnan(a)
+    same_inf = torch.isinf(e) & (e == a)
+    diff = torch.where(both_nan | same_inf, torch.zeros_like(e), (e - a).abs())
+    diff = torch.nan_to_num(diff, nan=float("inf"))
+    check.max_abs = float(diff.max())
+    check.max_rel = float((diff / e.abs().clamp_min(1e-12)).max())
+    bad = diff > atol + rtol * e.abs()
+    if bool(bad.any()):
+        check.ok = False
+        check.problem = f"{int(bad.sum())} of {exp.numel()} elements out of tolerance"
+    return check

@@ -1,0 +1,53 @@
+"""Verification of an exported program against eager PyTorch on the example inputs."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from onnxport.errors import VerificationError
+from onnxport.verify.compare import Verification, compare
+
+__all__ = ["eager_outputs", "verify_program"]
+
+
+def eager_outputs(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """Run the model eagerly on copies of the inputs (a model may modify its inputs in place)."""
+    args_c, kwargs_c = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, (args, kwargs))
+    with torch.no_grad():
+        return model(*args_c, **kwargs_c)
+
+
+def verify_program(program: Any, model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], *, raise_on_mismatch: bool = True) -> Verification:
+    """Compare ``program`` (onnxruntime) with ``model`` (eager) on ``args``/``kwargs``; record it in the report."""
+    expected = eager_outputs(model, args, kwargs)
+    flat_expected = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    flat_inputs = program.flatten_inputs(args, kwargs)
+    actual = program.run_flat(flat_inputs)
+    names = program.output_names
+    result = Verification(
+        "onnxruntime vs eager PyTorch",
+        compare(names, flat_expected, actual),
+        runs=[", ".join(f"{n}={_describe(t)}" for n, t in zip(program.input_names, flat_inputs))],
+    )
+    program.report.verification = result
+    if not result.ok:
+        if raise_on_mismatch:
+            raise VerificationError(
+                "the ONNX model does not match eager PyTorch:\n" + str(result),
+                verification=result,
+                fix="pass verify_mode='warn' to keep the model anyway, and report the model to onnxport",
+            )
+        warnings.warn(f"onnxport: the ONNX model does not match eager PyTorch\n{result}", stacklevel=3)
+        program.report.warn("verification failed: " + "; ".join(o.name for o in result.outputs if not o.ok))
+    return result
+
+
+def _describe(t: Any) -> str:
+    if isinstance(t, torch.Tensor):
+        return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
+    return repr(t)

@@ -1,0 +1,87 @@
+"""One generic runner for op tests given as data.
+
+An ``OpCase`` names an op, a function building its inputs, and quirks as fields; the runner wraps the
+op in a module, exports it through the real pipeline (verification off), runs onnxruntime, compares
+with eager PyTorch, and checks the emitted op types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+import onnxport
+
+DEFAULT_TOL = {
+    torch.float32: (1e-4, 1e-4),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (3e-2, 3e-2),
+    torch.float64: (1e-7, 1e-7),
+}
+
+
+@dataclasses.dataclass
+class OpCase:
+    """One op test: ``fn(*args(), **kwargs)`` exported and compared with eager."""
+
+    fn: Callable[..., Any]
+    args: Callable[[], Sequence[Any]]
+    name: str = ""
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    expect_ops: Sequence[str] = ()
+    dtypes: Sequence[torch.dtype] | None = None   # re-run with float inputs cast to each dtype
+    tol: dict[torch.dtype, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    dynamic_shapes: Any = None
+    equal_nan: bool = False
+
+    @property
+    def id(self) -> str:
+        base = getattr(self.fn, "__name__", None) or str(self.fn)
+        if isinstance(self.fn, torch._ops.OpOverload):
+            base = self.fn.name().replace("aten::", "")
+        return f"{base}-{self.name}" if self.name else base
+
+    def variants(self) -> list[tuple[str, torch.dtype | None]]:
+        return [(self.id, None)] if not self.dtypes else [(f"{self.id}-{str(d)[6:]}", d) for d in self.dtypes]
+
+
+class _Wrap(torch.nn.Module):
+    def __init__(self, fn: Callable[..., Any], kwargs: dict[str, Any]):
+        super().__init__()
+        self.fn, self.kwargs = fn, kwargs
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args, **self.kwargs)
+
+
+def params(cases: Sequence[OpCase]) -> list[Any]:
+    """pytest parameters: one per case and dtype, with readable ids."""
+    import pytest
+
+    return [pytest.param(case, dtype, id=ident) for case in cases for ident, dtype in case.variants()]
+
+
+def run_case(case: OpCase, dtype: torch.dtype | None = None) -> onnxport.OnnxProgram:
+    """Export the case, compare onnxruntime with eager, check the op types; returns the program."""
+    torch.manual_seed(0)
+    args = list(case.args())
+    if dtype is not None:
+        args = [a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    model = _Wrap(case.fn, case.kwargs)
+    expected = model(*args)
+    prog = onnxport.export(model, tuple(args), dynamic_shapes=case.dynamic_shapes, verify=False)
+    actual = prog(*args)
+    exp_flat = [t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    act_flat = [t for t in torch.utils._pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
+    assert len(exp_flat) == len(act_flat)
+    for exp, act in zip(exp_flat, act_flat):
+        atol, rtol = case.tol.get(exp.dtype, DEFAULT_TOL.get(exp.dtype, (0, 0)))
+        torch.testing.assert_close(act, exp, atol=atol, rtol=rtol, equal_nan=case.equal_nan)
+    if case.expect_ops:
+        emitted = {n.op_type for n in prog.model.graph.all_nodes()}
+        missing = [op for op in case.expect_ops if op not in emitted]
+        assert not missing, f"expected ONNX ops {missing} in {sorted(emitted)}"
+    return prog
