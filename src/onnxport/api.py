@@ -34,6 +34,7 @@ def export(
     optimize: bool = True,
     verify: bool = True,
     verify_mode: str = "raise",
+    verify_inputs: Sequence[Any] = (),
     progress: bool = False,
 ) -> OnnxProgram:
     """Export ``model`` called on ``args``/``kwargs`` to ONNX.
@@ -43,8 +44,9 @@ def export(
     ``input_names``/``output_names``. ``opset`` defaults to the newest one onnxruntime runs.
     ``custom_translations`` maps an op (``OpOverload`` or ``"ns::op"``) to a translator.
     ``verify`` runs the model in onnxruntime against eager PyTorch on the example inputs; a mismatch
-    raises ``VerificationError``, or only warns with ``verify_mode="warn"``. ``progress`` prints one
-    line per stage.
+    raises ``VerificationError``, or only warns with ``verify_mode="warn"``; ``verify_inputs`` adds
+    input sets to check (each an args tuple, or ``(args, kwargs)``). ``progress`` prints one line per
+    stage to stderr.
     """
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
     opset = _check_opset(opset)
@@ -75,7 +77,8 @@ def export(
     )
     if verify:
         with report.stage("verify") as stage:
-            result = _verify.verify_program(program, model, args, kwargs, raise_on_mismatch=verify_mode == "raise")
+            sets = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
+            result = _verify.verify_program(program, model, sets, raise_on_mismatch=verify_mode == "raise")
             stage.detail = "passed" if result.ok else "FAILED"
     return program
 
@@ -101,6 +104,14 @@ def unsupported_ops(
     except _decompose.UnsupportedOpError as exc:
         return exc.ops
     return {}
+
+
+def _input_set(model: torch.nn.Module, extra: Any) -> tuple[tuple, dict[str, Any]]:
+    if isinstance(extra, tuple) and len(extra) == 2 and isinstance(extra[0], tuple) and isinstance(extra[1], dict):
+        _, args, kwargs = _capture.check_inputs(model, extra[0], extra[1])
+    else:
+        _, args, kwargs = _capture.check_inputs(model, extra, None)
+    return args, kwargs
 
 
 def _check_opset(opset: int | None) -> int:

@@ -54,9 +54,16 @@ def decompose(
         for target, nodes in missing.items():
             if target in table:
                 report.decomposed[target_name(target)] = report.decomposed.get(target_name(target), 0) + len(nodes)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ep = ep.run_decompositions(table)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ep = ep.run_decompositions(table)
+        except Exception as exc:  # torch's decompositions fail in many ways; the ops stay untranslated
+            names = ", ".join(sorted(target_name(t) for t in table))
+            report.warn(f"torch could not decompose {names}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            for target in table:
+                report.decomposed.pop(target_name(target), None)
+            break
     missing = untranslated_ops(ep.graph_module, custom)
     if missing:
         raise unsupported_error(missing, opset)
