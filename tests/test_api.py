@@ -1,0 +1,211 @@
+"""The public API: export, OnnxProgram (call, save, names, nested structures), report, options."""
+
+from __future__ import annotations
+
+import os
+
+import onnx
+import pytest
+import torch
+
+import onnxport
+
+
+class AddMul(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x * y + x
+
+
+class Nested(torch.nn.Module):
+    def forward(self, pair: tuple[torch.Tensor, torch.Tensor], extra: dict[str, torch.Tensor], scale: float = 2.0):
+        a, b = pair
+        return {"sum": a + b, "parts": [a * scale, extra["c"] * b]}
+
+
+class Linear(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+def test_export_names_call_and_report() -> None:
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    prog = onnxport.export(AddMul(), (x, y), input_names=["x", "y"], output_names=["z"])
+    assert prog.input_names == ["x", "y"]
+    assert prog.output_names == ["z"]
+    torch.testing.assert_close(prog(x, y), x * y + x)
+    report = str(prog.report)
+    for stage in ("capture", "translate", "optimize", "verify"):
+        assert stage in report
+    assert prog.report.verification.ok
+    assert "max_abs" in report
+
+
+def test_nested_inputs_and_outputs_are_flattened_and_rebuilt() -> None:
+    a, b, c = torch.randn(2), torch.randn(2), torch.randn(2)
+    model = Nested()
+    prog = onnxport.export(model, ((a, b), {"c": c}))
+    assert len(prog.input_names) == 3
+    assert len(prog.output_names) == 3
+    out = prog((a, b), {"c": c})
+    expected = model((a, b), {"c": c})
+    assert set(out) == {"sum", "parts"}
+    torch.testing.assert_close(out["sum"], expected["sum"])
+    torch.testing.assert_close(out["parts"][1], expected["parts"][1])
+
+
+def test_kwargs_are_inputs() -> None:
+    x, y = torch.randn(3), torch.randn(3)
+    prog = onnxport.export(AddMul(), (x,), {"y": y})
+    torch.testing.assert_close(prog(x, y=y), x * y + x)
+
+
+def test_parameters_become_initializers_sharing_memory() -> None:
+    model = Linear()
+    prog = onnxport.export(model, (torch.randn(2, 4),))
+    inits = prog.model.graph.initializers
+    assert set(inits) == {"lin.weight", "lin.bias"}
+    # The initializer wraps the parameter's storage: no copy was made.
+    tensor = inits["lin.weight"].const_value.raw
+    assert tensor.data_ptr() == model.lin.weight.data_ptr()
+
+
+def test_checker_and_determinism(tmp_path) -> None:
+    x = torch.randn(2, 4)
+    model = Linear()
+    paths = [tmp_path / "a.onnx", tmp_path / "b.onnx"]
+    for path in paths:
+        onnxport.export(model, (x,)).save(path)
+    onnx.checker.check_model(str(paths[0]), full_check=True)
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+def test_save_external_data_roundtrip(tmp_path) -> None:
+    x = torch.randn(2, 4)
+    prog = onnxport.export(Linear(), (x,))
+    path = tmp_path / "m.onnx"
+    prog.save(path, external_data=True)
+    assert (tmp_path / "m.onnx.data").exists()
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "m.onnx.data"]
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {prog.input_names[0]: x.numpy()})
+    torch.testing.assert_close(torch.from_numpy(out), prog(x))
+    # The program still runs and saves after writing external data.
+    prog.save(tmp_path / "again.onnx")
+    assert (tmp_path / "again.onnx").stat().st_size > 0
+
+
+def test_opset_option_and_default() -> None:
+    prog = onnxport.export(AddMul(), (torch.randn(2), torch.randn(2)), opset=18)
+    assert prog.model.opset_imports[""] == 18
+    default = onnxport.export(AddMul(), (torch.randn(2), torch.randn(2)))
+    assert default.model.opset_imports[""] >= 18
+
+
+def test_function_model() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * 3
+
+    x = torch.randn(4)
+    torch.testing.assert_close(onnxport.export(f, (x,))(x), x * 3)
+
+
+def test_single_tensor_args() -> None:
+    x = torch.randn(2, 4)
+    model = Linear()
+    torch.testing.assert_close(onnxport.export(model, x)(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+def test_custom_translation_for_custom_op() -> None:
+    @torch.library.custom_op("onnxport_test::scaled", mutates_args=())
+    def scaled(x: torch.Tensor, factor: float) -> torch.Tensor:
+        return x * factor
+
+    @scaled.register_fake
+    def _(x: torch.Tensor, factor: float) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    class M(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.ops.onnxport_test.scaled(x, 3.0) + 1
+
+    def translate_scaled(ctx, x, factor):
+        return ctx.op.Mul(x, ctx.const(factor, like=x))
+
+    x = torch.randn(3)
+    with pytest.raises(onnxport.UnsupportedOpError, match="onnxport_test::scaled"):
+        onnxport.export(M(), (x,))
+    assert "onnxport_test::scaled" in onnxport.unsupported_ops(M(), (x,))
+    prog = onnxport.export(M(), (x,), custom_translations={"onnxport_test::scaled": translate_scaled})
+    torch.testing.assert_close(prog(x), x * 3 + 1)
+
+
+def test_custom_translation_to_custom_domain() -> None:
+    @torch.library.custom_op("onnxport_test::gelu_like", mutates_args=())
+    def gelu_like(x: torch.Tensor) -> torch.Tensor:
+        return x.sigmoid() * x
+
+    @gelu_like.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    def translate(ctx, x):
+        return ctx.op.MySwish(x, _domain="com.example")
+
+    prog = onnxport.export(
+        lambda x: torch.ops.onnxport_test.gelu_like(x), (torch.randn(2),),
+        custom_translations={torch.ops.onnxport_test.gelu_like.default: translate}, verify=False,
+    )
+    assert prog.model.opset_imports["com.example"] == 1
+    assert [n.op_type for n in prog.model.graph] == ["MySwish"]
+
+
+def test_register_translation_decorator() -> None:
+    @torch.library.custom_op("onnxport_test::plus_one", mutates_args=())
+    def plus_one(x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    @plus_one.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    @onnxport.register_translation("onnxport_test::plus_one")
+    def _translate(ctx, x):
+        return ctx.op.Add(x, ctx.const(1.0, like=x))
+
+    x = torch.randn(5)
+    prog = onnxport.export(lambda x: torch.ops.onnxport_test.plus_one(x), (x,))
+    torch.testing.assert_close(prog(x), x + 1)
+
+
+def test_verification_mismatch_raises_or_warns() -> None:
+    @torch.library.custom_op("onnxport_test::double", mutates_args=())
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @double.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    def wrong(ctx, x):  # a translation that computes x * 3
+        return ctx.op.Mul(x, ctx.const(3.0, like=x))
+
+    fn = lambda x: torch.ops.onnxport_test.double(x)  # noqa: E731
+    x = torch.ones(4)
+    custom = {"onnxport_test::double": wrong}
+    with pytest.raises(onnxport.VerificationError, match="does not match eager"):
+        onnxport.export(fn, (x,), custom_translations=custom)
+    with pytest.warns(UserWarning, match="does not match"):
+        prog = onnxport.export(fn, (x,), custom_translations=custom, verify_mode="warn")
+    assert not prog.report.verification.ok
+
+
+def test_verify_inputs_are_checked_too() -> None:
+    model = AddMul()
+    prog = onnxport.export(model, (torch.randn(2), torch.randn(2)), verify_inputs=[(torch.ones(2), torch.zeros(2))])
+    assert len(prog.report.verification.runs) == 2

@@ -1,0 +1,129 @@
+"""Every error class: its message names the cause, the user's line when known, and the next step."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import onnxport
+from onnxport.errors import location_from_stack_trace
+
+THIS_FILE = os.path.basename(__file__)
+
+
+class Bad1(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:  # the line the error must point at
+            return x.sin()
+        return x.cos()
+
+
+class Twice(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+@torch.library.custom_op("onnxport_err::mystery", mutates_args=())
+def mystery(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+@mystery.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class UsesMystery(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.ops.onnxport_err.mystery(x)
+        return torch.ops.onnxport_err.mystery(y) * 2
+
+
+def test_not_a_module() -> None:
+    with pytest.raises(onnxport.InvalidInputError, match="must be a torch.nn.Module") as info:
+        onnxport.export(42, (torch.randn(2),))
+    assert info.value.fix and THIS_FILE in str(info.value.location)
+
+
+def test_class_instead_of_instance() -> None:
+    with pytest.raises(onnxport.InvalidInputError, match=r"pass Twice\(...\) instead"):
+        onnxport.export(Twice, (torch.randn(2),))
+
+
+def test_args_do_not_match_forward() -> None:
+    with pytest.raises(onnxport.InvalidInputError, match="do not match Twice.forward") as info:
+        onnxport.export(Twice(), (torch.randn(2), torch.randn(2)))
+    assert "fix:" in str(info.value)
+
+
+def test_bad_opset() -> None:
+    with pytest.raises(onnxport.InvalidInputError, match="opset 7"):
+        onnxport.export(Twice(), (torch.randn(2),), opset=7)
+
+
+def test_input_names_count() -> None:
+    with pytest.raises(onnxport.InvalidInputError, match="input_names has 2 names"):
+        onnxport.export(Twice(), (torch.randn(2),), input_names=["a", "b"])
+
+
+def test_capture_error_points_at_user_line() -> None:
+    with pytest.raises(onnxport.CaptureError) as info:
+        onnxport.export(Bad1(), (torch.randn(3),))
+    err = info.value
+    assert err.location is not None and err.location.file.endswith(THIS_FILE)
+    assert "if x.sum() > 0" in err.location.code
+    assert "torch.cond" in err.fix
+    assert [a[0] for a in err.attempts] == ["non-strict", "strict"]
+    assert "data-dependent" in str(err)
+
+
+def test_unsupported_ops_listed_at_once_with_counts_and_lines() -> None:
+    with pytest.raises(onnxport.UnsupportedOpError) as info:
+        onnxport.export(UsesMystery(), (torch.randn(3),))
+    err = info.value
+    assert list(err.ops) == ["onnxport_err::mystery"]
+    assert len(err.ops["onnxport_err::mystery"]) == 2
+    assert "x2" in str(err) and THIS_FILE in str(err)
+    assert "register_translation" in err.fix
+
+
+def test_translation_error_names_node_and_line() -> None:
+    def broken(ctx, x):
+        raise RuntimeError("boom")
+
+    with pytest.raises(onnxport.TranslationError, match="boom") as info:
+        onnxport.export(UsesMystery(), (torch.randn(3),), custom_translations={"onnxport_err::mystery": broken})
+    assert info.value.node.startswith("mystery")
+    assert info.value.location is not None and info.value.location.file.endswith(THIS_FILE)
+
+
+def test_failed_export_leaves_no_file_and_keeps_old_one(tmp_path) -> None:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"previous")
+    with pytest.raises(onnxport.CaptureError):
+        onnxport.export(Bad1(), (torch.randn(3),)).save(path)
+    assert path.read_bytes() == b"previous"
+    assert os.listdir(tmp_path) == ["model.onnx"]
+
+
+def test_unwritable_path() -> None:
+    prog = onnxport.export(Twice(), (torch.randn(2),))
+    with pytest.raises(onnxport.InvalidInputError, match="does not exist"):
+        prog.save("/nonexistent-dir/model.onnx")
+
+
+def test_save_to_a_folder_is_refused(tmp_path) -> None:
+    prog = onnxport.export(Twice(), (torch.randn(2),))
+    with pytest.raises(onnxport.InvalidInputError, match="it is a folder"):
+        prog.save(tmp_path)
+
+
+def test_location_from_stack_trace_skips_library_frames() -> None:
+    trace = (
+        f'  File "{os.path.abspath(__file__)}", line 12, in forward\n    y = self.lin(x)\n'
+        f'  File "{torch.__file__}", line 99, in linear\n    return F.linear(x)\n'
+    )
+    loc = location_from_stack_trace(trace)
+    assert loc is not None and loc.line == 12 and loc.code == "y = self.lin(x)"
