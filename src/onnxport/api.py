@@ -31,6 +31,7 @@ def export(
     output_names: Sequence[str] | None = None,
     opset: int | None = None,
     custom_translations: Mapping[Any, Any] | None = None,
+    custom_opsets: Mapping[str, int] | None = None,
     optimize: bool = True,
     verify: bool = True,
     verify_mode: str = "raise",
@@ -42,7 +43,8 @@ def export(
     Args follow ``torch.onnx.export``: ``args`` is a tuple (a single tensor is accepted), inputs and
     outputs may be nested tuples, lists and dicts of tensors, flattened in order and named by
     ``input_names``/``output_names``. ``opset`` defaults to the newest one onnxruntime runs.
-    ``custom_translations`` maps an op (``OpOverload`` or ``"ns::op"``) to a translator.
+    ``custom_translations`` maps an op (``OpOverload`` or ``"ns::op"``) to a translator;
+    ``custom_opsets`` gives the versions of the custom domains its nodes use (default 1).
     ``verify`` runs the model in onnxruntime against eager PyTorch on the example inputs; a mismatch
     raises ``VerificationError``, or only warns with ``verify_mode="warn"``; ``verify_inputs`` adds
     input sets to check (each an args tuple, or ``(args, kwargs)``). ``progress`` prints one line per
@@ -61,7 +63,7 @@ def export(
         ep = _decompose.decompose(ep, custom=custom, opset=opset, report=report)
         stage.detail = f"{sum(report.decomposed.values())} nodes decomposed"
     with report.stage("translate") as stage:
-        translated = _translate.translate(ep, opset=opset, input_names=input_names, output_names=output_names, custom=custom)
+        translated = _translate.translate(ep, opset=opset, input_names=input_names, output_names=output_names, custom=custom, custom_opsets=custom_opsets)
         stage.detail = f"{len(translated.model.graph)} nodes, opset {opset}"
     if optimize:
         with report.stage("optimize") as stage:

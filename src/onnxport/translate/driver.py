@@ -189,6 +189,7 @@ def translate(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     custom: Mapping[Any, Translator] | None = None,
+    custom_opsets: Mapping[str, int] | None = None,
 ) -> Translated:
     """Translate ``ep`` into an ONNX model of the given opset."""
     gm = ep.graph_module
@@ -201,22 +202,25 @@ def translate(
     input_used: list[bool] = []
     user_inputs = [(n, s) for n, s in zip(placeholders, specs) if s.kind == InputKind.USER_INPUT]
     tensor_inputs = [n for n, _ in user_inputs if isinstance(n.meta.get("val"), (torch.Tensor, torch.SymInt))]
-    if input_names is not None and len(input_names) != len(tensor_inputs):
+    params = [n for n, s in zip(placeholders, specs) if s.kind == InputKind.PARAMETER and n.users]
+    input_names = list(input_names or [])
+    if len(input_names) > len(tensor_inputs) + len(params):
         from onnxport.errors import InvalidInputError
 
         raise InvalidInputError(
             f"input_names has {len(input_names)} names but the model takes {len(tensor_inputs)} tensor inputs "
-            f"({', '.join(n.name for n in tensor_inputs)})",
-            fix="give one name per tensor in the flattened (args, kwargs)",
+            f"({', '.join(n.name for n in tensor_inputs)}) and has {len(params)} parameters",
+            fix="give one name per tensor in the flattened (args, kwargs); names past the inputs name the parameters",
         )
-    given = iter(input_names or [])
-    for name in list(input_names or []) + list(output_names or []):
+    # A shorter list names the first inputs; names past the inputs name the parameters, in order.
+    chosen = dict(zip(tensor_inputs + params, input_names))
+    for name in input_names + list(output_names or []):
         names.reserve(name)
     for node, spec in zip(placeholders, specs):
         if spec.kind == InputKind.USER_INPUT:
             val = node.meta.get("val")
             if isinstance(val, (torch.Tensor, torch.SymInt)):
-                value = ir.Value(name=next(given) if input_names else names.unique(node.name))
+                value = ir.Value(name=chosen.get(node) or names.unique(node.name))
                 _value_type(value, val)
                 graph.inputs.append(value)
                 bound[node] = value
@@ -228,7 +232,7 @@ def translate(
             if not node.users:
                 continue
             tensor = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
-            bound[node] = _initializer(graph, names, spec.target, tensor)
+            bound[node] = _initializer(graph, chosen.get(node) or names.unique(spec.target), tensor)
         elif spec.kind == InputKind.TOKEN:
             bound[node] = None
         else:
@@ -243,7 +247,7 @@ def translate(
     output_slots = _add_outputs(ctx, user_flat, output_names)
     model = ir.Model(graph, ir_version=10, producer_name="onnxport", producer_version=_version())
     for domain, version in ctx.domains.items():
-        graph.opset_imports.setdefault(domain, version)
+        graph.opset_imports.setdefault(domain, (custom_opsets or {}).get(domain, version))
     return Translated(model, input_used, output_slots)
 
 
@@ -256,6 +260,13 @@ def _add_outputs(ctx: Ctx, results: list[Any], output_names: Sequence[str] | Non
         raise InvalidInputError(
             f"output_names has {len(output_names)} names but the model returns {len(onnx_results)} tensors",
             fix="give one name per tensor in the flattened output",
+        )
+    if not onnx_results:
+        from onnxport.errors import InvalidInputError
+
+        raise InvalidInputError(
+            f"the model returns no tensor for these inputs, only constants ({results!r}): an ONNX model would compute nothing",
+            fix="return tensors; for sizes computed from input shapes, export with dynamic_shapes so they stay symbolic",
         )
     names = iter(output_names or [])
     slots: list[Any] = []
@@ -272,11 +283,10 @@ def _add_outputs(ctx: Ctx, results: list[Any], output_names: Sequence[str] | Non
     return slots
 
 
-def _initializer(graph: ir.Graph, names: _Names, target: str, tensor: torch.Tensor) -> ir.Value:
+def _initializer(graph: ir.Graph, name: str, tensor: torch.Tensor) -> ir.Value:
     tensor = tensor.detach()
     if not tensor.is_contiguous():
         tensor = tensor.contiguous()
-    name = names.unique(target)
     value = ir.Value(name=name, const_value=TorchTensor(tensor, name=name))
     value.dtype = onnx_dtype(tensor.dtype)
     value.shape = ir.Shape(tensor.shape)
