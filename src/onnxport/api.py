@@ -81,7 +81,7 @@ def export(
         with report.stage("verify") as stage:
             sets = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
             result = _verify.verify_program(program, model, sets, raise_on_mismatch=verify_mode == "raise")
-            stage.detail = "passed" if result.ok else "FAILED"
+            stage.detail = result.status
     return program
 
 

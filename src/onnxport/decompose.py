@@ -37,8 +37,8 @@ _TABLES: list[Mapping[Any, Any]] = []
 
 def _tables() -> list[Mapping[Any, Any]]:
     if not _TABLES:
+        # Core ATen decompositions only: the wider table rewrites into prims, which have no translators.
         _TABLES.append(dict(torch.export.default_decompositions().items()))
-        _TABLES.append(torch._decomp.decomposition_table)
     return _TABLES
 
 

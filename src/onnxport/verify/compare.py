@@ -51,13 +51,18 @@ class Verification:
     label: str
     outputs: list[OutputCheck]
     runs: list[str] = dataclasses.field(default_factory=list)
+    skipped: str = ""  # why onnxruntime could not run the model at all, if it could not
 
     @property
     def ok(self) -> bool:
-        return all(o.ok for o in self.outputs)
+        return not self.skipped and all(o.ok for o in self.outputs)
+
+    @property
+    def status(self) -> str:
+        return f"skipped: {self.skipped}" if self.skipped else ("passed" if self.ok else "FAILED")
 
     def __str__(self) -> str:
-        head = f"verification ({self.label}): {'passed' if self.ok else 'FAILED'}"
+        head = f"verification ({self.label}): {self.status}"
         runs = [f"  inputs: {r}" for r in self.runs]
         return "\n".join([head, *runs, *(str(o) for o in self.outputs)])
 

@@ -1,0 +1,361 @@
+"""Benchmark onnxport against ``torch.onnx.export(dynamo=True)`` on the models of ``bench/models.py``.
+
+    python bench/run.py [--models mlp,cnn] [--repeat 5] [--out results.md]
+
+Prints one markdown table (see bench/README.md for the columns). A failure of either exporter, or of
+onnxruntime on its model, shows in that model's cells and the run goes on with the next model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import io
+import logging
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from torch.utils import _pytree as pytree
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from models import MODELS  # noqa: E402
+
+import onnxport  # noqa: E402
+
+LATENCY_MIN_RUNS = 20
+LATENCY_MAX_RUNS = 500
+LATENCY_BUDGET_S = 1.0
+
+
+@dataclass
+class Side:
+    """What one exporter gave on one model; a string in a numeric slot is a failure message."""
+
+    export_s: float | str | None = None
+    nodes: int | str | None = None
+    latency_ms: float | str | None = None
+    max_err: float | str | None = None
+
+
+@dataclass
+class Row:
+    name: str
+    floor_s: float | str | None = None
+    verify_s: float | str | None = None
+    ours: Side = field(default_factory=Side)
+    theirs: Side = field(default_factory=Side)
+    failures: list[str] = field(default_factory=list)
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def quiet():
+    """Swallow the exporters' prints, warnings and log lines so the table stays readable."""
+    # torch's log handlers hold the original stderr, so redirecting sys.stderr alone misses them.
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def short(exc: BaseException, width: int = 70) -> str:
+    """``Type: message`` on one line; an UnsupportedOpError names its missing ops."""
+    ops = getattr(exc, "ops", None)
+    if isinstance(ops, dict) and ops:
+        text = f"{type(exc).__name__}: {', '.join(map(str, ops))}"
+    else:
+        lines = [ln.strip() for ln in str(exc).strip().splitlines()]
+        kept = []
+        for ln in lines:
+            if ln.startswith("fix:"):
+                break
+            kept.append(ln)
+        text = f"{type(exc).__name__}: {' '.join(k for k in kept if k)}"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """Median wall time of ``repeat`` calls after one warm-up call (the first pays one-off costs)."""
+    with quiet():
+        result = fn()
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        with quiet():
+            start = time.perf_counter()
+            result = fn()
+            times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def count_nodes(graph: onnx.GraphProto) -> int:
+    """Nodes of ``graph`` and, recursively, of every subgraph (If/Loop/Scan bodies, functions excluded)."""
+    total = 0
+    for node in graph.node:
+        total += 1
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                total += count_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                total += sum(count_nodes(g) for g in attr.graphs)
+    return total
+
+
+def make_session(proto: onnx.ModelProto):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    # graph_optimization_level is left at onnxruntime's default (ORT_ENABLE_ALL).
+    return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def feeds_for(session, flat_inputs: Sequence[torch.Tensor], names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """Map flat user inputs to the session's inputs: by name when the model dropped some, else by order."""
+    wanted = [i.name for i in session.get_inputs()]
+    arrays = [t.detach().cpu().numpy() for t in flat_inputs]
+    if len(wanted) == len(arrays):
+        return dict(zip(wanted, arrays))
+    if names is not None and len(names) == len(arrays):
+        by_name = dict(zip(names, arrays))
+        if all(n in by_name for n in wanted):
+            return {n: by_name[n] for n in wanted}
+    raise RuntimeError(f"cannot match {len(arrays)} inputs to the model's inputs {wanted}")
+
+
+def latency_ms(session, feeds: dict[str, np.ndarray]) -> float:
+    """Median of many runs: at least LATENCY_MIN_RUNS, then until the time budget or LATENCY_MAX_RUNS."""
+    for _ in range(5):
+        session.run(None, feeds)
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < LATENCY_MIN_RUNS or (spent < LATENCY_BUDGET_S and len(times) < LATENCY_MAX_RUNS):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - start)
+        spent += times[-1]
+    return statistics.median(times) * 1e3
+
+
+def max_abs_err(outputs: Sequence[Any], expected: Sequence[torch.Tensor]) -> float:
+    if len(outputs) != len(expected):
+        raise RuntimeError(f"{len(outputs)} ONNX outputs for {len(expected)} eager outputs")
+    err = 0.0
+    for got, want in zip(outputs, expected):
+        got_t = torch.as_tensor(np.asarray(got))
+        if tuple(got_t.shape) != tuple(want.shape):
+            raise RuntimeError(f"output shape {tuple(got_t.shape)} != eager {tuple(want.shape)}")
+        if want.numel():
+            err = max(err, (got_t.double() - want.double()).abs().max().item())
+    return err
+
+
+def input_names(model: torch.nn.Module, n: int) -> list[str] | None:
+    import inspect
+
+    try:
+        params = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    return params[:n] if len(params) >= n else None
+
+
+# -- one model -----------------------------------------------------------------------------------------
+
+
+def run_side(side: Side, row: Row, label: str, proto_fn: Callable[[], onnx.ModelProto], flat_in, names, expected) -> None:
+    """Node count, latency and error of one exported model; failures land in the cells."""
+    try:
+        proto = proto_fn()
+    except Exception as exc:  # noqa: BLE001 - any failure is a result to report
+        side.nodes = side.latency_ms = side.max_err = "n/a"
+        row.failures.append(f"{label} model_proto: {short(exc, 400)}")
+        return
+    side.nodes = count_nodes(proto.graph)
+    try:
+        session = make_session(proto)
+        feeds = feeds_for(session, flat_in, names)
+        side.max_err = max_abs_err(session.run(None, feeds), expected)
+        side.latency_ms = latency_ms(session, feeds)
+    except Exception as exc:  # noqa: BLE001
+        msg = "fail: " + short(exc, 40)
+        side.latency_ms = msg if side.latency_ms is None else side.latency_ms
+        side.max_err = msg if side.max_err is None else side.max_err
+        row.failures.append(f"{label} onnxruntime: {short(exc, 400)}")
+
+
+def bench_model(name: str, factory, repeat: int) -> Row:
+    row = Row(name)
+    try:
+        model, args = factory()
+    except Exception as exc:  # noqa: BLE001
+        row.failures.append(f"building the model: {short(exc, 400)}")
+        row.floor_s = "fail: " + short(exc, 40)
+        return row
+    try:
+        with torch.no_grad():
+            expected, _ = pytree.tree_flatten(model(*args))
+    except Exception as exc:  # noqa: BLE001
+        row.failures.append(f"running the model eagerly: {short(exc, 400)}")
+        row.floor_s = "fail: " + short(exc, 40)
+        return row
+    expected = [t for t in expected if isinstance(t, torch.Tensor)]
+    flat_in = [t for t in pytree.tree_flatten(args)[0] if isinstance(t, torch.Tensor)]
+    names = input_names(model, len(flat_in))
+
+    def attempt(label: str, fn: Callable[[], Any]) -> tuple[float | str, Any]:
+        log(f"  {label}")
+        try:
+            return timed(fn, repeat)
+        except Exception as exc:  # noqa: BLE001
+            row.failures.append(f"{label}: {short(exc, 400)}")
+            return "fail: " + short(exc, 40), None
+
+    row.floor_s, _ = attempt("torch.export", lambda: torch.export.export(model, args))
+    row.ours.export_s, prog = attempt("onnxport", lambda: onnxport.export(model, args, verify=False))
+    if prog is None:
+        row.verify_s = "n/a (export failed)"  # verify=True fails the same way; no point paying for it
+    else:
+        row.verify_s, _ = attempt("onnxport verify=True", lambda: onnxport.export(model, args))
+    row.theirs.export_s, theirs = attempt(
+        "torch.onnx", lambda: torch.onnx.export(model, args, dynamo=True, verbose=False, optimize=True)
+    )
+    for side, label, program in ((row.ours, "onnxport", prog), (row.theirs, "torch.onnx", theirs)):
+        if program is None:
+            side.nodes = side.latency_ms = side.max_err = "n/a"
+            continue
+        log(f"  {label} onnxruntime")
+        run_side(side, row, label, lambda p=program: p.model_proto, flat_in, names, expected)
+    return row
+
+
+# -- table ---------------------------------------------------------------------------------------------
+
+HEADER = [
+    "model",
+    "torch.export (floor) s",
+    "onnxport s",
+    "onnxport verify=True s",
+    "torch.onnx s",
+    "onnxport / torch.onnx",
+    "onnxport / floor",
+    "nodes onnxport",
+    "nodes torch.onnx",
+    "ORT ms onnxport",
+    "ORT ms torch.onnx",
+    "ORT onnxport / torch.onnx",
+    "max abs err onnxport",
+    "max abs err torch.onnx",
+]
+
+
+def fmt(value: Any, spec: str) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value.replace("|", "\\|")
+    return format(value, spec)
+
+
+def ratio(a: Any, b: Any) -> str:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0:
+        return f"{a / b:.2f}x"
+    return "—"
+
+
+def render(rows: Sequence[Row], repeat: int) -> str:
+    import onnxruntime
+
+    lines = [
+        f"Export times: median of {repeat} after one warm-up; ORT: median latency, 1 intra-op thread, "
+        "default graph optimizations; nodes include subgraphs.",
+        "",
+        f"torch {torch.__version__}, onnxport {onnxport.__version__}, onnx {onnx.__version__}, "
+        f"onnxruntime {onnxruntime.__version__}, Python {platform.python_version()}, {platform.machine()}",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(HEADER) - 1)) + "|",
+    ]
+    for r in rows:
+        cells = [
+            r.name,
+            fmt(r.floor_s, ".3f"),
+            fmt(r.ours.export_s, ".3f"),
+            fmt(r.verify_s, ".3f"),
+            fmt(r.theirs.export_s, ".3f"),
+            ratio(r.ours.export_s, r.theirs.export_s),
+            ratio(r.ours.export_s, r.floor_s),
+            fmt(r.ours.nodes, "d"),
+            fmt(r.theirs.nodes, "d"),
+            fmt(r.ours.latency_ms, ".3f"),
+            fmt(r.theirs.latency_ms, ".3f"),
+            ratio(r.ours.latency_ms, r.theirs.latency_ms),
+            fmt(r.ours.max_err, ".2e"),
+            fmt(r.theirs.max_err, ".2e"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    failures = [(r.name, f) for r in rows for f in r.failures]
+    if failures:
+        lines += ["", "Failures:", ""]
+        lines += [f"- {name}: {f}".replace("\n", " ") for name, f in failures]
+    return "\n".join(lines) + "\n"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from: {', '.join(MODELS)}")
+    parser.add_argument("--repeat", type=int, default=5, help="timed exports per exporter and model (median)")
+    parser.add_argument("--out", help="also write the markdown table to this file")
+    opts = parser.parse_args(argv)
+    names = [n.strip() for n in opts.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    if opts.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    # One thread keeps the comparison fair and leaves the machine's other cores alone.
+    torch.set_num_threads(1)
+    rows = []
+    for name in names:
+        log(f"{name}:")
+        try:
+            rows.append(bench_model(name, MODELS[name], opts.repeat))
+        except Exception as exc:  # noqa: BLE001 - one broken model must not end the run
+            rows.append(Row(name, floor_s="fail: " + short(exc, 40), failures=[f"benchmark: {short(exc, 400)}"]))
+    table = render(rows, opts.repeat)
+    print(table)
+    if opts.out:
+        with open(opts.out, "w", encoding="utf-8") as f:
+            f.write(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
