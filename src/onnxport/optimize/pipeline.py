@@ -5,12 +5,15 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnx_ir.passes import common as common_passes
 
+from onnxport.optimize.constant_fold import ConstantFoldPass
+
 __all__ = ["default_passes", "optimize"]
 
 
 def default_passes() -> list[ir.passes.PassBase]:
     """Passes run by ``optimize=True``, in order."""
     return [
+        ConstantFoldPass(),
         common_passes.IdentityEliminationPass(),
         common_passes.CommonSubexpressionEliminationPass(),
         common_passes.RemoveUnusedNodesPass(),
