@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -214,7 +215,8 @@ def translate(
         )
     # A shorter list names the first inputs; names past the inputs name the parameters, in order.
     chosen = dict(zip(tensor_inputs + params, input_names))
-    for name in input_names + list(output_names or []):
+    leaf_names = list(output_names) if output_names is not None else output_leaf_names(ep.call_spec.out_spec)
+    for name in input_names + leaf_names:
         names.reserve(name)
     for node, spec in zip(placeholders, specs):
         if spec.kind == InputKind.USER_INPUT:
@@ -244,14 +246,34 @@ def translate(
     flat = torch.utils._pytree.tree_leaves(results, is_leaf=lambda x: x is None)
     out_specs = ep.graph_signature.output_specs
     user_flat = [r for r, s in zip(flat, out_specs) if s.kind == OutputKind.USER_OUTPUT]
-    output_slots = _add_outputs(ctx, user_flat, output_names)
+    output_slots = _add_outputs(ctx, user_flat, output_names, leaf_names)
     model = ir.Model(graph, ir_version=10, producer_name="onnxport", producer_version=_version())
     for domain, version in ctx.domains.items():
         graph.opset_imports.setdefault(domain, (custom_opsets or {}).get(domain, version))
     return Translated(model, input_used, output_slots)
 
 
-def _add_outputs(ctx: Ctx, results: list[Any], output_names: Sequence[str] | None) -> list[Any]:
+def output_leaf_names(spec: torch.utils._pytree.TreeSpec) -> list[str]:
+    """Default output names from the output structure: ``output`` for a lone tensor, ``output_0``...
+    for a tuple, dict keys and attribute names (``logits``, ``parts_1``) for mappings and model outputs."""
+    pytree = torch.utils._pytree
+    try:
+        dummy = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+        paths = [path for path, _ in pytree.tree_flatten_with_path(dummy)[0]]
+    except Exception:  # noqa: BLE001 - a container type without key paths: keep the FX names
+        return []
+    names = []
+    for path in paths:
+        parts = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path]
+        if not parts or isinstance(path[0], pytree.SequenceKey):
+            parts.insert(0, "output")
+        names.append(re.sub(r"\W", "_", "_".join(parts)))
+    return names if len(set(names)) == len(names) else []
+
+
+def _add_outputs(
+    ctx: Ctx, results: list[Any], output_names: Sequence[str] | None, leaf_names: Sequence[str]
+) -> list[Any]:
     graph = ctx.graph
     onnx_results = [r for r in results if isinstance(r, ir.Value)]
     if output_names is not None and len(output_names) != len(onnx_results):
@@ -271,13 +293,16 @@ def _add_outputs(ctx: Ctx, results: list[Any], output_names: Sequence[str] | Non
     names = iter(output_names or [])
     slots: list[Any] = []
     seen: set[int] = set()
-    for r in results:
+    for i, r in enumerate(results):
         if not isinstance(r, ir.Value):
             slots.append(("const", r))
             continue
         value = _identity_if_needed(ctx, r, seen)
+        # Both kinds of names were reserved up front, so no other value holds them.
         if output_names:
-            value.name = next(names)  # reserved up front, so no other value holds it
+            value.name = next(names)
+        elif len(leaf_names) == len(results):
+            value.name = leaf_names[i]
         slots.append(len(graph.outputs))
         graph.outputs.append(value)
     return slots
