@@ -63,7 +63,10 @@ def export(
         ep = _decompose.decompose(ep, custom=custom, opset=opset, report=report)
         stage.detail = f"{sum(report.decomposed.values())} nodes decomposed"
     with report.stage("translate") as stage:
-        translated = _translate.translate(ep, opset=opset, input_names=input_names, output_names=output_names, custom=custom, custom_opsets=custom_opsets)
+        translated = _translate.translate(
+            ep, opset=opset, input_names=input_names, output_names=output_names,
+            custom=custom, custom_opsets=custom_opsets,
+        )
         stage.detail = f"{len(translated.model.graph)} nodes, opset {opset}"
     if optimize:
         with report.stage("optimize") as stage:
