@@ -23,6 +23,8 @@ _BOOL_OUT = frozenset(
     "Equal Greater GreaterOrEqual Less LessOrEqual Not And Or Xor IsNaN IsInf".split()
 )
 _INT64_OUT = frozenset("Shape Size ArgMax ArgMin NonZero".split())
+# Element type of the outputs past the first of multi-output ops (``None``: as the first).
+_SECOND_OUTPUT = {"TopK": ir.DataType.INT64, "Dropout": ir.DataType.BOOL, "Unique": ir.DataType.INT64}
 
 
 def onnx_dtype(dtype: torch.dtype) -> ir.DataType:
@@ -138,7 +140,7 @@ class Ctx:
         return node.outputs[0] if num_outputs == 1 else tuple(node.outputs)
 
     @staticmethod
-    def _infer_dtype(node: ir.Node) -> None:
+    def _infer_dtype(node: ir.Node) -> None:  # noqa: C901 - one flat table of cases
         """Cheap element-type propagation so translators can read ``value.dtype`` of what they built."""
         op = node.op_type
         if node.domain:
@@ -154,9 +156,15 @@ class Ctx:
             dtype = node.inputs[1].dtype if node.inputs[1] is not None else None
         elif op == "Constant":
             dtype = node.attributes["value"].as_tensor().dtype
-        elif op in ("TopK",):
-            node.outputs[1].dtype = ir.DataType.INT64
+        elif op == "Where":
+            dtype = node.inputs[1].dtype if node.inputs[1] is not None else None
+        elif op == "ConstantOfShape":
+            value = node.attributes.get("value")
+            dtype = value.as_tensor().dtype if value is not None else ir.DataType.FLOAT
+        elif op in ("TopK", "Split", "Dropout", "Unique"):
             dtype = node.inputs[0].dtype
+            for i, out in enumerate(node.outputs):
+                out.dtype = _SECOND_OUTPUT.get(op, dtype) if i > 0 else dtype
         else:
             first = node.inputs[0] if node.inputs else None
             dtype = first.dtype if first is not None else None
