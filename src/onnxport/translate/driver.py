@@ -231,7 +231,8 @@ def translate(
                 bound[node] = val
                 input_used.append(False)
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-            if not node.users:
+            if not node.users:  # e.g. BatchNorm's num_batches_tracked: no initializer for it
+                bound[node] = None
                 continue
             tensor = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
             bound[node] = _initializer(graph, chosen.get(node) or names.unique(spec.target), tensor)

@@ -1,0 +1,163 @@
+"""Convolutions, plain and transposed, in 1, 2 and 3 spatial dimensions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from onnxport.translate.builder import Ctx
+from onnxport.translate.ops._common import rank
+from onnxport.translate.registry import aten
+
+aten_ = torch.ops.aten
+
+IntList = int | Sequence[int]
+
+
+def spatial_ints(value: Any, nd: int, what: str) -> list[int]:
+    """``value`` (an int or a list of 1 or ``nd`` ints) as ``nd`` ints; ONNX wants these as attributes."""
+    items = [value] if isinstance(value, (int, ir.Value)) else list(value)
+    if not all(isinstance(i, int) for i in items):
+        raise ValueError(f"{what} must be static ints for ONNX attributes, got {value}")
+    if len(items) == 1:
+        items = items * nd
+    if len(items) != nd:
+        raise ValueError(f"{what} has {len(items)} entries for {nd} spatial dims")
+    return [int(i) for i in items]
+
+
+def with_batch(ctx: Ctx, x: ir.Value, nd: int, fn: Callable[[ir.Value], Any]) -> Any:
+    """``fn(x)``; an unbatched input (rank ``nd + 1``, which torch accepts) gets a batch dim around it."""
+    if rank(x) != nd + 1:
+        return fn(x)
+    zero = ctx.const([0], ir.DataType.INT64)
+    out = fn(ctx.op.Unsqueeze(x, zero))
+    if isinstance(out, tuple):
+        return tuple(ctx.op.Squeeze(o, zero) for o in out)
+    return ctx.op.Squeeze(out, zero)
+
+
+def _string_pads(ctx: Ctx, padding: str, weight: ir.Value, dilation: list[int]) -> dict[str, Any]:
+    if padding == "valid":
+        return {"pads": [0] * 2 * len(dilation)}
+    if padding != "same":
+        raise ValueError(f"padding={padding!r}: expected 'same' or 'valid'")
+    kernel = list(weight.shape)[2:] if weight.shape is not None else []
+    if len(kernel) != len(dilation) or not all(isinstance(k, int) for k in kernel):
+        # torch's 'same' puts the odd extra pad at the end, as SAME_UPPER does for stride 1
+        return {"auto_pad": "SAME_UPPER"}
+    total = [d * (k - 1) for d, k in zip(dilation, kernel)]
+    return {"pads": [t // 2 for t in total] + [t - t // 2 for t in total]}
+
+
+def _conv(
+    ctx: Ctx,
+    x: ir.Value,
+    weight: ir.Value,
+    bias: ir.Value | None,
+    stride: IntList,
+    padding: IntList | str,
+    dilation: IntList,
+    groups: int,
+    transposed: bool = False,
+    output_padding: IntList = 0,
+) -> ir.Value:
+    nd = rank(weight) - 2
+    if not isinstance(groups, int):
+        raise ValueError(f"groups must be a static int, got {groups}")
+    dilations = spatial_ints(dilation, nd, "dilation")
+    attrs: dict[str, Any] = {"strides": spatial_ints(stride, nd, "stride"), "dilations": dilations, "group": groups}
+    if isinstance(padding, str):
+        attrs.update(_string_pads(ctx, padding, weight, dilations))
+    else:
+        pads = spatial_ints(padding, nd, "padding")
+        attrs["pads"] = pads + pads
+    inputs = [weight] if bias is None else [weight, ctx.cast(bias, weight.dtype)]
+    if transposed:
+        attrs["output_padding"] = spatial_ints(output_padding, nd, "output_padding")
+        return with_batch(ctx, x, nd, lambda v: ctx.op.ConvTranspose(v, *inputs, **attrs))
+    return with_batch(ctx, x, nd, lambda v: ctx.op.Conv(v, *inputs, **attrs))
+
+
+@aten(aten_.conv1d.default, aten_.conv2d.default, aten_.conv3d.default)
+def conv(
+    ctx: Ctx,
+    x: ir.Value,
+    weight: ir.Value,
+    bias: ir.Value | None = None,
+    stride: IntList = 1,
+    padding: IntList = 0,
+    dilation: IntList = 1,
+    groups: int = 1,
+) -> ir.Value:
+    """conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor"""
+    return _conv(ctx, x, weight, bias, stride, padding, dilation, groups)
+
+
+@aten(aten_.conv1d.padding, aten_.conv2d.padding, aten_.conv3d.padding)
+def conv_padding(
+    ctx: Ctx,
+    x: ir.Value,
+    weight: ir.Value,
+    bias: ir.Value | None = None,
+    stride: IntList = 1,
+    padding: str = "valid",
+    dilation: IntList = 1,
+    groups: int = 1,
+) -> ir.Value:
+    """conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], str padding="valid", SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor"""
+    return _conv(ctx, x, weight, bias, stride, padding, dilation, groups)
+
+
+@aten(aten_.conv_transpose1d.default, aten_.conv_transpose2d.input, aten_.conv_transpose3d.input)
+def conv_transpose(
+    ctx: Ctx,
+    x: ir.Value,
+    weight: ir.Value,
+    bias: ir.Value | None = None,
+    stride: IntList = 1,
+    padding: IntList = 0,
+    output_padding: IntList = 0,
+    groups: int = 1,
+    dilation: IntList = 1,
+) -> ir.Value:
+    """conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] output_padding=[0, 0], SymInt groups=1, SymInt[2] dilation=[1, 1]) -> Tensor"""
+    return _conv(ctx, x, weight, bias, stride, padding, dilation, groups, True, output_padding)
+
+
+@aten(aten_.convolution.default)
+def convolution(
+    ctx: Ctx,
+    x: ir.Value,
+    weight: ir.Value,
+    bias: ir.Value | None,
+    stride: IntList,
+    padding: IntList,
+    dilation: IntList,
+    transposed: bool,
+    output_padding: IntList,
+    groups: int,
+) -> ir.Value:
+    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
+    return _conv(ctx, x, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
+
+
+@aten(aten_._convolution.default, aten_._convolution.deprecated)
+def convolution_internal(
+    ctx: Ctx,
+    x: ir.Value,
+    weight: ir.Value,
+    bias: ir.Value | None,
+    stride: IntList,
+    padding: IntList,
+    dilation: IntList,
+    transposed: bool,
+    output_padding: IntList,
+    groups: int,
+    *_backend_flags: bool,
+) -> ir.Value:
+    """_convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor"""
+    return _conv(ctx, x, weight, bias, stride, padding, dilation, groups, transposed, output_padding)

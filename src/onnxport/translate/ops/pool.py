@@ -1,0 +1,216 @@
+"""Max, average and adaptive pooling in 1, 2 and 3 spatial dimensions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from onnxport.translate.builder import Ctx
+from onnxport.translate.ops._common import rank
+from onnxport.translate.ops.conv import spatial_ints, with_batch
+from onnxport.translate.registry import aten
+
+aten_ = torch.ops.aten
+
+IntList = int | Sequence[int]
+
+
+def _window(kernel: IntList, stride: IntList, padding: IntList, nd: int) -> tuple[list[int], list[int], list[int]]:
+    k = spatial_ints(kernel, nd, "kernel_size")
+    # an empty stride list means stride = kernel_size
+    s = spatial_ints(stride, nd, "stride") if stride not in (None, [], ()) else k
+    return k, s, spatial_ints(padding, nd, "padding")
+
+
+def _plane_size(ctx: Ctx, x: ir.Value, nd: int) -> ir.Value:
+    """Elements in one spatial plane of ``x``, as an int64 scalar-like value."""
+    dims = list(x.shape)[-nd:]
+    if all(isinstance(d, int) for d in dims):
+        return ctx.const(math.prod(dims), ir.DataType.INT64)
+    return ctx.op.ReduceProd(ctx.op.Shape(x, start=-nd), keepdims=0)
+
+
+def _max_pool(ctx: Ctx, x: ir.Value, nd: int, kernel: IntList, stride: IntList, padding: IntList,
+              dilation: IntList, ceil_mode: bool, indices: bool) -> Any:
+    k, s, p = _window(kernel, stride, padding, nd)
+    attrs = {"kernel_shape": k, "strides": s, "pads": p + p, "dilations": spatial_ints(dilation, nd, "dilation"),
+             "ceil_mode": int(ceil_mode)}
+    if not indices:
+        return with_batch(ctx, x, nd, lambda v: ctx.op.MaxPool(v, **attrs))
+    out, flat = with_batch(ctx, x, nd, lambda v: ctx.op.MaxPool(v, **attrs, _outputs=2))
+    # ONNX indexes the whole tensor (N*C*plane); torch indexes within each (n, c) plane
+    return out, ctx.op.Mod(flat, _plane_size(ctx, x, nd))
+
+
+def _max_pool_translators(nd: int) -> None:
+    def max_pool(ctx: Ctx, x: ir.Value, kernel_size: IntList, stride: IntList = (), padding: IntList = 0,
+                 dilation: IntList = 1, ceil_mode: bool = False) -> ir.Value:
+        return _max_pool(ctx, x, nd, kernel_size, stride, padding, dilation, ceil_mode, False)
+
+    def max_pool_with_indices(ctx: Ctx, x: ir.Value, kernel_size: IntList, stride: IntList = (), padding: IntList = 0,
+                              dilation: IntList = 1, ceil_mode: bool = False) -> tuple[ir.Value, ir.Value]:
+        return _max_pool(ctx, x, nd, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+    for fn, name in ((max_pool, f"max_pool{nd}d"), (max_pool_with_indices, f"max_pool{nd}d_with_indices")):
+        target = getattr(aten_, name).default
+        fn.__name__ = fn.__qualname__ = name
+        fn.__doc__ = str(target._schema).replace("aten::", "")
+        aten(target)(fn)
+
+
+for _nd in (1, 2, 3):
+    _max_pool_translators(_nd)
+
+
+def _sum_window_sizes(in_sizes: list[int], out_sizes: list[int], k: list[int], s: list[int],
+                      p: list[int]) -> np.ndarray:
+    """Per output position, torch's count_include_pad divisor: padding counts, the ceil_mode overhang not."""
+    per_dim = []
+    for size, out, kk, ss, pp in zip(in_sizes, out_sizes, k, s, p):
+        starts = np.arange(out) * ss - pp
+        per_dim.append(np.minimum(starts + kk, size + pp) - starts)
+    return math.prod(np.ix_(*per_dim)) if per_dim else np.ones(())
+
+
+def _avg_pool(ctx: Ctx, x: ir.Value, nd: int, kernel: IntList, stride: IntList, padding: IntList, ceil_mode: bool,
+              count_include_pad: bool, divisor_override: int | None) -> ir.Value:
+    k, s, p = _window(kernel, stride, padding, nd)
+    include = count_include_pad or bool(divisor_override)
+    attrs = {"kernel_shape": k, "strides": s, "pads": p + p, "ceil_mode": int(ceil_mode),
+             "count_include_pad": int(include)}
+    out = with_batch(ctx, x, nd, lambda v: ctx.op.AveragePool(v, **attrs))
+    if not divisor_override:
+        return out
+    # window sum = average * the divisor count_include_pad used, then torch divides by the override
+    in_sizes, out_sizes = list(x.shape)[-nd:], (ctx.static_out_shape() or [None] * nd)[-nd:]
+    if all(isinstance(d, int) for d in in_sizes + out_sizes):
+        counts = _sum_window_sizes(in_sizes, out_sizes, k, s, p)
+    elif not ceil_mode:  # without ceil_mode no window overhangs the padded input
+        counts = np.array(math.prod(k))
+    else:
+        raise ValueError("avg_pool with divisor_override and ceil_mode needs static spatial sizes")
+    return ctx.op.Mul(out, ctx.const(counts / divisor_override, like=out))
+
+
+@aten(aten_.avg_pool1d.default)
+def avg_pool1d(ctx: Ctx, x: ir.Value, kernel_size: IntList, stride: IntList = (), padding: IntList = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True) -> ir.Value:
+    """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], bool ceil_mode=False, bool count_include_pad=True) -> Tensor"""
+    return _avg_pool(ctx, x, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
+
+
+@aten(aten_.avg_pool2d.default)
+def avg_pool2d(ctx: Ctx, x: ir.Value, kernel_size: IntList, stride: IntList = (), padding: IntList = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> ir.Value:
+    """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    return _avg_pool(ctx, x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+@aten(aten_.avg_pool3d.default)
+def avg_pool3d(ctx: Ctx, x: ir.Value, kernel_size: IntList, stride: IntList = (), padding: IntList = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> ir.Value:
+    """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    return _avg_pool(ctx, x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def _adaptive_sizes(x: ir.Value, output_size: IntList, nd: int) -> tuple[list[Any], list[int]]:
+    out = spatial_ints(output_size, nd, "output_size")
+    return list(x.shape)[-nd:], out
+
+
+def _averaging_matrix(size: int, out: int) -> np.ndarray:
+    """(size, out) matrix averaging torch's adaptive window i: [floor(i*size/out), ceil((i+1)*size/out))."""
+    matrix = np.zeros((size, out))
+    for i in range(out):
+        start, end = (i * size) // out, -((-(i + 1) * size) // out)
+        matrix[start:end, i] = 1.0 / (end - start)
+    return matrix
+
+
+def _adaptive_avg_by_matmul(ctx: Ctx, x: ir.Value, in_sizes: list[int], out: list[int]) -> ir.Value:
+    """Uneven windows: adaptive averaging is separable, one constant matrix per spatial dim."""
+    nd, r = len(out), rank(x)
+    y = x
+    for i, (size, o) in enumerate(zip(in_sizes, out)):
+        axis = r - nd + i
+        if size == o:
+            continue
+        perm = list(range(r))
+        perm[axis], perm[-1] = perm[-1], perm[axis]
+        moved = y if axis == r - 1 else ctx.op.Transpose(y, perm=perm)
+        moved = ctx.op.MatMul(moved, ctx.const(_averaging_matrix(size, o), like=x))
+        y = moved if axis == r - 1 else ctx.op.Transpose(moved, perm=perm)
+    return y
+
+
+def _adaptive_avg_pool(ctx: Ctx, x: ir.Value, output_size: IntList, nd: int) -> ir.Value:
+    in_sizes, out = _adaptive_sizes(x, output_size, nd)
+    if all(o == 1 for o in out):
+        return with_batch(ctx, x, nd, lambda v: ctx.op.GlobalAveragePool(v))
+    if not all(isinstance(d, int) for d in in_sizes):
+        raise ValueError(f"adaptive_avg_pool to {out} needs static input sizes, got {in_sizes}")
+    if in_sizes == out:
+        return ctx.op.Identity(x)
+    if all(d % o == 0 for d, o in zip(in_sizes, out)):
+        k = [d // o for d, o in zip(in_sizes, out)]
+        return with_batch(ctx, x, nd, lambda v: ctx.op.AveragePool(v, kernel_shape=k, strides=k))
+    return _adaptive_avg_by_matmul(ctx, x, in_sizes, out)
+
+
+@aten(aten_.adaptive_avg_pool1d.default)
+def adaptive_avg_pool1d(ctx: Ctx, x: ir.Value, output_size: IntList) -> ir.Value:
+    """adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor"""
+    return _adaptive_avg_pool(ctx, x, output_size, 1)
+
+
+@aten(aten_.adaptive_avg_pool2d.default, aten_._adaptive_avg_pool2d.default)
+def adaptive_avg_pool2d(ctx: Ctx, x: ir.Value, output_size: IntList) -> ir.Value:
+    """adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
+    return _adaptive_avg_pool(ctx, x, output_size, 2)
+
+
+@aten(aten_.adaptive_avg_pool3d.default, aten_._adaptive_avg_pool3d.default)
+def adaptive_avg_pool3d(ctx: Ctx, x: ir.Value, output_size: IntList) -> ir.Value:
+    """adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
+    return _adaptive_avg_pool(ctx, x, output_size, 3)
+
+
+def _adaptive_max_pool(ctx: Ctx, x: ir.Value, output_size: IntList, nd: int) -> tuple[ir.Value, ir.Value]:
+    in_sizes, out = _adaptive_sizes(x, output_size, nd)
+    if all(o == 1 for o in out):
+        r = rank(x)
+        # flatten each plane: the argmax is then torch's per-plane index
+        flat = ctx.op.Reshape(x, ctx.op.Concat(ctx.op.Shape(x, end=r - nd), ctx.const([-1]), axis=0))
+        shape = ctx.op.Concat(ctx.op.Shape(x, end=r - nd), ctx.const([1] * nd), axis=0)
+        value = ctx.op.Reshape(ctx.op.ReduceMax(flat, ctx.const([-1]), keepdims=1), shape)
+        return value, ctx.op.Reshape(ctx.op.ArgMax(flat, axis=-1, keepdims=1), shape)
+    if not all(isinstance(d, int) and d % o == 0 for d, o in zip(in_sizes, out)):
+        raise ValueError(f"adaptive_max_pool from {in_sizes} to {out}: only output 1 or static sizes divisible "
+                         "by the output are supported")
+    k = [d // o for d, o in zip(in_sizes, out)]
+    return _max_pool(ctx, x, nd, k, k, 0, 1, False, True)
+
+
+@aten(aten_.adaptive_max_pool1d.default)
+def adaptive_max_pool1d(ctx: Ctx, x: ir.Value, output_size: IntList) -> tuple[ir.Value, ir.Value]:
+    """adaptive_max_pool1d(Tensor self, int[1] output_size) -> (Tensor, Tensor)"""
+    return _adaptive_max_pool(ctx, x, output_size, 1)
+
+
+@aten(aten_.adaptive_max_pool2d.default)
+def adaptive_max_pool2d(ctx: Ctx, x: ir.Value, output_size: IntList) -> tuple[ir.Value, ir.Value]:
+    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
+    return _adaptive_max_pool(ctx, x, output_size, 2)
+
+
+@aten(aten_.adaptive_max_pool3d.default)
+def adaptive_max_pool3d(ctx: Ctx, x: ir.Value, output_size: IntList) -> tuple[ir.Value, ir.Value]:
+    """adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
+    return _adaptive_max_pool(ctx, x, output_size, 3)

@@ -1,0 +1,136 @@
+"""Pooling: max, average and adaptive, as aten overloads, functional calls and nn modules."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn, randn
+
+from tests.ops._runner import OpCase, params, run_case
+
+aten = torch.ops.aten
+f32, f16 = torch.float32, torch.float16
+Dim = torch.export.Dim
+
+
+def _named(module: nn.Module, name: str) -> nn.Module:
+    module.__name__ = name
+    return module
+
+
+def max_pool2d_indices(x: torch.Tensor) -> torch.Tensor:
+    out, idx = F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True, return_indices=True)
+    return out, idx
+
+
+def max_pool_unpool_like(x: torch.Tensor) -> torch.Tensor:
+    """Indices used downstream (gathering back from the flattened plane)."""
+    out, idx = F.max_pool2d(x, 2, return_indices=True)
+    return out * 2, idx + 1
+
+
+def adaptive_max2d_indices(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return F.adaptive_max_pool2d(x, 1, return_indices=True)
+
+
+def adaptive_max1d_indices(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return F.adaptive_max_pool1d(x, 4, return_indices=True)
+
+
+CASES = [
+    # max pooling: stride defaults to the kernel, padding, dilation, ceil_mode
+    OpCase(aten.max_pool2d.default, args=lambda: (randn(2, 3, 9, 8), [3, 2]), name="stride_empty", expect_ops=["MaxPool"],
+           dtypes=(f32, f16)),
+    OpCase(aten.max_pool2d.default, args=lambda: (randn(1, 2, 9, 10), [3, 3], [2, 1], [1, 1], [2, 1], True),
+           name="all_args", dtypes=(f32, f16)),
+    OpCase(aten.max_pool2d.default, args=lambda: (randn(1, 1, 5, 5), [2, 2], [3, 3], [1, 1], [1, 1], True),
+           name="ceil_drops_window_in_padding"),
+    OpCase(aten.max_pool2d.default, args=lambda: (randn(3, 7, 7), [2, 2]), name="unbatched"),
+    OpCase(aten.max_pool1d.default, args=lambda: (randn(2, 3, 11), [3], [2], [1], [1], True), dtypes=(f32, f16)),
+    OpCase(aten.max_pool3d.default, args=lambda: (randn(1, 2, 5, 6, 7), [2, 3, 2], [], [1, 1, 0]), dtypes=(f32, f16)),
+    OpCase(aten.max_pool2d_with_indices.default, args=lambda: (randn(2, 3, 9, 8), [3, 3], [2, 2], [1, 1], [1, 2], True),
+           name="dilation_ceil", dtypes=(f32, f16)),
+    OpCase(aten.max_pool3d_with_indices.default, args=lambda: (randn(2, 2, 5, 6, 4), [2, 2, 2])),
+    OpCase(aten.max_pool1d_with_indices.default, args=lambda: (randn(4, 9), [3], [2], [1])),
+    OpCase(max_pool2d_indices, args=lambda: (randn(2, 3, 8, 8),)),
+    OpCase(max_pool_unpool_like, args=lambda: (randn(2, 3, 8, 6),), name="dynamic",
+           dynamic_shapes=(({0: Dim("n", min=2), 2: Dim("h2", min=2) * 2},),)),
+    OpCase(_named(nn.MaxPool2d(3, stride=2, ceil_mode=True), "MaxPool2d"), args=lambda: (randn(2, 3, 10, 10),),
+           name="ceil"),
+    OpCase(_named(nn.MaxPool2d(3, stride=2, padding=1), "MaxPool2d"), args=lambda: (randn(2, 3, 11, 9),),
+           name="dynamic", dynamic_shapes=(({0: Dim("n", min=2), 2: Dim("h", min=4), 3: Dim("w", min=4)},),)),
+    OpCase(_named(nn.MaxPool1d(2), "MaxPool1d"), args=lambda: (randn(2, 3, 9),), name="module"),
+    # average pooling
+    OpCase(aten.avg_pool2d.default, args=lambda: (randn(2, 3, 9, 8), [3, 2]), name="stride_empty",
+           expect_ops=["AveragePool"], dtypes=(f32, f16)),
+    *[
+        OpCase(aten.avg_pool2d.default, args=lambda: (randn(1, 2, 6, 7), [3, 2], [2, 3], [1, 1]),
+               kwargs={"ceil_mode": ceil, "count_include_pad": include}, name=f"ceil{int(ceil)}_include{int(include)}",
+               dtypes=(f32, f16))
+        for ceil in (False, True) for include in (False, True)
+    ],
+    OpCase(aten.avg_pool2d.default, args=lambda: (randn(1, 2, 7, 7), [3, 3], [2, 2], [1, 1], False, True, 5),
+           name="divisor_override"),
+    OpCase(aten.avg_pool2d.default, args=lambda: (randn(1, 2, 6, 7), [3, 2], [2, 3], [1, 1], True, False, 4),
+           name="divisor_override_ceil"),
+    OpCase(aten.avg_pool2d.default, args=lambda: (randn(3, 6, 6), [2, 2]), name="unbatched"),
+    OpCase(aten.avg_pool1d.default, args=lambda: (randn(2, 3, 10), [3], [2], [1], True, False), dtypes=(f32, f16)),
+    OpCase(aten.avg_pool3d.default, args=lambda: (randn(1, 2, 5, 6, 7), [2, 3, 2], [], [1, 1, 0], True, True)),
+    # (no float16 avg_pool3d case: eager CPU has no float16 kernel to compare with)
+    OpCase(aten.avg_pool3d.default, args=lambda: (randn(1, 2, 5, 6, 7), [2, 2, 2], [2, 2, 2], [1, 1, 1], False, True, 3),
+           name="divisor_override"),
+    OpCase(_named(nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False), "AvgPool2d"),
+           args=lambda: (randn(2, 3, 11, 9),), name="dynamic",
+           dynamic_shapes=(({0: Dim("n", min=2), 2: Dim("h", min=4), 3: Dim("w", min=4)},),)),
+    OpCase(_named(nn.AvgPool2d(2, divisor_override=3), "AvgPool2d"), args=lambda: (randn(2, 3, 8, 6),),
+           name="dynamic_divisor", dynamic_shapes=(({0: Dim("n", min=2), 2: Dim("h", min=4)},),)),
+    # adaptive average pooling: global, divisible windows, uneven windows
+    OpCase(aten.adaptive_avg_pool2d.default, args=lambda: (randn(2, 3, 7, 5), [1, 1]), name="global",
+           expect_ops=["GlobalAveragePool"], dtypes=(f32, f16)),
+    OpCase(aten.adaptive_avg_pool2d.default, args=lambda: (randn(2, 3, 8, 6), [4, 2]), name="divisible",
+           expect_ops=["AveragePool"], dtypes=(f32, f16)),
+    OpCase(aten.adaptive_avg_pool2d.default, args=lambda: (randn(2, 3, 7, 10), [3, 4]), name="uneven",
+           expect_ops=["MatMul"], dtypes=(f32, f16)),
+    OpCase(aten._adaptive_avg_pool2d.default, args=lambda: (randn(3, 7, 5), [2, 5]), name="unbatched_uneven"),
+    OpCase(aten.adaptive_avg_pool1d.default, args=lambda: (randn(2, 3, 10), [4]), name="uneven"),
+    OpCase(aten.adaptive_avg_pool1d.default, args=lambda: (randn(2, 3, 10), [5]), name="divisible"),
+    OpCase(aten.adaptive_avg_pool3d.default, args=lambda: (randn(1, 2, 4, 6, 5), [2, 3, 1]), name="mixed",
+           dtypes=(f32, f16)),
+    OpCase(aten.adaptive_avg_pool3d.default, args=lambda: (randn(1, 2, 4, 6, 5), [1, 1, 1]), name="global"),
+    OpCase(_named(nn.AdaptiveAvgPool2d(1), "AdaptiveAvgPool2d"), args=lambda: (randn(2, 8, 7, 7),), name="dynamic",
+           dynamic_shapes=(({0: Dim("n", min=2), 2: Dim("h", min=2), 3: Dim("w", min=2)},),)),
+    OpCase(_named(nn.AdaptiveAvgPool2d((None, 3)), "AdaptiveAvgPool2d"), args=lambda: (randn(2, 3, 5, 7),), name="none"),
+    # adaptive max pooling
+    OpCase(aten.adaptive_max_pool2d.default, args=lambda: (randn(2, 3, 7, 5), [1, 1]), name="global",
+           dtypes=(f32, f16)),
+    OpCase(aten.adaptive_max_pool2d.default, args=lambda: (randn(2, 3, 8, 6), [2, 3]), name="divisible"),
+    OpCase(aten.adaptive_max_pool3d.default, args=lambda: (randn(2, 4, 5, 6), [1, 1, 1]), name="unbatched_global"),
+    OpCase(adaptive_max2d_indices, args=lambda: (randn(2, 3, 7, 6),), name="dynamic",
+           dynamic_shapes=(({0: Dim("n", min=2), 2: Dim("h", min=2)},),)),
+    OpCase(adaptive_max1d_indices, args=lambda: (randn(2, 3, 8),)),
+    OpCase(_named(nn.AdaptiveMaxPool2d(1), "AdaptiveMaxPool2d"), args=lambda: (randn(2, 3, 7, 7),), name="module"),
+]
+
+
+@pytest.mark.parametrize(("case", "dtype"), params(CASES))
+def test_op(case: OpCase, dtype: torch.dtype | None) -> None:
+    run_case(case, dtype)
+
+
+def test_adaptive_avg_uneven_symbolic_is_a_clear_error() -> None:
+    import onnxport
+
+    model = _named(nn.AdaptiveAvgPool2d(3), "AdaptiveAvgPool2d")
+    with pytest.raises(Exception, match="static input sizes"):
+        onnxport.export(model, (randn(1, 2, 7, 7),), dynamic_shapes=({2: Dim("h", min=4)},), verify=False)
+
+
+def test_exported_targets() -> None:
+    """The overloads torch.export emits for pooling modules are the ones translated here."""
+    from onnxport.translate.registry import lookup
+
+    modules = [nn.MaxPool2d(3, 2, ceil_mode=True), nn.MaxPool2d(2, return_indices=True), nn.AvgPool2d(3),
+               nn.AdaptiveAvgPool2d(1), nn.AdaptiveAvgPool2d(3), nn.AdaptiveMaxPool2d(1)]
+    for module in modules:
+        ep = torch.export.export(module, (randn(1, 3, 9, 9),))
+        targets = [n.target for n in ep.graph.nodes if n.op == "call_function" and "getitem" not in str(n.target)]
+        assert targets and all(lookup(t) is not None for t in targets), targets
