@@ -23,6 +23,10 @@ _BOOL_OUT = frozenset(
     "Equal Greater GreaterOrEqual Less LessOrEqual Not And Or Xor IsNaN IsInf".split()
 )
 _INT64_OUT = frozenset("Shape Size ArgMax ArgMin NonZero".split())
+_SAME_SHAPE = frozenset(
+    "Cast CastLike Identity Neg Abs Relu Sigmoid Tanh Exp Log Sqrt Reciprocal Not Floor Ceil Round Erf Sin Cos "
+    "Softmax LogSoftmax IsNaN IsInf Sign".split()
+)
 # Element type of the outputs past the first of multi-output ops (``None``: as the first).
 _SECOND_OUTPUT = {"TopK": ir.DataType.INT64, "Dropout": ir.DataType.BOOL, "Unique": ir.DataType.INT64}
 
@@ -135,6 +139,7 @@ class Ctx:
         for out in node.outputs:
             out.name = self.names.unique(f"{prefix}__{op_type.lower()}")
         self._infer_dtype(node)
+        self._infer_shape(node)
         self.graph.append(node)
         self._step.append(node)
         return node.outputs[0] if num_outputs == 1 else tuple(node.outputs)
@@ -170,6 +175,24 @@ class Ctx:
             dtype = first.dtype if first is not None else None
         if dtype is not None:
             node.outputs[0].dtype = dtype
+
+    @staticmethod
+    def _infer_shape(node: ir.Node) -> None:
+        """Shapes that cost nothing to know: shape-preserving unary ops, Shape and Size."""
+        op, first = node.op_type, (node.inputs[0] if node.inputs else None)
+        if node.domain or first is None:
+            return
+        if op in _SAME_SHAPE:
+            node.outputs[0].shape = first.shape
+        elif op == "Size":
+            node.outputs[0].shape = ir.Shape([])
+        elif op == "Shape" and first.shape is not None:
+            rank = len(first.shape)
+            start, end = node.attributes.get("start"), node.attributes.get("end")
+            lo = start.as_int() if start is not None else 0
+            hi = end.as_int() if end is not None else rank
+            lo, hi = (lo + rank if lo < 0 else lo), (hi + rank if hi < 0 else hi)
+            node.outputs[0].shape = ir.Shape([max(0, min(hi, rank) - min(max(lo, 0), rank))])
 
     # -- constants and sizes ---------------------------------------------------------------------
 

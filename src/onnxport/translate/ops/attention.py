@@ -1,0 +1,90 @@
+"""Scaled dot-product attention, spelled out with MatMul and Softmax."""
+
+from __future__ import annotations
+
+import math
+
+import onnx_ir as ir
+import torch
+
+from onnxport.translate.builder import Ctx
+from onnxport.translate.ops._common import rank
+from onnxport.translate.registry import aten
+
+aten_ = torch.ops.aten
+
+
+def _shape_slice(ctx: Ctx, x: ir.Value, start: int, end: int | None = None) -> ir.Value:
+    """``x.shape[start:end]`` at run time as a 1-D int64 value."""
+    out = ctx.op.Shape(x, start=start, end=end)
+    r = rank(x)
+    stop = r if end is None else (end + r if end < 0 else end)
+    out.shape = ir.Shape([stop - (start + r if start < 0 else start)])
+    return out
+
+
+def _repeat_heads(ctx: Ctx, kv: ir.Value, q_heads: int, groups: int) -> ir.Value:
+    """``kv.repeat_interleave(groups, dim=-3)``: each kv head serves ``groups`` consecutive q heads."""
+    spread = ctx.op.Expand(ctx.op.Unsqueeze(kv, ctx.const([-3])), ctx.const([groups, 1, 1]))
+    shape = ctx.op.Concat(_shape_slice(ctx, kv, 0, -3), ctx.const([q_heads]), _shape_slice(ctx, kv, -2), axis=0)
+    out = ctx.op.Reshape(spread, shape)
+    out.shape = ir.Shape([*kv.shape[:-3], q_heads, *kv.shape[-2:]])
+    return out
+
+
+def _root_scale(ctx: Ctx, q: ir.Value, scale: float | None) -> ir.Value:
+    """sqrt of ``scale`` (default 1/sqrt(E)) as a scalar of q's dtype; E comes from Shape when symbolic."""
+    if scale is not None:
+        return ctx.const(math.sqrt(scale), like=q)
+    e = q.shape[-1]
+    if isinstance(e, int):
+        return ctx.const(e**-0.25, like=q)
+    e_val = ctx.op.Squeeze(ctx.op.CastLike(_shape_slice(ctx, q, -1), q), ctx.const([0]))
+    return ctx.op.Pow(e_val, ctx.const(-0.25, like=q))
+
+
+def _causal_keep(ctx: Ctx, q: ir.Value, k: ir.Value) -> ir.Value:
+    """torch's causal mask: a lower-triangular (L, S) bool matrix, sizes from the inputs at run time."""
+    seq = [q.shape[-2], k.shape[-2]]
+    if all(isinstance(s, int) for s in seq):
+        size = ctx.const(seq)
+    else:
+        size = ctx.op.Concat(_shape_slice(ctx, q, -2, -1), _shape_slice(ctx, k, -2, -1), axis=0)
+    return ctx.op.Trilu(ctx.op.Expand(ctx.const(True), size), upper=0)
+
+
+@aten(aten_.scaled_dot_product_attention.default)
+def scaled_dot_product_attention(
+    ctx: Ctx,
+    q: ir.Value,
+    k: ir.Value,
+    v: ir.Value,
+    attn_mask: ir.Value | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> ir.Value:
+    """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
+    # dropout_p is ignored: the exported graph is for inference, where attention dropout is the identity.
+    if enable_gqa and q.shape[-3] != k.shape[-3]:
+        q_heads, kv_heads = q.shape[-3], k.shape[-3]
+        if not (isinstance(q_heads, int) and isinstance(kv_heads, int)):
+            raise ValueError("enable_gqa needs static head counts to know the group size")
+        k = _repeat_heads(ctx, k, q_heads, q_heads // kv_heads)
+        v = _repeat_heads(ctx, v, q_heads, q_heads // kv_heads)
+    r = rank(k)
+    perm = list(range(r - 2)) + [r - 1, r - 2]
+    # Scale q and k by sqrt(scale) each, like torch's reference, to keep float16 scores in range.
+    root = _root_scale(ctx, q, scale)
+    scores = ctx.op.MatMul(ctx.op.Mul(q, root), ctx.op.Transpose(ctx.op.Mul(k, root), perm=perm))
+    if is_causal:
+        attn_mask = _causal_keep(ctx, q, k)
+    if attn_mask is not None:
+        if attn_mask.dtype == ir.DataType.BOOL:
+            scores = ctx.op.Where(attn_mask, scores, ctx.const(float("-inf"), like=q))
+            scores.dtype = q.dtype  # the builder types Where after its condition
+        else:
+            scores = ctx.op.Add(scores, ctx.cast(attn_mask, q.dtype))
+    return ctx.op.MatMul(ctx.op.Softmax(scores, axis=-1), v)

@@ -1,0 +1,389 @@
+"""Shape and layout ops: views, reshapes, concatenation, splitting, slicing, padding, dtype casts.
+
+Size arguments may mix Python ints with int64 scalar values (symbolic sizes); they go through
+``ctx.sizes``. Where a size of the input is needed and is symbolic it is read with ``Shape`` at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from onnxport.translate.builder import Ctx
+from onnxport.translate.ops._common import axes, norm_axis, rank
+from onnxport.translate.registry import aten
+
+aten_ = torch.ops.aten
+INT64 = ir.DataType.INT64
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+Size = int | ir.Value
+
+
+def _dim(ctx: Ctx, x: ir.Value, d: int) -> Size:
+    """Size of dim ``d`` of ``x``: an int when static, else an int64 scalar read at run time."""
+    size = x.shape[d]
+    return size if isinstance(size, int) else ctx.op.Squeeze(ctx.op.Shape(x, start=d, end=d + 1), axes(ctx, [0]))
+
+
+def _shape(ctx: Ctx, x: ir.Value, start: int = 0, end: int | None = None) -> ir.Value:
+    """``Shape(x)[start:end]``, tagged 1-D so that ``ctx.sizes`` splices it in."""
+    end = rank(x) if end is None else end
+    out = ctx.op.Shape(x, start=start, end=end)
+    out.shape = ir.Shape([end - start])
+    return out
+
+
+def _clamp64(v: Size | None, default: int) -> Size:
+    if v is None:
+        return default
+    return max(min(v, INT64_MAX), INT64_MIN) if isinstance(v, int) else v
+
+
+def _slice(ctx: Ctx, x: ir.Value, axis: int, start: Size, end: Size, step: int = 1) -> ir.Value:
+    return ctx.op.Slice(x, ctx.sizes([start]), ctx.sizes([end]), axes(ctx, [axis]), ctx.sizes([step]))
+
+
+def _add(ctx: Ctx, a: Size, b: Size) -> Size:
+    """``a + b`` for ints and int64 values (scalar or 1-D)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    return ctx.op.Add(ctx.as_value(a, dtype=INT64), ctx.as_value(b, dtype=INT64))
+
+
+def _reshape(ctx: Ctx, x: ir.Value, shape: Sequence[Size]) -> ir.Value:
+    static = ctx.static_out_shape()
+    if static is not None:
+        return ctx.op.Reshape(x, ctx.const(static, INT64), allowzero=1)
+    # allowzero=1 forbids -1, so keep ONNX's "0 copies the input dim" only when -1 is present
+    has_infer = any(isinstance(s, int) and s == -1 for s in shape)
+    return ctx.op.Reshape(x, ctx.sizes(list(shape)), allowzero=0 if has_infer else 1)
+
+
+@aten(aten_.view.default, aten_.reshape.default, aten_._unsafe_view.default, aten_.view_copy.default,
+      aten_._reshape_alias.default)
+def view(ctx: Ctx, x: ir.Value, shape: Sequence[Size], *_: Any) -> ir.Value:
+    """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
+    return _reshape(ctx, x, shape)
+
+
+@aten(aten_.view_as.default, aten_.reshape_as.default)
+def view_as(ctx: Ctx, x: ir.Value, other: ir.Value) -> ir.Value:
+    """view_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
+    return _reshape(ctx, x, [_shape(ctx, other)])
+
+
+@aten(aten_.permute.default, aten_.permute_copy.default)
+def permute(ctx: Ctx, x: ir.Value, dims: Sequence[int]) -> ir.Value:
+    """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
+    r = rank(x)
+    return ctx.op.Transpose(x, perm=[norm_axis(d, r) for d in dims]) if r else x
+
+
+@aten(aten_.transpose.int, aten_.transpose_copy.int, aten_.swapaxes.default, aten_.swapdims.default)
+def transpose(ctx: Ctx, x: ir.Value, dim0: int, dim1: int) -> ir.Value:
+    """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
+    r = rank(x)
+    if r < 2:
+        return x
+    perm = list(range(r))
+    a, b = norm_axis(dim0, r), norm_axis(dim1, r)
+    perm[a], perm[b] = perm[b], perm[a]
+    return ctx.op.Transpose(x, perm=perm)
+
+
+@aten(aten_.t.default, aten_.t_copy.default, aten_.numpy_T.default)
+def t(ctx: Ctx, x: ir.Value) -> ir.Value:
+    """t(Tensor(a) self) -> Tensor(a)"""
+    r = rank(x)
+    return ctx.op.Transpose(x, perm=list(reversed(range(r)))) if r >= 2 else x
+
+
+@aten(aten_.mT.default, aten_.adjoint.default)
+def mT(ctx: Ctx, x: ir.Value) -> ir.Value:
+    """mT(Tensor(a) self) -> Tensor(a)"""
+    return transpose(ctx, x, -2, -1)
+
+
+@aten(aten_.movedim.int, aten_.movedim.intlist)
+def movedim(ctx: Ctx, x: ir.Value, source: int | Sequence[int], destination: int | Sequence[int]) -> ir.Value:
+    """movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)"""
+    r = rank(x)
+    src = [norm_axis(d, r) for d in ([source] if isinstance(source, int) else source)]
+    dst = [norm_axis(d, r) for d in ([destination] if isinstance(destination, int) else destination)]
+    rest = iter(d for d in range(r) if d not in src)
+    placed = dict(zip(dst, src))
+    perm = [placed[i] if i in placed else next(rest) for i in range(r)]
+    return ctx.op.Transpose(x, perm=perm) if perm != list(range(r)) else x
+
+
+@aten(aten_.expand.default, aten_.expand_copy.default)
+def expand(ctx: Ctx, x: ir.Value, size: Sequence[Size], *, implicit: bool = False) -> ir.Value:
+    """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
+    static = ctx.static_out_shape()
+    if static is not None:
+        return ctx.op.Expand(x, ctx.const(static, INT64))
+    # -1 keeps the input's size; Expand's broadcasting does the same with 1
+    return ctx.op.Expand(x, ctx.sizes([1 if isinstance(s, int) and s == -1 else s for s in size]))
+
+
+@aten(aten_.expand_as.default)
+def expand_as(ctx: Ctx, x: ir.Value, other: ir.Value) -> ir.Value:
+    """expand_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
+    return ctx.op.Expand(x, ctx.op.Shape(other))
+
+
+@aten(aten_.cat.default, aten_.concat.default, aten_.concatenate.default)
+def cat(ctx: Ctx, tensors: Sequence[ir.Value], dim: int = 0) -> ir.Value:
+    """cat(Tensor[] tensors, int dim=0) -> Tensor"""
+    dtype = ctx.out_dtype()
+    # torch skips legacy empty 1-D tensors whatever the others' rank is
+    kept = [t for t in tensors if not (t.shape is not None and list(t.shape) == [0])] or list(tensors[:1])
+    axis = norm_axis(dim, rank(kept[0]))
+    kept = [ctx.cast(t, dtype) for t in kept]
+    return kept[0] if len(kept) == 1 else ctx.op.Concat(*kept, axis=axis)
+
+
+@aten(aten_.stack.default)
+def stack(ctx: Ctx, tensors: Sequence[ir.Value], dim: int = 0) -> ir.Value:
+    """stack(Tensor[] tensors, int dim=0) -> Tensor"""
+    dtype = ctx.out_dtype()
+    axis = norm_axis(dim, rank(tensors[0]) + 1)
+    parts = [ctx.op.Unsqueeze(ctx.cast(t, dtype), axes(ctx, [axis])) for t in tensors]
+    return parts[0] if len(parts) == 1 else ctx.op.Concat(*parts, axis=axis)
+
+
+def _split_sizes(ctx: Ctx, x: ir.Value, axis: int, sizes: Sequence[Size]) -> list[ir.Value]:
+    """Pieces of ``x`` along ``axis``; the last size may overrun (torch.split's short last chunk)."""
+    n = len(ctx.node.meta["val"])
+    shapes = [ctx.out_shape(i) for i in range(n)]
+    static = [s[axis] for s in shapes]
+    if all(isinstance(s, int) for s in static):
+        if n == 1:
+            return [x]
+        return list(ctx.op.Split(x, ctx.const(static, INT64), axis=axis, _outputs=n))
+    out, start = [], 0
+    for i in range(n):
+        end = _add(ctx, start, sizes[i]) if i < n - 1 else INT64_MAX
+        out.append(_slice(ctx, x, axis, start, end))
+        start = end
+    return out
+
+
+@aten(aten_.split.Tensor, aten_.split_with_sizes.default, aten_.split.sizes)
+def split(ctx: Ctx, x: ir.Value, split_size: Size | Sequence[Size], dim: int = 0) -> list[ir.Value]:
+    """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
+    axis = norm_axis(dim, rank(x))
+    n = len(ctx.node.meta["val"])
+    sizes = [split_size] * n if isinstance(split_size, (int, ir.Value)) else list(split_size)
+    return _split_sizes(ctx, x, axis, sizes)
+
+
+@aten(aten_.chunk.default)
+def chunk(ctx: Ctx, x: ir.Value, chunks: int, dim: int = 0) -> list[ir.Value]:
+    """chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]"""
+    axis = norm_axis(dim, rank(x))
+    size = _dim(ctx, x, axis)
+    if isinstance(size, int):
+        step: Size = -(-size // chunks)
+    else:
+        step = ctx.op.Div(ctx.op.Add(size, ctx.const(chunks - 1, INT64)), ctx.const(chunks, INT64))
+    return _split_sizes(ctx, x, axis, [step] * len(ctx.node.meta["val"]))
+
+
+@aten(aten_.unbind.int)
+def unbind(ctx: Ctx, x: ir.Value, dim: int = 0) -> list[ir.Value]:
+    """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
+    axis = norm_axis(dim, rank(x))
+    n = len(ctx.node.meta["val"])
+    pieces = [x] if n == 1 else ctx.op.Split(x, ctx.const([1] * n, INT64), axis=axis, _outputs=n)
+    return [ctx.op.Squeeze(p, axes(ctx, [axis])) for p in pieces]
+
+
+@aten(aten_.slice.Tensor, aten_.slice_copy.Tensor)
+def slice_(ctx: Ctx, x: ir.Value, dim: int = 0, start: Size | None = None, end: Size | None = None,
+           step: Size = 1) -> ir.Value:
+    """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
+    start, end = _clamp64(start, 0), _clamp64(end, INT64_MAX)
+    if isinstance(start, int) and start == 0 and isinstance(end, int) and end == INT64_MAX and step == 1:
+        return x
+    return _slice(ctx, x, norm_axis(dim, rank(x)), start, end, step)
+
+
+@aten(aten_.select.int, aten_.select_copy.int)
+def select(ctx: Ctx, x: ir.Value, dim: int, index: Size) -> ir.Value:
+    """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
+    return ctx.op.Gather(x, ctx.as_value(index, dtype=INT64), axis=norm_axis(dim, rank(x)))
+
+
+@aten(aten_.narrow.default)
+def narrow(ctx: Ctx, x: ir.Value, dim: int, start: Size, length: Size) -> ir.Value:
+    """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
+    axis = norm_axis(dim, rank(x))
+    if isinstance(start, int) and start < 0:
+        start = _add(ctx, _dim(ctx, x, axis), start)
+    return _slice(ctx, x, axis, start, _add(ctx, start, length))
+
+
+@aten(aten_.squeeze.default, aten_.squeeze.dim, aten_.squeeze.dims, aten_.squeeze_copy.default,
+      aten_.squeeze_copy.dim, aten_.squeeze_copy.dims)
+def squeeze(ctx: Ctx, x: ir.Value, dim: int | Sequence[int] | None = None) -> ir.Value:
+    """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
+    r = rank(x)
+    dims = range(r) if dim is None else [norm_axis(d, r) for d in ([dim] if isinstance(dim, int) else dim)]
+    # torch squeezes only dims of size 1 and treats symbolic dims as not 1
+    ones = sorted({d for d in dims if r and x.shape[d] == 1})
+    return ctx.op.Squeeze(x, axes(ctx, ones)) if ones else x
+
+
+@aten(aten_.unsqueeze.default, aten_.unsqueeze_copy.default)
+def unsqueeze(ctx: Ctx, x: ir.Value, dim: int) -> ir.Value:
+    """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
+    return ctx.op.Unsqueeze(x, axes(ctx, [norm_axis(dim, rank(x) + 1)]))
+
+
+def _shape_part(ctx: Ctx, x: ir.Value, start: int, end: int) -> list[Size]:
+    dims = list(x.shape)[start:end]
+    if all(isinstance(d, int) for d in dims):
+        return [int(d) for d in dims]
+    return [_shape(ctx, x, start, end)]
+
+
+@aten(aten_.flatten.using_ints)
+def flatten(ctx: Ctx, x: ir.Value, start_dim: int = 0, end_dim: int = -1) -> ir.Value:
+    """flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)"""
+    r = rank(x)
+    if r == 0:
+        return ctx.op.Reshape(x, ctx.const([1], INT64))
+    start, end = norm_axis(start_dim, r), norm_axis(end_dim, r)
+    return _reshape(ctx, x, [*_shape_part(ctx, x, 0, start), -1, *_shape_part(ctx, x, end + 1, r)])
+
+
+@aten(aten_.unflatten.int)
+def unflatten(ctx: Ctx, x: ir.Value, dim: int, sizes: Sequence[Size]) -> ir.Value:
+    """unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)"""
+    r = rank(x)
+    axis = norm_axis(dim, r)
+    return _reshape(ctx, x, [*_shape_part(ctx, x, 0, axis), *sizes, *_shape_part(ctx, x, axis + 1, r)])
+
+
+@aten(aten_.repeat.default)
+def repeat(ctx: Ctx, x: ir.Value, repeats: Sequence[Size]) -> ir.Value:
+    """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
+    extra = len(repeats) - rank(x)
+    if extra > 0:  # repeat adds leading dims
+        x = ctx.op.Unsqueeze(x, axes(ctx, list(range(extra))))
+    return ctx.op.Tile(x, ctx.sizes(list(repeats)))
+
+
+@aten(aten_.tile.default)
+def tile(ctx: Ctx, x: ir.Value, dims: Sequence[Size]) -> ir.Value:
+    """tile(Tensor self, SymInt[] dims) -> Tensor"""
+    return repeat(ctx, x, [1] * (rank(x) - len(dims)) + list(dims))
+
+
+@aten(aten_.flip.default)
+def flip(ctx: Ctx, x: ir.Value, dims: Sequence[int]) -> ir.Value:
+    """flip(Tensor self, int[] dims) -> Tensor"""
+    r = rank(x)
+    if not dims or r == 0:
+        return x
+    n = len(dims)
+    return ctx.op.Slice(x, ctx.const([-1] * n, INT64), ctx.const([INT64_MIN] * n, INT64), axes(ctx, dims, r),
+                        ctx.const([-1] * n, INT64))
+
+
+@aten(aten_.roll.default)
+def roll(ctx: Ctx, x: ir.Value, shifts: Sequence[Size], dims: Sequence[int] = ()) -> ir.Value:
+    """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
+    if not dims:  # roll the flattened tensor, then restore the shape
+        flat = ctx.op.Reshape(x, ctx.const([-1], INT64))
+        numel = ctx.static_out_shape()
+        size: Size = int(torch.Size(numel).numel()) if numel is not None else ctx.op.Size(x)
+        return ctx.op.Reshape(_roll_axis(ctx, flat, 0, size, shifts[0]), ctx.op.Shape(x))
+    r = rank(x)
+    targets = [(norm_axis(dim, r), shift) for shift, dim in zip(shifts, dims)]
+    sizes = [_dim(ctx, x, axis) for axis, _ in targets]  # read before rolling: built values carry no shape
+    for (axis, shift), size in zip(targets, sizes):
+        x = _roll_axis(ctx, x, axis, size, shift)
+    return x
+
+
+def _roll_axis(ctx: Ctx, x: ir.Value, axis: int, size: Size, shift: Size) -> ir.Value:
+    if isinstance(size, int) and isinstance(shift, int):
+        cut: Size = size - shift % size if size else 0
+    else:  # int64 Mod takes the divisor's sign like Python's %
+        size_v = ctx.as_value(size, dtype=INT64)
+        cut = ctx.op.Sub(size_v, ctx.op.Mod(ctx.as_value(shift, dtype=INT64), size_v))
+    return ctx.op.Concat(_slice(ctx, x, axis, cut, INT64_MAX), _slice(ctx, x, axis, 0, cut), axis=axis)
+
+
+def _pad(ctx: Ctx, x: ir.Value, pad: Sequence[Size], mode: str, value: Any = None) -> ir.Value:
+    r = rank(x)
+    k = len(pad) // 2
+    # torch lists (begin, end) pairs from the last dim backwards
+    begins, ends = list(pad[0::2]), list(pad[1::2])
+    pad_axes = axes(ctx, [r - 1 - i for i in range(k)])
+    fill = None
+    if mode == "constant":
+        fill = ctx.as_value(0 if value is None else value, dtype=x.dtype)
+    return ctx.op.Pad(x, ctx.sizes(begins + ends), fill, pad_axes, mode=mode)
+
+
+@aten(aten_.constant_pad_nd.default)
+def constant_pad_nd(ctx: Ctx, x: ir.Value, pad: Sequence[Size], value: float = 0) -> ir.Value:
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
+    return _pad(ctx, x, pad, "constant", value)
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+@aten(aten_.pad.default)
+def pad(ctx: Ctx, x: ir.Value, pad: Sequence[Size], mode: str = "constant", value: float | None = None) -> ir.Value:
+    """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor"""
+    if mode == "circular" and ctx.opset < 19:
+        raise ValueError("circular padding needs opset 19 (Pad mode 'wrap')")
+    return _pad(ctx, x, pad, _PAD_MODES[mode], value)
+
+
+def _pad_mode(mode: str):
+    def translate(ctx: Ctx, x: ir.Value, padding: Sequence[Size]) -> ir.Value:
+        return _pad(ctx, x, padding, mode)
+
+    translate.__doc__ = f"<reflection|replication>_padNd(Tensor self, SymInt[] padding) -> Tensor ({mode})"
+    return translate
+
+
+aten(aten_.reflection_pad1d.default, aten_.reflection_pad2d.default, aten_.reflection_pad3d.default)(
+    _pad_mode("reflect"))
+aten(aten_.replication_pad1d.default, aten_.replication_pad2d.default, aten_.replication_pad3d.default)(
+    _pad_mode("edge"))
+
+
+@aten(aten_.clone.default, aten_.contiguous.default, aten_.alias.default, aten_.alias_copy.default,
+      aten_.detach.default, aten_.detach_copy.default, aten_.lift_fresh_copy.default, aten_.lift_fresh.default)
+def identity(ctx: Ctx, x: ir.Value, *_: Any, **__: Any) -> ir.Value:
+    """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
+    # values are immutable in ONNX, so a copy is the value itself
+    return x
+
+
+@aten(aten_._to_copy.default, aten_.to.dtype, aten_.to.dtype_layout, aten_.to.device, aten_.to.other,
+      aten_.type_as.default)
+def to(ctx: Ctx, x: ir.Value, *_: Any, **__: Any) -> ir.Value:
+    """_to_copy(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
+    return ctx.cast(x, ctx.out_dtype())
+
+
+@aten(aten_.copy.default)
+def copy(ctx: Ctx, x: ir.Value, src: ir.Value, non_blocking: bool = False) -> ir.Value:
+    """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor"""
+    src = ctx.cast(src, x.dtype)
+    if src.shape is not None and x.shape is not None and list(src.shape) == list(x.shape):
+        return src
+    return ctx.op.Expand(src, ctx.op.Shape(x))

@@ -1,0 +1,138 @@
+"""Gathers and scatters against eager PyTorch."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import randn
+from torch.export import Dim
+
+from tests.ops._runner import OpCase, params, run_case
+
+aten = torch.ops.aten
+f32, f16 = torch.float32, torch.float16
+
+
+def dyn(*specs):
+    """A dynamic_shapes spec for the runner's wrapper, whose forward takes ``*args``."""
+    return (specs,)
+
+
+def idx(*shape, high=3): return torch.randint(0, high, shape)
+def neg_idx(*shape, high=3): return torch.randint(-high, high, shape)
+
+
+def index_first(x, i): return x[i]
+def index_second(x, i): return x[:, i]
+def index_two_adjacent(x, i, j): return x[:, i, j]
+def index_two_apart(x, i, j): return x[i, :, j]
+def index_broadcast(x, i, j): return x[i[:, None], j]
+def index_ellipsis(x, i): return x[..., i]
+def take_along(x, i): return torch.take_along_dim(x, i, 1)
+def take_along_flat(x, i): return torch.take_along_dim(x, i)
+def embed(i, w): return F.embedding(i, w, padding_idx=0)
+
+
+def put_rows(x, i, v):
+    x = x.clone()
+    x[i] = v
+    return x
+
+
+def put_cols_scalar(x, i):
+    x = x.clone()
+    x[:, i] = 0.0
+    return x
+
+
+def put_accumulate(x, i, v):
+    return x.index_put((i,), v, accumulate=True)
+
+
+def put_two_apart(x, i, j, v):
+    return torch.ops.aten.index_put(x, [i, None, j], v)
+
+
+def put_mask(x):
+    x = x.clone()
+    x[x > 0] = 0.0
+    return x
+
+
+def put_mask_rows(x, m):
+    x = x.clone()
+    x[m] = -1.0
+    return x
+
+
+class SliceAssign(torch.nn.Module):
+    def forward(self, x, y, z):
+        x = x.clone()
+        x[:, 0] = y
+        x[:, 1:3] = z
+        x[-1] = 0.5
+        return x
+
+
+def functionalized(module, *args, dynamic_shapes=None):
+    """The module as functionalization rewrites it (in-place view writes become *_scatter ops)."""
+    return torch.export.export(module, args, dynamic_shapes=dynamic_shapes).run_decompositions({}).module()
+
+
+CASES = [
+    OpCase(aten.gather.default, args=lambda: (randn(3, 4), 1, idx(3, 2, high=4)), expect_ops=["GatherElements"],
+           dtypes=(f32, f16)),
+    OpCase(aten.gather.default, args=lambda: (randn(3, 4), 0, idx(2, 4)), name="dim0"),
+    OpCase(aten.gather.default, args=lambda: (torch.arange(12).reshape(3, 4), -1, idx(3, 5, high=4)), name="int"),
+    OpCase(aten.index_select.default, args=lambda: (randn(5, 4), 0, idx(7, high=5)), expect_ops=["Gather"]),
+    OpCase(aten.index_select.default, args=lambda: (randn(5, 4), 1, torch.tensor(2)), name="scalar_index"),
+    OpCase(aten.index_select.default, args=lambda: (randn(5, 4), -1, idx(3).int()), name="int32"),
+    OpCase(embed, args=lambda: (idx(2, 3, high=10), randn(10, 4)), dtypes=(f32, f16)),
+    OpCase(index_first, args=lambda: (randn(5, 4), idx(3, high=5))),
+    OpCase(index_first, args=lambda: (randn(5, 4), neg_idx(2, 3, high=5)), name="negative_2d"),
+    OpCase(index_second, args=lambda: (randn(5, 4, 2), idx(3, high=4))),
+    OpCase(index_ellipsis, args=lambda: (randn(2, 3, 4), idx(5, high=4))),
+    OpCase(index_two_adjacent, args=lambda: (randn(2, 3, 4, 5), idx(6), idx(6, high=4)), expect_ops=["GatherND"]),
+    OpCase(index_two_apart, args=lambda: (randn(3, 2, 4, 5), idx(6), neg_idx(6, high=4))),
+    OpCase(index_broadcast, args=lambda: (randn(4, 5), idx(3, high=4), idx(2, high=5))),
+    OpCase(index_second, args=lambda: (randn(3, 4, 2), idx(3, high=4)), name="dyn",
+           dynamic_shapes=dyn({0: Dim("n", min=2)}, {0: Dim("k", min=1)})),
+    OpCase(take_along, args=lambda: (randn(3, 4), idx(3, 2, high=4))),
+    OpCase(take_along, args=lambda: (randn(3, 4), idx(1, 6, high=4)), name="broadcast"),
+    OpCase(take_along_flat, args=lambda: (randn(3, 4), idx(5, high=12))),
+    # index_put
+    OpCase(put_rows, args=lambda: (randn(5, 3), torch.tensor([0, 3]), randn(2, 3)), expect_ops=["ScatterND"]),
+    OpCase(put_rows, args=lambda: (randn(5, 3), torch.tensor([4, -4]), randn(3)), name="broadcast_values"),
+    OpCase(put_cols_scalar, args=lambda: (randn(2, 5, 3), torch.tensor([1, 4]))),
+    OpCase(put_accumulate, args=lambda: (randn(5, 3), torch.tensor([0, 2, 0, 0]), randn(4, 3))),
+    OpCase(put_two_apart, args=lambda: (randn(3, 2, 4), torch.tensor([0, 2]), torch.tensor([1, 3]), randn(2, 2))),
+    OpCase(put_mask, args=lambda: (randn(4, 5),), expect_ops=["Where"]),
+    OpCase(put_mask_rows, args=lambda: (randn(4, 5), torch.tensor([True, False, True, False]))),
+    # scatter
+    OpCase(aten.scatter.src, args=lambda: (randn(3, 5), 1, torch.tensor([[0, 1], [2, 3], [4, 0]]), randn(3, 2)),
+           expect_ops=["ScatterElements"], dtypes=(f32, f16)),
+    OpCase(aten.scatter.src, args=lambda: (randn(3, 5), 0, torch.tensor([[0, 1], [2, 0]]), randn(3, 4)),
+           name="larger_src"),
+    OpCase(aten.scatter.value, args=lambda: (randn(3, 5), 1, torch.tensor([[0, 4], [2, 3], [1, 0]]), 2.5)),
+    OpCase(aten.scatter.reduce, args=lambda: (randn(3, 5), 1, torch.tensor([[0, 0], [2, 2], [1, 1]]), randn(3, 2)),
+           kwargs={"reduce": "add"}),
+    OpCase(aten.scatter_add.default, args=lambda: (randn(3, 5), 1, idx(3, 6, high=5), randn(3, 6))),
+    OpCase(aten.scatter_add.default, args=lambda: (torch.zeros(4, dtype=torch.int64), 0, idx(9, high=4),
+                                                   torch.ones(9, dtype=torch.int64)), name="int_count"),
+    OpCase(aten.scatter_reduce.two, args=lambda: (randn(4), 0, idx(6, high=4), randn(6), "amax")),
+    OpCase(aten.select_scatter.default, args=lambda: (randn(3, 4), randn(3), 1, 2)),
+    OpCase(aten.select_scatter.default, args=lambda: (randn(3, 4), randn(4), 0, -1), name="negative"),
+    OpCase(aten.slice_scatter.default, args=lambda: (randn(6, 4), randn(2, 4), 0, 1, 5, 2)),
+    OpCase(aten.slice_scatter.default, args=lambda: (randn(3, 6), randn(3, 3), 1, -3), name="negative"),
+    OpCase(aten.slice_scatter.default, args=lambda: (randn(3, 6), randn(3, 6)), kwargs={"dim": 1}, name="all"),
+    OpCase(functionalized(SliceAssign(), randn(3, 4), randn(3), randn(3, 2)),
+           args=lambda: (randn(3, 4), randn(3), randn(3, 2)), name="slice_assign"),
+    OpCase(functionalized(SliceAssign(), randn(3, 4), randn(3), randn(3, 2),
+                          dynamic_shapes=({0: Dim("n", min=2)}, {0: Dim("n", min=2)}, {0: Dim("n", min=2)})),
+           args=lambda: (randn(3, 4), randn(3), randn(3, 2)), name="slice_assign_dyn",
+           dynamic_shapes=dyn({0: Dim("n", min=2)}, {0: Dim("n", min=2)}, {0: Dim("n", min=2)})),
+]
+
+
+@pytest.mark.parametrize(("case", "dtype"), params(CASES))
+def test_op(case: OpCase, dtype: torch.dtype | None) -> None:
+    run_case(case, dtype)
