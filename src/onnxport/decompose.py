@@ -42,10 +42,43 @@ def _tables() -> list[Mapping[Any, Any]]:
     return _TABLES
 
 
+def _is_view(target: Any) -> bool:
+    """An op whose output aliases its input (``select``, ``slice``, ``view``, ``transpose``, ...)."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    returns = target._schema.returns
+    return bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
+
+
+def needs_functionalization(gm: torch.fx.GraphModule) -> bool:
+    """Whether an in-place op writes through a view, into an input or state, or into a tensor that a view
+    reads later. The translator handles the other in-place ops (``relu_`` on a fresh value) by rebinding
+    the mutated value; these need torch's functionalization to become ``*_scatter`` ops."""
+    for node in gm.graph.nodes:
+        target = node.target
+        if not (isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable and node.args):
+            continue
+        base = node.args[0]
+        if not isinstance(base, torch.fx.Node) or base.op != "call_function" or _is_view(base.target):
+            return True
+        if any(_is_view(user.target) for user in base.users if user is not node):
+            return True
+    return any(
+        needs_functionalization(sub)
+        for node in gm.graph.nodes
+        if node.op == "get_attr" and isinstance(sub := getattr(gm, node.target, None), torch.fx.GraphModule)
+    )
+
+
 def decompose(
     ep: torch.export.ExportedProgram, *, custom: Mapping[Any, Translator], opset: int, report: Report
 ) -> torch.export.ExportedProgram:
     """Decompose untranslated ops round by round; raise ``UnsupportedOpError`` listing what remains."""
+    if needs_functionalization(ep.graph_module):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ep = ep.run_decompositions({})  # functionalizes; decomposes nothing
+        report.warn("in-place writes through views or into inputs: the graph was functionalized")
     for _ in range(_MAX_ROUNDS):
         missing = untranslated_ops(ep.graph_module, custom)
         table = {t: fn for t in missing if (fn := _decomposition_for(t)) is not None}
