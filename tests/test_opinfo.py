@@ -94,6 +94,9 @@ def test_opinfo(info) -> None:
     samples = list(info.sample_inputs("cpu", _dtype(info), requires_grad=False))[:SAMPLES_PER_OP]
     failures = []
     for i, sample in enumerate(samples):
+        if sample.kwargs.get("dropout_p", 0) or sample.kwargs.get("p", 0) and "dropout" in info.name:
+            counter["random"] += 1  # random outputs: eager and onnxruntime draw different masks
+            continue
         try:
             _run_sample(info, sample)
         except onnxport.CaptureError:
@@ -116,5 +119,6 @@ def coverage_line() -> str:
     ops_ok = sum(1 for c in RESULTS.values() if c["failed"] == 0 and c["passed"] > 0)
     return (
         f"OpInfo coverage: {ops_ok}/{len(RESULTS)} ops with every sample passing; samples passed "
-        f"{total['passed']}/{sum(total.values())} (not capturable by torch.export: {total['not capturable']})"
+        f"{total['passed']}/{sum(total.values())} (not capturable by torch.export: {total['not capturable']}; "
+        f"random, not compared: {total['random']})"
     )

@@ -67,7 +67,6 @@ def scaled_dot_product_attention(
     enable_gqa: bool = False,
 ) -> ir.Value:
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
-    # dropout_p is ignored: the exported graph is for inference, where attention dropout is the identity.
     if enable_gqa and q.shape[-3] != k.shape[-3]:
         q_heads, kv_heads = q.shape[-3], k.shape[-3]
         if not (isinstance(q_heads, int) and isinstance(kv_heads, int)):
@@ -87,4 +86,7 @@ def scaled_dot_product_attention(
             scores.dtype = q.dtype  # the builder types Where after its condition
         else:
             scores = ctx.op.Add(scores, ctx.cast(attn_mask, q.dtype))
-    return ctx.op.MatMul(ctx.op.Softmax(scores, axis=-1), v)
+    weights = ctx.op.Softmax(scores, axis=-1)
+    if dropout_p:  # a model traced in training mode: keep its random dropout rather than drop it silently
+        weights = ctx.op.Dropout(weights, ctx.const(float(dropout_p), like=weights), ctx.const(True, ir.DataType.BOOL))
+    return ctx.op.MatMul(weights, v)

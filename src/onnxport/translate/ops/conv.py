@@ -77,9 +77,23 @@ def _conv(
         attrs["pads"] = pads + pads
     inputs = [weight] if bias is None else [weight, ctx.cast(bias, weight.dtype)]
     if transposed:
-        attrs["output_padding"] = spatial_ints(output_padding, nd, "output_padding")
+        _fold_output_padding(attrs, spatial_ints(output_padding, nd, "output_padding"))
         return with_batch(ctx, x, nd, lambda v: ctx.op.ConvTranspose(v, *inputs, **attrs))
     return with_batch(ctx, x, nd, lambda v: ctx.op.Conv(v, *inputs, **attrs))
+
+
+def _fold_output_padding(attrs: dict[str, Any], output_padding: list[int]) -> None:
+    """Move output padding into the end pads where it fits.
+
+    Cropping less at the end of the full transposed convolution is what output padding means, and
+    onnxruntime refuses ``output_padding >= stride``, which torch allows when dilation is larger.
+    """
+    pads, nd = list(attrs["pads"]), len(output_padding)
+    for i, extra in enumerate(output_padding):
+        moved = min(extra, pads[nd + i])
+        pads[nd + i] -= moved
+        output_padding[i] = extra - moved
+    attrs["pads"], attrs["output_padding"] = pads, output_padding
 
 
 @aten(aten_.conv1d.default, aten_.conv2d.default, aten_.conv3d.default)
