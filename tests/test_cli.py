@@ -82,3 +82,19 @@ def test_inspect_not_onnx(tmp_path, capsys) -> None:
     bad.write_bytes(b"\x00\x01garbage")
     assert main(["inspect", str(bad)]) == 1
     assert "not an ONNX model" in capsys.readouterr().err
+
+
+def test_demo_exports_verifies_and_prints_both_models(tmp_path, capsys) -> None:
+    assert main(["demo", "-o", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["control_flow.onnx", "small_cnn.onnx"]
+    # The control-flow model is verified on two inputs (one per branch), and its text shows the If.
+    control_flow = captured.out.split("== small_cnn")[0]
+    assert control_flow.count("  inputs: x=float32[3]") == 2
+    assert " = If (" in control_flow and "then_branch" in control_flow
+    assert captured.out.count("verification (onnxruntime vs eager PyTorch): passed") == 2
+    assert captured.err.count("[onnxport] verify") == 2
+    for path in tmp_path.iterdir():
+        onnx.checker.check_model(str(path), full_check=True)
+    # Weights are elided from the printed text, not from the saved files.
+    assert '"elided"' in captured.out

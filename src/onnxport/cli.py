@@ -109,7 +109,7 @@ def _demo(ns: argparse.Namespace) -> int:
         prog = export(model, input_sets[0], verify_inputs=input_sets[1:], progress=True)
         path = os.path.join(ns.output_dir, f"{name}.onnx")
         prog.save(path)
-        print(prog.report)
+        print(prog.report.verification)
         if not ns.no_text:
             print(prog.text())
         print(f"saved {path}\n", flush=True)

@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 import torch
@@ -20,6 +21,29 @@ from onnxport.report import Report
 __all__ = ["OnnxProgram"]
 
 _TWO_GB = 2**31
+
+
+def _copy_fields(src: Any, dst: Any, *, skip: str) -> None:
+    """Copy the set fields of a protobuf message but one, without touching the skipped field's data."""
+    for field, value in src.ListFields():
+        if field.name == skip:
+            continue
+        if hasattr(value, "extend"):  # a repeated field
+            getattr(dst, field.name).extend(value)
+        elif field.message_type is not None:
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
+
+
+def _elided(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    """The tensor itself when small, else its name, type and shape with the data left out."""
+    if int(np.prod(tensor.dims, dtype=np.int64)) <= 16:
+        return tensor
+    stub = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
+    stub.data_location = onnx.TensorProto.EXTERNAL
+    stub.external_data.add(key="elided", value=f"{int(np.prod(tensor.dims, dtype=np.int64))} elements")
+    return stub
 
 
 class OnnxProgram:
@@ -61,9 +85,20 @@ class OnnxProgram:
     def output_names(self) -> list[str]:
         return [v.name for v in self.model.graph.outputs]
 
-    def text(self) -> str:
-        """The model in ONNX's textual syntax (``onnx.printer.to_text``)."""
-        return onnx.printer.to_text(self.model_proto)
+    def text(self, *, weights: bool = False) -> str:
+        """The model in ONNX's textual syntax (``onnx.printer.to_text``).
+
+        Initializers of more than 16 elements show as ``["elided": ...]`` unless ``weights`` is True.
+        """
+        proto = self.model_proto
+        if weights:
+            return onnx.printer.to_text(proto)
+        shown = onnx.ModelProto()
+        _copy_fields(proto, shown, skip="graph")
+        _copy_fields(proto.graph, shown.graph, skip="initializer")
+        for init in proto.graph.initializer:
+            shown.graph.initializer.append(_elided(init))
+        return onnx.printer.to_text(shown)
 
     def __repr__(self) -> str:
         return f"OnnxProgram(inputs={self.input_names}, outputs={self.output_names}, nodes={len(self.model.graph)})"

@@ -56,12 +56,13 @@ def _add(ctx: Ctx, a: Size, b: Size) -> Size:
 
 
 def _reshape(ctx: Ctx, x: ir.Value, shape: Sequence[Size]) -> ir.Value:
+    # allowzero=1 (a 0 in the target means size 0, as in torch) only where a literal 0 needs it:
+    # TensorRT and other runtimes refuse the attribute.
     static = ctx.static_out_shape()
     if static is not None:
-        return ctx.op.Reshape(x, ctx.const(static, INT64), allowzero=1)
-    # allowzero=1 forbids -1, so keep ONNX's "0 copies the input dim" only when -1 is present
-    has_infer = any(isinstance(s, int) and s == -1 for s in shape)
-    return ctx.op.Reshape(x, ctx.sizes(list(shape)), allowzero=0 if has_infer else 1)
+        return ctx.op.Reshape(x, ctx.const(static, INT64), allowzero=1 if 0 in static else None)
+    zero = any(isinstance(s, int) and s == 0 for s in shape)
+    return ctx.op.Reshape(x, ctx.sizes(list(shape)), allowzero=1 if zero else None)
 
 
 @aten(aten_.view.default, aten_.reshape.default, aten_._unsafe_view.default, aten_.view_copy.default,
