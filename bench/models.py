@@ -11,50 +11,11 @@ from typing import Any
 
 import torch
 
-__all__ = ["MODELS", "ForwardWithControlFlowTest", "ModelWithControlFlowTest"]
+from onnxport.demo import ModelWithControlFlowTest, SmallCNN
+
+__all__ = ["MODELS"]
 
 Factory = Callable[[], tuple[torch.nn.Module, tuple[Any, ...]]]
-
-
-class ForwardWithControlFlowTest(torch.nn.Module):
-    def forward(self, x):
-        def identity2(x):
-            return x * 2
-
-        def neg(x):
-            return -x
-
-        return torch.cond(x.sum() > 0, identity2, neg, (x,))
-
-
-class ModelWithControlFlowTest(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1), ForwardWithControlFlowTest())
-
-    def forward(self, x):
-        return self.mlp(x)
-
-
-class SmallCNN(torch.nn.Module):
-    """Two conv blocks (conv, batch norm, relu, max pool) then a linear classifier."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 16, 3, padding=1),
-            torch.nn.BatchNorm2d(16),
-            torch.nn.ReLU(),
-            torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(16, 32, 3, padding=1),
-            torch.nn.BatchNorm2d(32),
-            torch.nn.ReLU(),
-            torch.nn.MaxPool2d(2),
-        )
-        self.head = torch.nn.Linear(32 * 8 * 8, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(torch.flatten(self.features(x), 1))
 
 
 def _seed() -> None:
