@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import onnx
 import torch
 
 import onnxport
@@ -73,6 +74,7 @@ def run_case(case: OpCase, dtype: torch.dtype | None = None) -> onnxport.OnnxPro
     model = _Wrap(case.fn, case.kwargs)
     expected = model(*args)
     prog = onnxport.export(model, tuple(args), dynamic_shapes=case.dynamic_shapes, verify=False)
+    onnx.checker.check_model(prog.model_proto, full_check=True)
     actual = prog(*args)
     exp_flat = [t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
     act_flat = [t for t in torch.utils._pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
