@@ -238,3 +238,15 @@ def test_dtypes_export_valid_models(dtype) -> None:
         assert prog.report.verification.ok
         atol, rtol = onnxport.verify.tolerance(dtype)
         torch.testing.assert_close(prog(x, y), M()(x, y), atol=atol, rtol=rtol)
+
+
+def test_training_mode_is_warned_about() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.0))
+    with pytest.warns(UserWarning, match=r"training mode \(Dropout"):
+        prog = onnxport.export(model, (torch.randn(2, 4),))
+    assert any("model.eval()" in w for w in prog.report.warnings)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        onnxport.export(model.eval(), (torch.randn(2, 4),))

@@ -14,6 +14,7 @@ from onnxport.report import Attempt, Report
 __all__ = ["capture", "check_inputs"]
 
 STRATEGIES = (("non-strict", False), ("strict", True))
+_TRAIN_SENSITIVE = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
 
 
 class _FunctionModule(torch.nn.Module):
@@ -73,6 +74,14 @@ def capture(
     report: Report,
 ) -> torch.export.ExportedProgram:
     """Export ``model`` with each strategy in turn; the first that works wins."""
+    training = sorted({type(m).__name__ for m in model.modules() if m.training and isinstance(m, _TRAIN_SENSITIVE)})
+    if training:
+        message = (
+            f"the model is in training mode ({', '.join(training)} behave as in training: random dropout, "
+            "batch statistics); call model.eval() before export for an inference model"
+        )
+        report.warn(message)
+        warnings.warn(f"onnxport: {message}", stacklevel=3)
     errors: list[tuple[str, BaseException]] = []
     for name, strict in STRATEGIES:
         try:
