@@ -32,6 +32,7 @@ def export(
     opset: int | None = None,
     custom_translations: Mapping[Any, Any] | None = None,
     custom_opsets: Mapping[str, int] | None = None,
+    rewrite_control_flow: bool = True,
     optimize: bool = True,
     verify: bool = True,
     verify_mode: str = "raise",
@@ -57,7 +58,10 @@ def export(
     custom = normalise_custom_translations(custom_translations)
     report = Report(progress=progress)
     with report.stage("capture") as stage:
-        ep = _capture.capture(model, args, kwargs, dynamic_shapes=dynamic_shapes, report=report)
+        captured = _capture.capture(
+            model, args, kwargs, dynamic_shapes=dynamic_shapes, rewrite_control_flow=rewrite_control_flow, report=report
+        )
+        ep = captured.program
         stage.detail = report.attempts[-1].strategy
     with report.stage("decompose") as stage:
         ep = _decompose.decompose(ep, custom=custom, opset=opset, report=report)
@@ -103,7 +107,7 @@ def unsupported_ops(
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
     custom = normalise_custom_translations(custom_translations)
     report = Report()
-    ep = _capture.capture(model, args, kwargs, dynamic_shapes=dynamic_shapes, report=report)
+    ep = _capture.capture(model, args, kwargs, dynamic_shapes=dynamic_shapes, report=report).program
     try:
         _decompose.decompose(ep, custom=custom, opset=default_opset(), report=report)
     except _decompose.UnsupportedOpError as exc:

@@ -36,6 +36,7 @@ class Report:
 
     stages: list[Stage] = dataclasses.field(default_factory=list)
     attempts: list[Attempt] = dataclasses.field(default_factory=list)
+    rewrites: list[Any] = dataclasses.field(default_factory=list)
     decomposed: dict[str, int] = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
     verification: Any = None
@@ -72,6 +73,9 @@ class Report:
             for a in self.attempts:
                 status = "ok" if a.ok else f"failed: {a.error}"
                 lines.append(f"  {a.strategy}: {status}")
+        if self.rewrites:
+            lines.append(f"control flow rewritten into torch.cond ({len(self.rewrites)}):")
+            lines.extend("  " + str(r).replace("\n", "\n  ") for r in self.rewrites)
         if self.decomposed:
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(self.decomposed.items()))
             lines.append(f"decomposed (no direct translation): {ops}")

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import inspect
+import io
+import linecache
+import logging
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from onnxport.errors import CaptureError, InvalidInputError, location_from_exception, user_frame_here
+from onnxport.capture.patch import ControlFlowRewriter
+from onnxport.capture.rewrite import RewriteRefused
+from onnxport.errors import CaptureError, InvalidInputError, SourceLocation, location_from_exception, user_frame_here
 from onnxport.report import Attempt, Report
 
-__all__ = ["capture", "check_inputs"]
+__all__ = ["Captured", "capture", "check_inputs", "is_data_dependent"]
 
 STRATEGIES = (("non-strict", False), ("strict", True))
 _TRAIN_SENSITIVE = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
@@ -65,15 +73,94 @@ def check_inputs(model: Any, args: Any, kwargs: dict[str, Any] | None) -> tuple[
     return model, args, kwargs
 
 
+@dataclasses.dataclass
+class Captured:
+    """The exported program, and the rewriter whose patches produced it (None when nothing was rewritten)."""
+
+    program: torch.export.ExportedProgram
+    rewriter: ControlFlowRewriter | None
+
+
 def capture(
     model: torch.nn.Module,
     args: tuple,
     kwargs: dict[str, Any],
     *,
     dynamic_shapes: Any = None,
+    rewrite_control_flow: bool = True,
     report: Report,
-) -> torch.export.ExportedProgram:
-    """Export ``model`` with each strategy in turn; the first that works wins."""
+) -> Captured:
+    """Export ``model`` with each strategy in turn; the first that works wins.
+
+    When non-strict export fails on a data-dependent ``if``, that ``if`` is rewritten into
+    ``torch.cond`` (unless ``rewrite_control_flow`` is False) and the strategies run again.
+    """
+    _warn_training(model, report)
+    rewriter = ControlFlowRewriter(model) if rewrite_control_flow else None
+    while True:
+        errors: list[tuple[str, BaseException]] = []
+        for name, strict in STRATEGIES:
+            label = f"torch.export.export(strict={strict})"
+            if rewriter is not None and rewriter.rewrites:
+                label += f" with {len(rewriter.rewrites)} if(s) rewritten"
+            try:
+                with _quiet(), rewriter.applied() if rewriter is not None else contextlib.nullcontext():
+                    ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+            except Exception as exc:  # torch.export raises many unrelated types
+                report.attempts.append(Attempt(label, False, _first_line(exc)))
+                errors.append((name, exc))
+                if rewriter is not None and not strict and is_data_dependent(exc):
+                    break  # rewrite the if, then start again from non-strict
+                continue
+            report.attempts.append(Attempt(label, True))
+            if rewriter is not None and rewriter.rewrites:
+                report.rewrites = rewriter.rewrites
+                return Captured(ep, rewriter)
+            return Captured(ep, None)
+        _, last = errors[-1]
+        if rewriter is None or not is_data_dependent(last):
+            raise _capture_error(model, errors, rewriter) from None
+        report.rewrites = rewriter.rewrites
+        _rewrite_or_raise(model, rewriter, last)
+
+
+def is_data_dependent(exc: BaseException) -> bool:
+    """Whether ``exc`` is torch.export failing on a decision that depends on tensor values."""
+    text = f"{type(exc).__name__} {exc}"
+    return any(marker in text for marker in _DATA_DEPENDENT)
+
+
+_DATA_DEPENDENT = (
+    "GuardOnDataDependentSymNode",
+    "data-dependent",
+    "Data-dependent",
+    "Dynamic control flow is not supported",
+    "generic_jump",
+)
+
+
+def _rewrite_or_raise(model: torch.nn.Module, rewriter: ControlFlowRewriter, exc: BaseException) -> None:
+    location = location_from_exception(exc)
+    if location is None:
+        raise _capture_error(model, [("non-strict", exc)], rewriter) from None
+    try:
+        rewriter.rewrite(location)
+    except RewriteRefused as refused:
+        code = linecache.getline(location.file, refused.line).strip()
+        where = SourceLocation(location.file, refused.line, location.function, code)
+        raise CaptureError(
+            f"cannot capture {type(model).__name__}: the model branches on a tensor value at "
+            f"{where.file}:{where.line}, and onnxport cannot rewrite it into torch.cond: {refused.reason}",
+            attempts=[("non-strict", str(exc))],
+            location=where,
+            fix=(refused.suggestion + "; " if refused.suggestion else "")
+            + "write it as torch.cond(pred, true_fn, false_fn, (tensors,)) with both functions returning "
+            "tensors of the same shapes and dtypes, e.g.\n"
+            "    y = torch.cond(x.sum() > 0, lambda x: x * 2, lambda x: -x, (x,))",
+        ) from None
+
+
+def _warn_training(model: torch.nn.Module, report: Report) -> None:
     training = sorted({type(m).__name__ for m in model.modules() if m.training and isinstance(m, _TRAIN_SENSITIVE)})
     if training:
         message = (
@@ -81,20 +168,27 @@ def capture(
             "batch statistics); call model.eval() before export for an inference model"
         )
         report.warn(message)
-        warnings.warn(f"onnxport: {message}", stacklevel=3)
-    errors: list[tuple[str, BaseException]] = []
-    for name, strict in STRATEGIES:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)
-                ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
-        except Exception as exc:  # torch.export raises many unrelated types
-            report.attempts.append(Attempt(f"torch.export.export(strict={strict})", False, _first_line(exc)))
-            errors.append((name, exc))
-            continue
-        report.attempts.append(Attempt(f"torch.export.export(strict={strict})", True))
-        return ep
-    raise _capture_error(model, errors) from None
+        warnings.warn(f"onnxport: {message}", stacklevel=4)
+
+
+_NOISY_LOGGERS = ("torch.fx.experimental.symbolic_shapes", "torch._dynamo", "torch.export", "torch._export")
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """torch logs warnings and whole graphs while failing; the error onnxport raises says it better."""
+    loggers = [logging.getLogger(name) for name in _NOISY_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    try:
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        # torch.export also prints the partial graph of a failure straight to stderr.
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -102,10 +196,21 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
-def _capture_error(model: torch.nn.Module, errors: list[tuple[str, BaseException]]) -> CaptureError:
+def _capture_error(
+    model: torch.nn.Module, errors: list[tuple[str, BaseException]], rewriter: ControlFlowRewriter | None = None
+) -> CaptureError:
     location = next((loc for loc in (location_from_exception(e) for _, e in errors) if loc), None)
     text = " ".join(str(e) for _, e in errors)
-    if "data-dependent" in text or "GuardOnDataDependentSymNode" in text or "Dynamic control flow" in text:
+    rewrites = rewriter.rewrites if rewriter is not None else []
+    if rewrites and "cond" in text:
+        last = rewrites[-1]
+        cause = (
+            f"the if at {last.file}:{last.line}, rewritten into torch.cond, has branches torch.cond refuses "
+            "(they must return tensors of the same shapes and dtypes, and not change their inputs)"
+        )
+        fix = "make both branches return tensors of the same shapes and dtypes, then torch.cond can hold them"
+        location = SourceLocation(last.file, last.line, last.function, linecache.getline(last.file, last.line).strip())
+    elif any(is_data_dependent(e) for _, e in errors):
         cause = "the model branches on the value of a tensor (data-dependent control flow)"
         fix = (
             "write the branch with torch.cond(pred, true_fn, false_fn, (operands,)), or keep the decision "

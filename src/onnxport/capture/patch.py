@@ -1,0 +1,132 @@
+"""Find the user function behind a failing line and patch its rewritten code in, for one export only."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from onnxport.capture import _runtime
+from onnxport.capture.rewrite import FunctionRewrite, Rewrite, RewriteRefused
+from onnxport.errors import SourceLocation
+
+__all__ = ["ControlFlowRewriter"]
+
+
+def _code_lines(code: types.CodeType) -> tuple[int, int]:
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            lines.extend(_code_lines(const))
+    return (min(lines), max(lines)) if lines else (code.co_firstlineno, code.co_firstlineno)
+
+
+def _functions_of(obj: Any) -> Iterator[types.FunctionType]:
+    if isinstance(obj, types.MethodType):
+        obj = obj.__func__
+    if isinstance(obj, (staticmethod, classmethod)):
+        obj = obj.__func__
+    if isinstance(obj, types.FunctionType):
+        yield obj
+
+
+def candidate_functions(model: torch.nn.Module) -> list[types.FunctionType]:
+    """User functions a model may run: methods of its modules' own classes, functions stored on
+    instances (a patched ``forward``), and module-level functions of the files those come from."""
+    found: dict[int, types.FunctionType] = {}
+
+    def add(fn: types.FunctionType) -> None:
+        if id(fn) not in found and not fn.__module__.startswith("torch."):
+            found[id(fn)] = fn
+
+    for module in model.modules():
+        for cls in type(module).__mro__:
+            if cls.__module__.startswith("torch.") or cls is object:
+                continue
+            for value in vars(cls).values():
+                for fn in _functions_of(value):
+                    add(fn)
+        for value in vars(module).values():
+            for fn in _functions_of(value):
+                add(fn)
+    for fn in list(found.values()):
+        for value in list(fn.__globals__.values()):
+            for helper in _functions_of(value):
+                if helper.__code__.co_filename == fn.__code__.co_filename:
+                    add(helper)
+        for cell in fn.__closure__ or ():
+            with contextlib.suppress(ValueError):
+                for inner in _functions_of(cell.cell_contents):
+                    add(inner)
+    return list(found.values())
+
+
+class ControlFlowRewriter:
+    """Rewrites data-dependent ``if`` statements of a model's code, one failing line at a time.
+
+    The rewritten code objects are swapped into the functions only inside ``applied()``; outside it
+    the user's functions are untouched.
+    """
+
+    def __init__(self, model: torch.nn.Module, *, limit: int = 16):
+        self.model = model
+        self.limit = limit
+        self._rewrites: dict[int, FunctionRewrite] = {}
+        self._code: dict[int, types.CodeType] = {}
+
+    @property
+    def rewrites(self) -> list[Rewrite]:
+        return [r for fr in self._rewrites.values() for r in fr.rewrites]
+
+    def rewrite(self, location: SourceLocation) -> Rewrite:
+        """Rewrite the ``if`` at ``location``; raises ``RewriteRefused`` when it cannot be done."""
+        if len(self.rewrites) >= self.limit:
+            raise RewriteRefused(f"more than {self.limit} data-dependent ifs were rewritten", location.line)
+        fn = self._function_at(location)
+        if fn is None:
+            raise RewriteRefused(
+                f"no function of the model's code contains {location.file}:{location.line} "
+                "(it may be a lambda, a builtin, or code reached through an object onnxport does not see)",
+                location.line,
+            )
+        state = self._rewrites.get(id(fn)) or FunctionRewrite(fn)
+        rewrite = state.rewrite_at(location.line)
+        self._code[id(fn)] = state.compile()
+        self._rewrites[id(fn)] = state
+        return rewrite
+
+    def _function_at(self, location: SourceLocation) -> types.FunctionType | None:
+        patched = [fr.fn for fr in self._rewrites.values()]
+        best: tuple[int, types.FunctionType] | None = None
+        for fn in patched + candidate_functions(self.model):
+            code = self._rewrites[id(fn)].code if id(fn) in self._rewrites else fn.__code__
+            if code.co_filename != location.file:
+                continue
+            first, last = _code_lines(code)
+            if first <= location.line <= last and (best is None or last - first < best[0]):
+                best = (last - first, fn)
+        return best[1] if best else None
+
+    @contextlib.contextmanager
+    def applied(self) -> Iterator[None]:
+        """Swap the rewritten code in (and the runtime into their globals); restore on every path."""
+        states = list(self._rewrites.values())
+        saved_globals: list[tuple[dict[str, Any], bool, Any]] = []
+        try:
+            for state in states:
+                g = state.fn.__globals__
+                saved_globals.append((g, _runtime.NAME in g, g.get(_runtime.NAME)))
+                g[_runtime.NAME] = _runtime
+                state.fn.__code__ = self._code[id(state.fn)]
+            yield
+        finally:
+            for state in states:
+                state.fn.__code__ = state.code
+            for g, had, value in reversed(saved_globals):
+                if had:
+                    g[_runtime.NAME] = value
+                else:
+                    g.pop(_runtime.NAME, None)
