@@ -5,6 +5,7 @@ __version__ = "0.1.0"
 from torch.export import Dim
 
 from onnxport.api import export, unsupported_ops
+from onnxport.capture.diagnose import Diagnosis, diagnose
 from onnxport.errors import (
     CaptureError,
     InvalidInputError,
@@ -19,6 +20,7 @@ from onnxport.translate.registry import register_translation
 
 __all__ = [
     "CaptureError",
+    "Diagnosis",
     "Dim",
     "InvalidInputError",
     "OnnxProgram",
@@ -27,6 +29,7 @@ __all__ = [
     "TranslationError",
     "UnsupportedOpError",
     "VerificationError",
+    "diagnose",
     "export",
     "register_translation",
     "unsupported_ops",

@@ -87,7 +87,12 @@ def export(
     if verify:
         with report.stage("verify") as stage:
             sets = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
+            coverage = None
+            if captured.rewriter is not None:
+                explored, coverage = _verify.explore_branches(model, (args, kwargs), captured.rewriter)
+                sets += explored
             result = _verify.verify_program(program, model, sets, raise_on_mismatch=verify_mode == "raise")
+            result.branches = coverage
             stage.detail = result.status
     return program
 

@@ -73,19 +73,23 @@ def load_target(spec: str) -> tuple[torch.nn.Module, Any]:
     return obj.eval(), example
 
 
+def example_inputs(ns: argparse.Namespace, example: Any) -> tuple[tuple, list[str] | None]:
+    """The example args from ``--input`` (with their names when all are named), else the target's own."""
+    generator = torch.Generator().manual_seed(ns.seed)
+    parsed = [parse_input(text, generator) for text in ns.input]
+    if parsed:
+        names = [n for n, _ in parsed]
+        return tuple(t for _, t in parsed), names if all(names) else None
+    if example is not None:
+        return (example if isinstance(example, tuple) else (example,)), None
+    raise InvalidInputError("no example inputs", fix="give --input NAME=DTYPE[DIMS] for each input of forward")
+
+
 def _export(ns: argparse.Namespace) -> int:
     from onnxport.api import export
 
     model, example = load_target(ns.target)
-    generator = torch.Generator().manual_seed(ns.seed)
-    parsed = [parse_input(text, generator) for text in ns.input]
-    if parsed:
-        args, names = tuple(t for _, t in parsed), [n for n, _ in parsed]
-        input_names = names if all(names) else None
-    elif example is not None:
-        args, input_names = example if isinstance(example, tuple) else (example,), None
-    else:
-        raise InvalidInputError("no example inputs", fix="give --input NAME=DTYPE[DIMS] for each input of forward")
+    args, input_names = example_inputs(ns, example)
     prog = export(
         model, args, input_names=input_names, output_names=ns.output_names, opset=ns.opset,
         optimize=not ns.no_optimize, verify=not ns.no_verify, progress=not ns.quiet,
@@ -95,6 +99,17 @@ def _export(ns: argparse.Namespace) -> int:
         print(prog.report)
     print(f"saved {ns.output}")
     return 0
+
+
+def _doctor(ns: argparse.Namespace) -> int:
+    from onnxport.capture.diagnose import diagnose
+
+    model, example = load_target(ns.target)
+    args, _ = example_inputs(ns, example)
+    diagnosis = diagnose(model, args)
+    print(diagnosis)
+    # Like a linter: a non-zero exit tells scripts and CI that something needs attention.
+    return 1 if diagnosis.issues else 0
 
 
 def _demo(ns: argparse.Namespace) -> int:
@@ -184,6 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the saved path")
     p.set_defaults(run=_export)
+    p = sub.add_parser("doctor", help="list every graph break of FILE.py:NAME at once, each with its line and fix")
+    p.add_argument("target", help="FILE.py:NAME, a module class, instance, or function returning a model [and inputs]")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=DTYPE[DIMS]", help="example input, once per input, e.g. x=float32[2,3,224,224]; ints: ids=int64[1,8]~0:1000")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
+    p.set_defaults(run=_doctor)
     p = sub.add_parser("demo", help="export, verify and print the bundled default models")
     p.add_argument("-o", "--output-dir", default="onnxport-demo", help="where to save the .onnx files")
     p.add_argument("--no-text", action="store_true", help="do not print the ONNX text")

@@ -112,7 +112,9 @@ class VerificationError(OnnxportError):
 # ---------------------------------------------------------------------------------------------
 # Locating the user's line.
 
-_FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)(?:\n(?P<code>[^\n]*))?')
+_FRAME_RE = re.compile(
+    r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)(?:\n(?!\s*File ")(?P<code>[^\n]*))?'
+)
 
 
 @functools.lru_cache(maxsize=1)

@@ -352,3 +352,34 @@ def test_refusals_say_why_where_and_what_to_write(model, line_text, reason) -> N
     assert line_text in err.location.code
     assert "torch.cond" in err.fix or "while_loop" in err.fix
     assert forward.__code__ is code
+
+
+# -- verification looks for inputs taking every branch ------------------------------------------
+
+
+@pytest.mark.parametrize("model", [TruthOfTensor(), ElifChain(), NestedIf(), AssignBothBranches(), UsesHelper()],
+                         ids=["truth", "elif", "nested", "assign", "helper"])
+def test_verification_exercises_both_branches_of_every_rewrite(model) -> None:
+    prog = onnxport.export(model, (POS,))  # one example only: it takes one branch of each if
+    coverage = prog.report.verification.branches
+    assert coverage.complete, str(coverage)
+    assert set(coverage.sites) == {f"{r.file}:{r.line}" for r in prog.report.rewrites}
+    assert len(prog.report.verification.runs) >= 2
+    assert "true and false" in str(prog.report)
+
+
+class Unreachable(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 1e9:
+            return x * 0
+        return x + 1
+
+
+def test_branch_no_variant_reaches_is_reported() -> None:
+    prog = onnxport.export(Unreachable(), (POS,))
+    coverage = prog.report.verification.branches
+    assert not coverage.complete
+    assert "no input taking the true branch" in str(coverage) and "verify_inputs" in str(coverage)
+    # Given an input that takes it, coverage is complete.
+    prog = onnxport.export(Unreachable(), (POS,), verify_inputs=[(POS * 1e10,)])
+    assert prog.report.verification.ok

@@ -82,7 +82,10 @@ def cond(test: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], e
     if not isinstance(pred, (torch.Tensor, torch.SymBool)):
         return (true_fn if pred else false_fn)(**env)
     if _taken is not None and isinstance(pred, torch.Tensor) and _is_concrete(pred):
+        # Recording eager runs: take the branch in Python, as the original if did (torch.cond would
+        # compile its branches and hide the rewritten ifs nested inside them).
         _taken.setdefault(site, set()).add(bool(pred))
+        return (true_fn if bool(pred) else false_fn)(**env)
     names = [k for k, v in env.items() if isinstance(v, torch.Tensor)]
     fixed = {k: v for k, v in env.items() if k not in names}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from collections.abc import Sequence
 
 import torch
@@ -52,6 +53,7 @@ class Verification:
     outputs: list[OutputCheck]
     runs: list[str] = dataclasses.field(default_factory=list)
     skipped: str = ""  # why onnxruntime could not run the model at all, if it could not
+    branches: object = None  # BranchCoverage of the rewritten ifs, when there are any
 
     @property
     def ok(self) -> bool:
@@ -64,7 +66,8 @@ class Verification:
     def __str__(self) -> str:
         head = f"verification ({self.label}): {self.status}"
         runs = [f"  inputs: {r}" for r in self.runs]
-        return "\n".join([head, *runs, *(str(o) for o in self.outputs)])
+        branches = [textwrap.indent(str(self.branches), "  ")] if self.branches is not None else []
+        return "\n".join([head, *runs, *(str(o) for o in self.outputs), *branches])
 
 
 def compare(names: Sequence[str], expected: Sequence[torch.Tensor], actual: Sequence[torch.Tensor]) -> list[OutputCheck]:
