@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from onnxport.demo import ModelWithControlFlowTest, SmallCNN
+from onnxport.demo import ModelWithCond, SmallCNN
 
 __all__ = ["MODELS"]
 
@@ -45,7 +45,7 @@ def transformer() -> tuple[torch.nn.Module, tuple[Any, ...]]:
 
 def seed_cond() -> tuple[torch.nn.Module, tuple[Any, ...]]:
     _seed()
-    return ModelWithControlFlowTest().eval(), (torch.randn(5, 3),)
+    return ModelWithCond().eval(), (torch.randn(5, 3),)
 
 
 def _token_inputs(vocab: int, batch: int = 2, seq: int = 16) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.demo import ModelWithControlFlowTest, branch_inputs
+from onnxport.demo import ModelWithCond, ModelWithControlFlowTest, branch_inputs
 
 
 def _check(model: torch.nn.Module, args: tuple, *more: tuple, **kwargs) -> onnxport.OnnxProgram:
@@ -27,11 +27,24 @@ def _op_types(prog: onnxport.OnnxProgram) -> set[str]:
 
 def test_model_with_control_flow_test_fixed_takes_both_branches() -> None:
     torch.manual_seed(0)
-    model = ModelWithControlFlowTest().eval()
+    model = ModelWithCond().eval()
     pos, neg = branch_inputs(model)
     prog = _check(model, (pos,), (neg,))
     assert [n.op_type for n in prog.model.graph][-1] == "If"
     assert "If" in prog.text()
+    assert not prog.report.rewrites
+
+
+def test_model_with_control_flow_test_unmodified_is_rewritten() -> None:
+    """The gallery model as written: onnxport turns its `if x.sum():` into torch.cond by itself."""
+    from onnxport.demo import DEMOS
+
+    model, (example, zero) = DEMOS["control_flow"]()  # biases at zero: x = 0 sums to exactly 0
+    prog = _check(model, example, zero)
+    (rewrite,) = prog.report.rewrites
+    assert rewrite.before.startswith("if x.sum():") and rewrite.function == "ForwardWithControlFlowTest.forward"
+    assert [n.op_type for n in prog.model.graph][-1] == "If"
+    assert prog.report.verification.branches.complete
 
 
 def test_seed000_patched_forward_like_the_recipe() -> None:

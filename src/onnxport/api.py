@@ -89,7 +89,7 @@ def export(
             sets = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
             coverage = None
             if captured.rewriter is not None:
-                explored, coverage = _verify.explore_branches(model, (args, kwargs), captured.rewriter)
+                explored, coverage = _verify.explore_branches(model, sets, captured.rewriter)
                 sets += explored
             result = _verify.verify_program(program, model, sets, raise_on_mismatch=verify_mode == "raise")
             result.branches = coverage

@@ -124,6 +124,8 @@ def _demo(ns: argparse.Namespace) -> int:
         prog = export(model, input_sets[0], verify_inputs=input_sets[1:], progress=True)
         path = os.path.join(ns.output_dir, f"{name}.onnx")
         prog.save(path)
+        for rewrite in prog.report.rewrites:
+            print(f"rewrote the if at {rewrite}")
         print(prog.report.verification)
         if not ns.no_text:
             print(prog.text())

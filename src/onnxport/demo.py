@@ -1,8 +1,9 @@
 """The bundled default models that ``onnxport demo`` exports.
 
-``ModelWithControlFlowTest`` is the gallery model whose submodule tests ``if x.sum():``, with that
-submodule written with ``torch.cond`` so both branches survive export; ``SmallCNN`` is a small
-image classifier.
+``ModelWithControlFlowTest`` is the gallery model whose submodule tests ``if x.sum():``, exactly as
+written there: onnxport rewrites that ``if`` into ``torch.cond`` so both branches survive export.
+``ModelWithCond`` is the same model with the submodule written with ``torch.cond`` by hand, as the
+gallery's fix does; ``SmallCNN`` is a small image classifier.
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ __all__ = ["DEMOS", "ModelWithControlFlowTest", "SmallCNN", "branch_inputs"]
 
 
 class ForwardWithControlFlowTest(torch.nn.Module):
-    """``if x.sum(): return x * 2`` / ``return -x``, written with ``torch.cond``."""
+    """The gallery's submodule: a Python ``if`` on a tensor value."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum():
+            return x * 2
+        return -x
+
+
+class ForwardWithCond(torch.nn.Module):
+    """The same test written with ``torch.cond`` (the gallery's hand-made fix)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         def identity2(x: torch.Tensor) -> torch.Tensor:
@@ -31,16 +41,19 @@ class ForwardWithControlFlowTest(torch.nn.Module):
 class ModelWithControlFlowTest(torch.nn.Module):
     """Two linear layers, then the data-dependent test."""
 
-    def __init__(self) -> None:
+    def __init__(self, test: type[torch.nn.Module] = ForwardWithControlFlowTest) -> None:
         super().__init__()
-        self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(3, 2),
-            torch.nn.Linear(2, 1),
-            ForwardWithControlFlowTest(),
-        )
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1), test())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.mlp(x)
+
+
+class ModelWithCond(ModelWithControlFlowTest):
+    """``ModelWithControlFlowTest`` with its test written with ``torch.cond``."""
+
+    def __init__(self) -> None:
+        super().__init__(ForwardWithCond)
 
 
 class SmallCNN(torch.nn.Module):
@@ -64,22 +77,26 @@ class SmallCNN(torch.nn.Module):
         return torch.softmax(self.classifier(torch.flatten(self.features(x), 1)), dim=-1)
 
 
-def branch_inputs(model: ModelWithControlFlowTest, tries: int = 100) -> list[torch.Tensor]:
-    """Two inputs of shape (3,), one taking each branch of the test (found by sampling)."""
-    taken: dict[bool, torch.Tensor] = {}
-    generator = torch.Generator().manual_seed(0)
+def branch_inputs(model: ModelWithControlFlowTest) -> list[torch.Tensor]:
+    """Two inputs of shape (3,): the first takes the true branch of the test, the second the false one.
+
+    The layers before the test are affine, so a large input and its negation fall on both sides of 0.
+    """
+    x = torch.randn(3, generator=torch.Generator().manual_seed(0)) * 100
     with torch.no_grad():
-        for _ in range(tries):
-            x = torch.randn(3, generator=generator)
-            taken.setdefault(bool(model.mlp[1](model.mlp[0](x)).sum() > 0), x)
-            if len(taken) == 2:
-                return [taken[True], taken[False]]
-    raise RuntimeError("no input found that takes both branches")
+        positive = bool(model.mlp[1](model.mlp[0](x)).sum() > 0)
+    return [x, -x] if positive else [-x, x]
 
 
 def _control_flow() -> tuple[torch.nn.Module, list[tuple[torch.Tensor, ...]]]:
+    """The gallery model with its biases at zero: ``if x.sum():`` is false only when the sum is exactly
+    zero, and without biases x = 0 gives exactly zero on every runtime, so both branches are reachable."""
     model = ModelWithControlFlowTest().eval()
-    return model, [(x,) for x in branch_inputs(model)]
+    with torch.no_grad():
+        for layer in model.mlp[:2]:
+            layer.bias.zero_()
+    x = torch.randn(3, generator=torch.Generator().manual_seed(0))
+    return model, [(x,), (torch.zeros(3),)]
 
 
 def _cnn() -> tuple[torch.nn.Module, list[tuple[torch.Tensor, ...]]]:

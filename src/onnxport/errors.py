@@ -130,12 +130,17 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 def _is_user_file(path: str) -> bool:
-    if path.startswith("<"):
-        return path in ("<stdin>", "<string>") or path.startswith("<ipython")
+    if path.startswith("<"):  # torch generates code under "<string>" and "<eval_with_key>"
+        return path == "<stdin>" or path.startswith("<ipython")
     real = os.path.realpath(path)
+    if real == _DEMO_FILE:  # the bundled demo models are user code, though they ship inside onnxport
+        return True
     if "site-packages" in real or "dist-packages" in real:
         return False
     return not real.startswith(_library_dirs())
+
+
+_DEMO_FILE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "demo.py")
 
 
 def _pick(frames: list[SourceLocation]) -> SourceLocation | None:

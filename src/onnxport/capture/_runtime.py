@@ -41,7 +41,7 @@ def predicate(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
             raise RuntimeError(f"Boolean value of Tensor with {value.numel()} values is ambiguous")
-        value = value.reshape(())
+        value = value.reshape(()) if value.dim() else value
         return value if value.dtype == torch.bool else value != 0
     return value
 

@@ -14,7 +14,6 @@ def default_passes() -> list[ir.passes.PassBase]:
     """Passes run by ``optimize=True``, in order."""
     return [
         ConstantFoldPass(),
-        common_passes.IdentityEliminationPass(),
         common_passes.CommonSubexpressionEliminationPass(),
         common_passes.RemoveUnusedNodesPass(),
         common_passes.RemoveUnusedOpsetsPass(),

@@ -17,7 +17,7 @@ import torch
 from onnx_ir import convenience as _conv
 from onnx_ir.tensor_adapters import from_torch_dtype
 
-__all__ = ["Ctx", "OpBuilder", "onnx_dtype"]
+__all__ = ["Ctx", "OpBuilder", "onnx_dtype", "set_type"]
 
 _BOOL_OUT = frozenset(
     "Equal Greater GreaterOrEqual Less LessOrEqual Not And Or Xor IsNaN IsInf".split()
@@ -90,7 +90,7 @@ class Ctx:
         opset: int,
         names: _Names | None = None,
         parent: Ctx | None = None,
-        subgraph_fn: Callable[..., ir.Graph] | None = None,
+        inline_fn: Callable[..., list[Any]] | None = None,
         custom: Mapping[Any, Callable[..., Any]] | None = None,
     ):
         self.graph = graph
@@ -100,7 +100,7 @@ class Ctx:
         self.node: torch.fx.Node | None = None
         self.domains: dict[str, int] = parent.domains if parent else {}
         self.op = OpBuilder(self)
-        self._subgraph_fn = subgraph_fn or (parent._subgraph_fn if parent else None)
+        self._inline_fn = inline_fn or (parent._inline_fn if parent else None)
         self.custom: Mapping[Any, Callable[..., Any]] = parent.custom if parent else dict(custom or {})
         self._consts: dict[tuple[Any, ...], ir.Value] = {}
         self._step: list[ir.Node] = []
@@ -294,6 +294,51 @@ class Ctx:
 
     # -- subgraphs ----------------------------------------------------------------------------------
 
+    def child(self, name: str, inputs: Sequence[ir.Value] = ()) -> Ctx:
+        """The context of a new, empty ONNX subgraph (a branch or loop body) with formal ``inputs``."""
+        return Ctx(ir.Graph(list(inputs), [], nodes=[], name=name), opset=self.opset, names=self.names, parent=self)
+
+    def formal(self, name: str, val: Any) -> ir.Value:
+        """A formal input for a subgraph, named uniquely in the model and typed from an FX ``meta["val"]``."""
+        value = ir.Value(name=self.names.unique(name))
+        set_type(value, val)
+        return value
+
+    def inline(self, gm: torch.fx.GraphModule, bind: Sequence[Any]) -> list[Any]:
+        """Translate the torch graph ``gm`` into this context's graph; its placeholders read ``bind`` in
+        order (values of this graph or enclosing ones). Returns its flattened outputs."""
+        assert self._inline_fn is not None, "graph translation needs the driver"
+        saved = self.node
+        try:
+            return self._inline_fn(self, gm, list(bind))
+        finally:
+            self.node = saved
+
+    def finish(self, outputs: Sequence[Any]) -> ir.Graph:
+        """Make ``outputs`` the outputs of this context's graph and return it.
+
+        ONNX wants each output produced in its own graph, once: a formal input, a value of an
+        enclosing graph or a repeated value gets an Identity of its own.
+        """
+        seen: set[int] = set()
+        for out in outputs:
+            if not isinstance(out, ir.Value):
+                raise TypeError(f"graph {self.graph.name} returns a non-tensor {out!r}")
+            self.graph.outputs.append(self.output_value(out, seen))
+        return self.graph
+
+    def output_value(self, value: ir.Value, seen: set[int]) -> ir.Value:
+        """``value`` itself, or an Identity of it when it cannot be an output of this graph as it is."""
+        producer = value.producer()
+        if producer is None or producer.graph is not self.graph or id(value) in seen:
+            saved, self.node = self.node, None
+            out = self.op.Identity(value)
+            self.node = saved
+            out.dtype, out.shape = value.dtype, value.shape
+            value = out
+        seen.add(id(value))
+        return value
+
     def subgraph(
         self,
         gm: torch.fx.GraphModule,
@@ -301,13 +346,26 @@ class Ctx:
         bind: Sequence[ir.Value],
         graph_inputs: Sequence[ir.Value] = (),
     ) -> ir.Graph:
-        """Translate ``gm`` into an ONNX subgraph; its placeholders read ``bind`` in order.
+        """Translate ``gm`` into a new ONNX subgraph named ``name``; see ``child``, ``inline``, ``finish``.
 
         ``bind`` may hold values of enclosing graphs (``If`` branches read outer values) or values in
         ``graph_inputs`` (the formal inputs of a ``Loop``/``Scan`` body).
         """
-        assert self._subgraph_fn is not None, "subgraph translation needs the driver"
-        return self._subgraph_fn(self, gm, name, list(bind), list(graph_inputs))
+        body = self.child(name, graph_inputs)
+        return body.finish(body.inline(gm, bind))
+
+
+def set_type(value: ir.Value, val: Any) -> None:
+    """Set an ONNX value's element type and shape from an FX ``meta["val"]`` (tensor or symbolic scalar)."""
+    if isinstance(val, torch.Tensor):
+        value.dtype = onnx_dtype(val.dtype)
+        value.shape = ir.Shape([d if isinstance(d, int) else ir.SymbolicDim(str(d)) for d in val.shape])
+    elif isinstance(val, (torch.SymBool, bool)):
+        value.dtype, value.shape = ir.DataType.BOOL, ir.Shape([])
+    elif isinstance(val, (torch.SymInt, int)):
+        value.dtype, value.shape = ir.DataType.INT64, ir.Shape([])
+    elif isinstance(val, (torch.SymFloat, float)):
+        value.dtype, value.shape = ir.DataType.FLOAT, ir.Shape([])
 
 
 def _rank(value: ir.Value) -> int | None:

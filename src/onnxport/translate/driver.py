@@ -20,7 +20,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from onnxport.errors import OnnxportError, TranslationError, location_from_stack_trace
 from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-in translators)
-from onnxport.translate.builder import Ctx, _Names, onnx_dtype
+from onnxport.translate.builder import Ctx, _Names, onnx_dtype, set_type
 from onnxport.translate.registry import Translator, lookup, target_name
 
 __all__ = ["Translated", "translate", "untranslated_ops"]
@@ -57,19 +57,6 @@ def _attr(gm: torch.nn.Module, dotted: str) -> Any:
     return obj
 
 
-def _value_type(value: ir.Value, val: Any) -> None:
-    """Set an ONNX value's type and shape from an FX ``meta["val"]``."""
-    if isinstance(val, torch.Tensor):
-        value.dtype = onnx_dtype(val.dtype)
-        value.shape = ir.Shape([d if isinstance(d, int) else ir.SymbolicDim(str(d)) for d in val.shape])
-    elif isinstance(val, (torch.SymBool, bool)):
-        value.dtype, value.shape = ir.DataType.BOOL, ir.Shape([])
-    elif isinstance(val, (torch.SymInt, int)):
-        value.dtype, value.shape = ir.DataType.INT64, ir.Shape([])
-    elif isinstance(val, (torch.SymFloat, float)):
-        value.dtype, value.shape = ir.DataType.FLOAT, ir.Shape([])
-
-
 class _GraphTranslator:
     """Translates the nodes of one FX graph into ``ctx.graph``."""
 
@@ -91,7 +78,8 @@ class _GraphTranslator:
             elif node.op == "call_function":
                 self._call(node)
             elif node.op == "output":
-                return list(torch.fx.node.map_arg(node.args[0], self.env.__getitem__))
+                out = torch.fx.node.map_arg(node.args[0], self.env.__getitem__)
+                return list(out) if isinstance(out, (tuple, list)) else [out]
             else:
                 raise TranslationError(f"unexpected FX node kind {node.op!r} ({node.name})", node=node.name)
         raise TranslationError("the FX graph has no output node")
@@ -151,36 +139,16 @@ class _GraphTranslator:
         if id(value) not in fresh:
             return
         value.name = self.ctx.names.unique(name)
-        _value_type(value, val)
+        set_type(value, val)
 
 
-def _identity_if_needed(ctx: Ctx, value: ir.Value, seen: set[int]) -> ir.Value:
-    """ONNX outputs must be produced in their own graph, once each: add an Identity otherwise."""
-    producer = value.producer()
-    if producer is None or producer.graph is not ctx.graph or id(value) in seen:
-        out = ctx.op.Identity(value)
-        out.dtype, out.shape = value.dtype, value.shape
-        value = out
-    seen.add(id(value))
-    return value
-
-
-def _translate_subgraph(
-    parent: Ctx, gm: torch.fx.GraphModule, name: str, bind: list[ir.Value], graph_inputs: list[ir.Value]
-) -> ir.Graph:
-    graph = ir.Graph(graph_inputs, [], nodes=[], name=name)
-    ctx = Ctx(graph, opset=parent.opset, names=parent.names, parent=parent)
+def _inline(ctx: Ctx, gm: torch.fx.GraphModule, bind: list[Any]) -> list[Any]:
+    """``Ctx.inline``: translate a nested torch graph into ``ctx``'s graph."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(bind):
-        raise TranslationError(f"subgraph {name} takes {len(placeholders)} inputs, given {len(bind)}")
-    translator = _GraphTranslator(ctx, gm, parent.custom)
-    outputs = torch.utils._pytree.tree_leaves(translator.run(dict(zip(placeholders, bind))))
-    seen: set[int] = set()
-    for out in outputs:
-        if not isinstance(out, ir.Value):
-            raise TranslationError(f"subgraph {name} returns a non-tensor {out!r}")
-        graph.outputs.append(_identity_if_needed(ctx, out, seen))
-    return graph
+        raise TranslationError(f"a subgraph of {ctx.graph.name} takes {len(placeholders)} inputs, given {len(bind)}")
+    results = _GraphTranslator(ctx, gm, ctx.custom).run(dict(zip(placeholders, bind)))
+    return torch.utils._pytree.tree_leaves(results)
 
 
 def translate(
@@ -196,7 +164,7 @@ def translate(
     gm = ep.graph_module
     names = _Names()
     graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
-    ctx = Ctx(graph, opset=opset, names=names, subgraph_fn=_translate_subgraph, custom=custom)
+    ctx = Ctx(graph, opset=opset, names=names, inline_fn=_inline, custom=custom)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     specs = ep.graph_signature.input_specs
     bound: dict[torch.fx.Node, Any] = {}
@@ -223,7 +191,7 @@ def translate(
             val = node.meta.get("val")
             if isinstance(val, (torch.Tensor, torch.SymInt)):
                 value = ir.Value(name=chosen.get(node) or names.unique(node.name))
-                _value_type(value, val)
+                set_type(value, val)
                 graph.inputs.append(value)
                 bound[node] = value
                 input_used.append(True)
@@ -298,7 +266,7 @@ def _add_outputs(
         if not isinstance(r, ir.Value):
             slots.append(("const", r))
             continue
-        value = _identity_if_needed(ctx, r, seen)
+        value = ctx.output_value(r, seen)
         # Both kinds of names were reserved up front, so no other value holds them.
         if output_names:
             value.name = next(names)

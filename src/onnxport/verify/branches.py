@@ -73,14 +73,19 @@ def _eager_taken(model: torch.nn.Module, inputs: InputSet) -> dict[str, set[bool
 
 
 def explore_branches(
-    model: torch.nn.Module, example: InputSet, rewriter: Any, *, budget: int = 16, seed: int = 0
+    model: torch.nn.Module, given: list[InputSet], rewriter: Any, *, budget: int = 16, seed: int = 0
 ) -> tuple[list[InputSet], BranchCoverage]:
-    """Input sets (besides ``example``) that reach branches the example does not, and the coverage."""
+    """Input sets (besides the ``given`` ones, the example first) that reach branches the given ones
+    do not, and the coverage of all of them together."""
     sites = list(dict.fromkeys(f"{r.file}:{r.line}" for r in rewriter.rewrites))
     generator = torch.Generator().manual_seed(seed)
     kept: list[InputSet] = []
+    example = given[0]
     with rewriter.applied():
-        taken = _eager_taken(model, example)
+        taken: dict[str, set[bool]] = {}
+        for inputs in given:
+            for site, branches in _eager_taken(model, inputs).items():
+                taken.setdefault(site, set()).update(branches)
         tries = 0
         for _, transform in _variants()[:budget]:
             if all(taken.get(s) == {True, False} for s in sites):
