@@ -323,3 +323,50 @@ def test_shape_only_output_is_refused_statically() -> None:
 
     with pytest.raises(onnxport.InvalidInputError, match="returns no tensor"):
         onnxport.export(Model(), (torch.randn(2, 5, 3),))
+
+
+# -- the tutorial's graph breaks (Bad1..Bad4) through export ----------------------------------------
+
+
+class Bad1(torch.nn.Module):
+    def forward(self, x):
+        x = x.sin()
+        if x.sum() > 0:
+            return x
+        return -x
+
+
+class Bad2(torch.nn.Module):
+    def forward(self, x):
+        x.data[0, 0] = 3
+        return x
+
+
+class Bad4(torch.nn.Module):
+    def forward(self, x):
+        try:
+            x = x + 1
+            raise RuntimeError("bad")
+        except:  # noqa: E722 - the tutorial's code as written
+            x = x + 2
+        return x
+
+
+def test_bad1_data_dependent_if_is_rewritten_and_both_branches_verified() -> None:
+    prog = _check(Bad1(), (torch.ones(3, 3),), (-torch.ones(3, 3),))
+    assert len(prog.report.rewrites) == 1
+    assert prog.report.verification.branches.complete
+
+
+def test_bad2_write_through_data_is_refused_at_its_line() -> None:
+    import inspect
+
+    with pytest.raises(onnxport.CaptureError, match="in-place write") as info:
+        onnxport.export(Bad2(), (torch.randn(3, 3),))
+    lines, first = inspect.getsourcelines(Bad2)
+    assert info.value.location.line == first + next(i for i, l in enumerate(lines) if "x.data[0, 0]" in l)
+    assert "clone()" in info.value.fix
+
+
+def test_bad4_try_except_takes_the_path_of_the_example() -> None:
+    _check(Bad4(), (torch.randn(3, 3),), (torch.ones(3, 3),))

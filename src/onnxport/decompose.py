@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from onnxport.errors import SourceLocation, UnsupportedOpError, location_from_stack_trace
+from onnxport.errors import CaptureError, SourceLocation, UnsupportedOpError, location_from_stack_trace
 from onnxport.report import Report
 from onnxport.translate import target_name, untranslated_ops
 from onnxport.translate.registry import Translator
@@ -50,34 +50,44 @@ def _is_view(target: Any) -> bool:
     return bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
 
 
-def needs_functionalization(gm: torch.fx.GraphModule) -> bool:
-    """Whether an in-place op writes through a view, into an input or state, or into a tensor that a view
-    reads later. The translator handles the other in-place ops (``relu_`` on a fresh value) by rebinding
-    the mutated value; these need torch's functionalization to become ``*_scatter`` ops."""
+def needs_functionalization(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
+    """The first in-place op that writes through a view, into an input or state, or into a tensor that a
+    view reads later. The translator handles the other in-place ops (``relu_`` on a fresh value) by
+    rebinding the mutated value; these need torch's functionalization to become ``*_scatter`` ops."""
     for node in gm.graph.nodes:
         target = node.target
         if not (isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable and node.args):
             continue
         base = node.args[0]
         if not isinstance(base, torch.fx.Node) or base.op != "call_function" or _is_view(base.target):
-            return True
+            return node
         if any(_is_view(user.target) for user in base.users if user is not node):
-            return True
-    return any(
-        needs_functionalization(sub)
-        for node in gm.graph.nodes
-        if node.op == "get_attr" and isinstance(sub := getattr(gm, node.target, None), torch.fx.GraphModule)
-    )
+            return node
+    for node in gm.graph.nodes:
+        sub = getattr(gm, node.target, None) if node.op == "get_attr" else None
+        if isinstance(sub, torch.fx.GraphModule) and (found := needs_functionalization(sub)) is not None:
+            return found
+    return None
 
 
 def decompose(
     ep: torch.export.ExportedProgram, *, custom: Mapping[Any, Translator], opset: int, report: Report
 ) -> torch.export.ExportedProgram:
     """Decompose untranslated ops round by round; raise ``UnsupportedOpError`` listing what remains."""
-    if needs_functionalization(ep.graph_module):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ep = ep.run_decompositions({})  # functionalizes; decomposes nothing
+    mutation = needs_functionalization(ep.graph_module)
+    if mutation is not None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ep = ep.run_decompositions({})  # functionalizes; decomposes nothing
+        except Exception as exc:  # noqa: BLE001 - torch refuses some mutations (of constants, through .data)
+            raise CaptureError(
+                f"torch cannot turn the in-place write {mutation.name} = {target_name(mutation.target)} into "
+                f"functional code: {str(exc).splitlines()[0][:300]}",
+                location=location_from_stack_trace(mutation.meta.get("stack_trace")),
+                fix="write to a copy (y = x.clone(); y[...] = v) instead of writing through .data or into a "
+                "constant, or register the tensor as a buffer",
+            ) from None
         report.warn("in-place writes through views or into inputs: the graph was functionalized")
     for _ in range(_MAX_ROUNDS):
         missing = untranslated_ops(ep.graph_module, custom)

@@ -102,7 +102,14 @@ class FunctionRewrite:
         self.fn = fn
         self.code = fn.__code__
         self.file = self.code.co_filename
-        source = textwrap.dedent(inspect.getsource(fn))
+        try:
+            source = textwrap.dedent(inspect.getsource(fn))
+        except (OSError, TypeError) as exc:
+            raise RewriteRefused(
+                f"the source of {fn.__qualname__} is not available to rewrite ({exc}); "
+                "define the model in a .py file",
+                self.code.co_firstlineno,
+            ) from None
         tree = ast.parse(source)
         ast.increment_lineno(tree, self.code.co_firstlineno - 1)
         func = tree.body[0]
