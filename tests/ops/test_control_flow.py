@@ -224,3 +224,19 @@ def test_minimum_opset() -> None:
         args = case.args()
         prog = onnxport.export(case.fn, args, opset=18, verify=False)
         _compare(prog(*args), case.fn(*args))
+
+
+def test_cond_on_a_symbolic_size() -> None:
+    """The predicate is a SymBool from a dynamic dim: one ONNX If decides at run time."""
+    import onnxport
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.cond(x.shape[0] > 4, lambda x: x * 2, lambda x: x - 1, (x,))
+
+    batch = torch.export.Dim("batch", min=2, max=64)
+    prog = onnxport.export(M(), (torch.randn(6, 3),), dynamic_shapes=({0: batch},))
+    assert "If" in {n.op_type for n in prog.model.graph.all_nodes()}
+    for n in (3, 6, 9):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(prog(x), M()(x))
