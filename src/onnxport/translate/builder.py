@@ -92,6 +92,7 @@ class Ctx:
         parent: Ctx | None = None,
         inline_fn: Callable[..., list[Any]] | None = None,
         custom: Mapping[Any, Callable[..., Any]] | None = None,
+        dim_name: Callable[[Any], str] | None = None,
     ):
         self.graph = graph
         self.opset = opset
@@ -102,6 +103,8 @@ class Ctx:
         self.op = OpBuilder(self)
         self._inline_fn = inline_fn or (parent._inline_fn if parent else None)
         self.custom: Mapping[Any, Callable[..., Any]] = parent.custom if parent else dict(custom or {})
+        # Names a symbolic size (a sympy expression of torch's shape symbols) as an ONNX dim.
+        self.dim_name: Callable[[Any], str] = dim_name or (parent.dim_name if parent else str)
         self._consts: dict[tuple[Any, ...], ir.Value] = {}
         self._step: list[ir.Node] = []
 
@@ -301,8 +304,12 @@ class Ctx:
     def formal(self, name: str, val: Any) -> ir.Value:
         """A formal input for a subgraph, named uniquely in the model and typed from an FX ``meta["val"]``."""
         value = ir.Value(name=self.names.unique(name))
-        set_type(value, val)
+        self.set_type(value, val)
         return value
+
+    def set_type(self, value: ir.Value, val: Any) -> None:
+        """Type ``value`` from an FX ``meta["val"]``, naming symbolic dims the model's way."""
+        set_type(value, val, self.dim_name)
 
     def inline(self, gm: torch.fx.GraphModule, bind: Sequence[Any]) -> list[Any]:
         """Translate the torch graph ``gm`` into this context's graph; its placeholders read ``bind`` in
@@ -355,17 +362,27 @@ class Ctx:
         return body.finish(body.inline(gm, bind))
 
 
-def set_type(value: ir.Value, val: Any) -> None:
-    """Set an ONNX value's element type and shape from an FX ``meta["val"]`` (tensor or symbolic scalar)."""
+def set_type(value: ir.Value, val: Any, dim_name: Callable[[Any], str] = str) -> None:
+    """Set an ONNX value's element type and shape from an FX ``meta["val"]`` (tensor or symbolic scalar).
+
+    A symbolic size becomes a named ONNX dim, ``dim_name(sympy expression)`` (e.g. ``2*batch``).
+    """
     if isinstance(val, torch.Tensor):
         value.dtype = onnx_dtype(val.dtype)
-        value.shape = ir.Shape([d if isinstance(d, int) else ir.SymbolicDim(str(d)) for d in val.shape])
+        value.shape = ir.Shape([_dim(d, dim_name) for d in val.shape])
     elif isinstance(val, (torch.SymBool, bool)):
         value.dtype, value.shape = ir.DataType.BOOL, ir.Shape([])
     elif isinstance(val, (torch.SymInt, int)):
         value.dtype, value.shape = ir.DataType.INT64, ir.Shape([])
     elif isinstance(val, (torch.SymFloat, float)):
         value.dtype, value.shape = ir.DataType.FLOAT, ir.Shape([])
+
+
+def _dim(size: int | torch.SymInt, dim_name: Callable[[Any], str]) -> int | ir.SymbolicDim:
+    if isinstance(size, int):
+        return size
+    static = size.node.maybe_as_int()
+    return static if static is not None else ir.SymbolicDim(dim_name(size.node.expr))
 
 
 def _rank(value: ir.Value) -> int | None:

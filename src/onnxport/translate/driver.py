@@ -8,12 +8,14 @@ branches, loop bodies) become subgraphs through ``Ctx.subgraph``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import operator
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import onnx_ir as ir
+import sympy
 import torch
 from onnx_ir.tensor_adapters import TorchTensor
 from torch.export.graph_signature import InputKind, OutputKind
@@ -139,7 +141,7 @@ class _GraphTranslator:
         if id(value) not in fresh:
             return
         value.name = self.ctx.names.unique(name)
-        set_type(value, val)
+        self.ctx.set_type(value, val)
 
 
 def _inline(ctx: Ctx, gm: torch.fx.GraphModule, bind: list[Any]) -> list[Any]:
@@ -159,12 +161,17 @@ def translate(
     output_names: Sequence[str] | None = None,
     custom: Mapping[Any, Translator] | None = None,
     custom_opsets: Mapping[str, int] | None = None,
+    dim_names: Mapping[str, str] | None = None,
 ) -> Translated:
-    """Translate ``ep`` into an ONNX model of the given opset."""
+    """Translate ``ep`` into an ONNX model of the given opset.
+
+    ``dim_names`` maps torch's shape symbols (``"s17"``) to ONNX dim names (``"batch"``); symbolic dims
+    of inputs, outputs and intermediate values are written with them (``"2*batch"``).
+    """
     gm = ep.graph_module
     names = _Names()
     graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
-    ctx = Ctx(graph, opset=opset, names=names, inline_fn=_inline, custom=custom)
+    ctx = Ctx(graph, opset=opset, names=names, inline_fn=_inline, custom=custom, dim_name=_dim_namer(dim_names or {}))
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     specs = ep.graph_signature.input_specs
     bound: dict[torch.fx.Node, Any] = {}
@@ -191,7 +198,7 @@ def translate(
             val = node.meta.get("val")
             if isinstance(val, (torch.Tensor, torch.SymInt)):
                 value = ir.Value(name=chosen.get(node) or names.unique(node.name))
-                set_type(value, val)
+                ctx.set_type(value, val)
                 graph.inputs.append(value)
                 bound[node] = value
                 input_used.append(True)
@@ -217,6 +224,9 @@ def translate(
     user_flat = [r for r, s in zip(flat, out_specs) if s.kind == OutputKind.USER_OUTPUT]
     output_slots = _add_outputs(ctx, user_flat, output_names, leaf_names)
     model = ir.Model(graph, ir_version=10, producer_name="onnxport", producer_version=_version())
+    ranges = _dim_ranges(ep, ctx.dim_name)
+    if ranges:
+        model.metadata_props["onnxport.dim_ranges"] = ranges
     for domain, version in ctx.domains.items():
         graph.opset_imports.setdefault(domain, (custom_opsets or {}).get(domain, version))
     return Translated(model, input_used, output_slots)
@@ -286,6 +296,34 @@ def _initializer(graph: ir.Graph, name: str, tensor: torch.Tensor) -> ir.Value:
     value.shape = ir.Shape(tensor.shape)
     graph.register_initializer(value)
     return value
+
+
+def _dim_namer(names: Mapping[str, str]) -> Callable[[Any], str]:
+    """``expr -> str`` with torch's shape symbols renamed (``2*s17`` -> ``2*batch``)."""
+
+    def name(expr: Any) -> str:
+        symbols = getattr(expr, "free_symbols", ())
+        subs = {s: sympy.Symbol(names[str(s)]) for s in symbols if str(s) in names}
+        return str(expr.xreplace(subs)) if subs else str(expr)
+
+    return name
+
+
+def _dim_ranges(ep: torch.export.ExportedProgram, dim_name: Callable[[Any], str]) -> str:
+    """The symbolic sizes' ranges, as JSON ``{"batch": [2, 64], ...}`` (``null`` for unbounded)."""
+    ranges = {}
+    for symbol, bounds in ep.range_constraints.items():
+        lower, upper = bounds.lower, bounds.upper
+        ranges[dim_name(symbol)] = [_bound(lower), _bound(upper)]
+    return json.dumps(dict(sorted(ranges.items()))) if ranges else ""
+
+
+def _bound(value: Any) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if abs(number) < 2**62 else None
 
 
 def _version() -> str:
