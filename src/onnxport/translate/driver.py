@@ -319,10 +319,9 @@ def _dim_ranges(ep: torch.export.ExportedProgram, dim_name: Callable[[Any], str]
 
 
 def _bound(value: Any) -> int | None:
-    try:
-        number = int(value)
-    except (TypeError, ValueError, OverflowError):
+    if getattr(value, "is_finite", True) is False:  # sympy's oo: unbounded
         return None
+    number = int(value)
     return number if abs(number) < 2**62 else None
 
 
