@@ -319,9 +319,10 @@ def _dim_ranges(ep: torch.export.ExportedProgram, dim_name: Callable[[Any], str]
 
 
 def _bound(value: Any) -> int | None:
-    if getattr(value, "is_finite", True) is False:  # sympy's oo: unbounded
+    try:
+        number = int(value)
+    except Exception:  # noqa: BLE001 - sympy's and torch's infinities refuse int() in several ways
         return None
-    number = int(value)
     return number if abs(number) < 2**62 else None
 
 
