@@ -6,6 +6,7 @@ from torch.export import Dim
 
 from onnxport.api import export, unsupported_ops
 from onnxport.capture.diagnose import Diagnosis, diagnose
+from onnxport.capture.dynamic import infer_dynamic_shapes
 from onnxport.errors import (
     CaptureError,
     InvalidInputError,
@@ -31,6 +32,7 @@ __all__ = [
     "VerificationError",
     "diagnose",
     "export",
+    "infer_dynamic_shapes",
     "register_translation",
     "unsupported_ops",
 ]

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 from onnxport import capture as _capture
 from onnxport import decompose as _decompose
@@ -27,6 +28,7 @@ def export(
     kwargs: Mapping[str, Any] | None = None,
     *,
     dynamic_shapes: Any = None,
+    dynamic_axes: Mapping[str, Any] | None = None,
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     opset: int | None = None,
@@ -43,7 +45,9 @@ def export(
 
     Args follow ``torch.onnx.export``: ``args`` is a tuple (a single tensor is accepted), inputs and
     outputs may be nested tuples, lists and dicts of tensors, flattened in order and named by
-    ``input_names``/``output_names``. ``opset`` defaults to the newest one onnxruntime runs.
+    ``input_names``/``output_names``. Dynamic sizes: ``dynamic_shapes`` in any torch.export form,
+    ``"auto"`` (every dim may vary), or ``onnxport.infer_dynamic_shapes([...])``; or torch.onnx's
+    ``dynamic_axes``. Symbolic dims keep the user's names in the ONNX model. ``opset`` defaults to the newest one onnxruntime runs.
     ``custom_translations`` maps an op (``OpOverload`` or ``"ns::op"``) to a translator;
     ``custom_opsets`` gives the versions of the custom domains its nodes use (default 1).
     ``verify`` runs the model in onnxruntime against eager PyTorch on the example inputs; a mismatch
@@ -57,9 +61,13 @@ def export(
         raise InvalidInputError(f"verify_mode must be 'raise' or 'warn', not {verify_mode!r}")
     custom = normalise_custom_translations(custom_translations)
     report = Report(progress=progress)
+    dynamic_shapes = _capture.resolve_dynamic_shapes(
+        model, args, kwargs, dynamic_shapes, dynamic_axes, input_names, output_names
+    )
     with report.stage("capture") as stage:
         captured = _capture.capture(
-            model, args, kwargs, dynamic_shapes=dynamic_shapes, rewrite_control_flow=rewrite_control_flow, report=report
+            model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
+            rewrite_control_flow=rewrite_control_flow, report=report,
         )
         ep = captured.program
         stage.detail = report.attempts[-1].strategy
@@ -69,8 +77,12 @@ def export(
     with report.stage("translate") as stage:
         translated = _translate.translate(
             ep, opset=opset, input_names=input_names, output_names=output_names,
-            custom=custom, custom_opsets=custom_opsets,
+            custom=custom, custom_opsets=custom_opsets, dim_names=captured.dim_names,
         )
+        if dynamic_axes is not None:
+            _translate.name_output_dims(
+                translated.model, _capture.output_dynamic_axes(model, args, kwargs, dynamic_axes, input_names)
+            )
         stage.detail = f"{len(translated.model.graph)} nodes, opset {opset}"
     if optimize:
         with report.stage("optimize") as stage:
@@ -91,7 +103,10 @@ def export(
             if captured.rewriter is not None:
                 explored, coverage = _verify.explore_branches(model, sets, captured.rewriter)
                 sets += explored
-            result = _verify.verify_program(program, model, sets, raise_on_mismatch=verify_mode == "raise")
+            other_sizes = _other_sizes(ep, args, kwargs, captured, input_names, report)
+            result = _verify.verify_program(
+                program, model, sets + other_sizes, raise_on_mismatch=verify_mode == "raise", generated=len(other_sizes)
+            )
             result.branches = coverage
             stage.detail = result.status
     return program
@@ -118,6 +133,18 @@ def unsupported_ops(
     except _decompose.UnsupportedOpError as exc:
         return exc.ops
     return {}
+
+
+def _other_sizes(
+    ep: Any, args: tuple, kwargs: dict[str, Any], captured: Any, input_names: Any, report: Report
+) -> list[tuple[tuple, dict[str, Any]]]:
+    """Input sets at other sizes that the dynamic dims allow (none for a static model)."""
+    if not captured.specs:
+        return []
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    samples = _capture.sample_inputs(ep, leaves, captured.specs, input_names=input_names)
+    report.sizes_verified = list(samples.descriptions)
+    return [pytree.tree_unflatten(sample, spec) for sample in samples]
 
 
 def _input_set(model: torch.nn.Module, extra: Any) -> tuple[tuple, dict[str, Any]]:

@@ -37,6 +37,7 @@ class Report:
     stages: list[Stage] = dataclasses.field(default_factory=list)
     attempts: list[Attempt] = dataclasses.field(default_factory=list)
     rewrites: list[Any] = dataclasses.field(default_factory=list)
+    sizes_verified: list[str] = dataclasses.field(default_factory=list)
     decomposed: dict[str, int] = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
     verification: Any = None
@@ -84,4 +85,6 @@ class Report:
             lines.extend(f"  - {w}" for w in self.warnings)
         if self.verification is not None:
             lines.append(str(self.verification))
+        if self.sizes_verified:
+            lines.append("other sizes verified: " + "; ".join(self.sizes_verified))
         return "\n".join(lines)

@@ -1,5 +1,15 @@
 """Stage 1: model + example inputs -> torch.export.ExportedProgram."""
 
-from onnxport.capture.export import Captured, capture, check_inputs, is_data_dependent
+from onnxport.capture.dynamic import infer_dynamic_shapes, output_dynamic_axes, sample_inputs
+from onnxport.capture.export import Captured, capture, check_inputs, is_data_dependent, resolve_dynamic_shapes
 
-__all__ = ["Captured", "capture", "check_inputs", "is_data_dependent"]
+__all__ = [
+    "Captured",
+    "capture",
+    "check_inputs",
+    "infer_dynamic_shapes",
+    "is_data_dependent",
+    "output_dynamic_axes",
+    "resolve_dynamic_shapes",
+    "sample_inputs",
+]

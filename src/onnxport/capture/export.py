@@ -14,12 +14,13 @@ from typing import Any
 
 import torch
 
+from onnxport.capture import dynamic
 from onnxport.capture.patch import ControlFlowRewriter
 from onnxport.capture.rewrite import RewriteRefused
 from onnxport.errors import CaptureError, InvalidInputError, SourceLocation, location_from_exception, user_frame_here
 from onnxport.report import Attempt, Report
 
-__all__ = ["Captured", "capture", "check_inputs", "is_data_dependent"]
+__all__ = ["Captured", "capture", "check_inputs", "is_data_dependent", "resolve_dynamic_shapes"]
 
 STRATEGIES = (("non-strict", False), ("strict", True))
 _TRAIN_SENSITIVE = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
@@ -75,10 +76,42 @@ def check_inputs(model: Any, args: Any, kwargs: dict[str, Any] | None) -> tuple[
 
 @dataclasses.dataclass
 class Captured:
-    """The exported program, and the rewriter whose patches produced it (None when nothing was rewritten)."""
+    """The exported program; the rewriter whose patches produced it (None when nothing was rewritten);
+    per tensor input, the dynamic dims asked for; and the ONNX names of torch's shape symbols."""
 
     program: torch.export.ExportedProgram
-    rewriter: ControlFlowRewriter | None
+    rewriter: ControlFlowRewriter | None = None
+    specs: list[dict[int, Any]] = dataclasses.field(default_factory=list)
+    dim_names: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def resolve_dynamic_shapes(
+    model: torch.nn.Module,
+    args: tuple,
+    kwargs: dict[str, Any],
+    dynamic_shapes: Any,
+    dynamic_axes: Any,
+    input_names: Any = None,
+    output_names: Any = None,
+) -> Any:
+    """torch.export's ``dynamic_shapes`` from what the user gave: itself, ``"auto"``, or ``dynamic_axes``."""
+    if dynamic_axes is not None:
+        if dynamic_shapes is not None:
+            raise InvalidInputError(
+                "both dynamic_shapes and dynamic_axes were given",
+                location=user_frame_here(),
+                fix="give one of them: dynamic_shapes (torch.export's form) or dynamic_axes (torch.onnx's)",
+            )
+        return dynamic.dynamic_shapes_from_axes(model, args, kwargs, dynamic_axes, input_names, output_names)
+    if isinstance(dynamic_shapes, str):
+        if dynamic_shapes != "auto":
+            raise InvalidInputError(
+                f"dynamic_shapes={dynamic_shapes!r} is not understood",
+                location=user_frame_here(),
+                fix='pass "auto", a torch.export dynamic_shapes spec, or use onnxport.infer_dynamic_shapes(...)',
+            )
+        return dynamic.auto_dynamic_shapes(model, args, kwargs)
+    return dynamic_shapes
 
 
 def capture(
@@ -87,6 +120,7 @@ def capture(
     kwargs: dict[str, Any],
     *,
     dynamic_shapes: Any = None,
+    input_names: Any = None,
     rewrite_control_flow: bool = True,
     report: Report,
 ) -> Captured:
@@ -113,15 +147,33 @@ def capture(
                     break  # rewrite the if, then start again from non-strict
                 continue
             report.attempts.append(Attempt(label, True))
-            if rewriter is not None and rewriter.rewrites:
-                report.rewrites = rewriter.rewrites
-                return Captured(ep, rewriter)
-            return Captured(ep, None)
+            report.rewrites = rewriter.rewrites if rewriter is not None else []
+            return _with_dims(Captured(ep, rewriter if report.rewrites else None), model, args, kwargs,
+                              dynamic_shapes, input_names, report)
         _, last = errors[-1]
+        for _, exc in errors:
+            explained = dynamic.explain_constraint_violation(exc, model, dynamic_shapes) if dynamic_shapes else None
+            if explained is not None:
+                raise explained from None
         if rewriter is None or not is_data_dependent(last):
             raise _capture_error(model, errors, rewriter) from None
         report.rewrites = rewriter.rewrites
         _rewrite_or_raise(model, rewriter, last)
+
+
+def _with_dims(
+    captured: Captured, model: Any, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any, input_names: Any, report: Report
+) -> Captured:
+    """Read back what torch.export made of the dynamic dims: names, and dims it made static."""
+    if dynamic_shapes is None:
+        return captured
+    ep = captured.program
+    captured.specs = dynamic.input_dim_specs(model, args, kwargs, dynamic_shapes)
+    for message in dynamic.check_specialization(ep, captured.specs, input_names):
+        report.warn(message)
+        warnings.warn(f"onnxport: {message}", stacklevel=4)
+    captured.dim_names = dynamic.dim_names(ep, captured.specs, input_names)
+    return captured
 
 
 def is_data_dependent(exc: BaseException) -> bool:

@@ -25,7 +25,7 @@ from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-i
 from onnxport.translate.builder import Ctx, _Names, onnx_dtype, set_type
 from onnxport.translate.registry import Translator, lookup, target_name
 
-__all__ = ["Translated", "translate", "untranslated_ops"]
+__all__ = ["Translated", "name_output_dims", "translate", "untranslated_ops"]
 
 
 @dataclasses.dataclass
@@ -296,6 +296,20 @@ def _initializer(graph: ir.Graph, name: str, tensor: torch.Tensor) -> ir.Value:
     value.shape = ir.Shape(tensor.shape)
     graph.register_initializer(value)
     return value
+
+
+def name_output_dims(model: ir.Model, axes: Mapping[str, Mapping[int, str]]) -> None:
+    """Give output dims the names torch.onnx-style ``dynamic_axes`` asked for (``{"y": {0: "batch"}}``)."""
+    outputs = {v.name: v for v in model.graph.outputs}
+    for name, dims in axes.items():
+        value = outputs.get(name)
+        if value is None or value.shape is None:
+            continue
+        shape = list(value.shape.dims)
+        for axis, dim_name in dims.items():
+            if -len(shape) <= axis < len(shape) and not isinstance(shape[axis], int):
+                shape[axis] = ir.SymbolicDim(dim_name)
+        value.shape = ir.Shape(shape)
 
 
 def _dim_namer(names: Mapping[str, str]) -> Callable[[Any], str]:

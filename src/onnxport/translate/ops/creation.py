@@ -124,7 +124,12 @@ def arange(ctx: Ctx, *args: Any, **_: Any) -> ir.Value:
         return ctx.const(torch.arange(start, end, step, dtype=to_torch_dtype(dtype)), dtype)
     values = [ctx.as_value(v) for v in (start, end, step)]
     if all(v.dtype == INT64 for v in values):
-        return ctx.cast(ctx.op.Range(*values), dtype)
+        if isinstance(start, int) and start >= 0 and isinstance(step, int) and step > 0:
+            return ctx.cast(ctx.op.Range(*values), dtype)
+        # onnxruntime (ENABLE_EXTENDED) rewrites Range -> Gather as Slice(start, end, step), which reads a
+        # negative start or end from the back; counting up from 0 and adding start keeps Gather off Range
+        offsets = ctx.op.Range(ctx.const(0, INT64), ctx.op.Sub(values[1], values[0]), values[2])
+        return ctx.cast(ctx.op.Add(offsets, values[0]), dtype)
     # torch computes start + i * step in double, not by repeated addition
     start_d, end_d, step_d = (ctx.cast(v, DOUBLE) for v in values)
     count = ctx.op.Ceil(ctx.op.Div(ctx.op.Sub(end_d, start_d), step_d))

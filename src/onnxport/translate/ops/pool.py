@@ -134,8 +134,24 @@ def _averaging_matrix(size: int, out: int) -> np.ndarray:
     return matrix
 
 
-def _adaptive_avg_by_matmul(ctx: Ctx, x: ir.Value, in_sizes: list[int], out: list[int]) -> ir.Value:
-    """Uneven windows: adaptive averaging is separable, one constant matrix per spatial dim."""
+def _averaging_matrix_at_runtime(ctx: Ctx, x: ir.Value, axis: int, out: int) -> ir.Value:
+    """``_averaging_matrix`` for a symbolic input size, built in the graph from Shape."""
+    int64 = ir.DataType.INT64
+    size = ctx.op.Shape(x, start=axis, end=axis + 1)  # [n]
+    rows = ctx.op.Unsqueeze(ctx.op.Range(ctx.const(0, int64), ctx.op.Squeeze(size), ctx.const(1, int64)),
+                            ctx.const([1]))  # (n, 1)
+    i = ctx.const(np.arange(out, dtype=np.int64))
+    # sizes are non-negative, so Div is floor division; ceil(a / o) = (a + o - 1) // o
+    start = ctx.op.Div(ctx.op.Mul(i, size), ctx.const(out, int64))
+    end = ctx.op.Div(ctx.op.Add(ctx.op.Mul(ctx.op.Add(i, ctx.const(1, int64)), size), ctx.const(out - 1, int64)),
+                     ctx.const(out, int64))
+    inside = ctx.op.And(ctx.op.GreaterOrEqual(rows, start), ctx.op.Less(rows, end))
+    weight = ctx.op.Reciprocal(ctx.cast(ctx.op.Sub(end, start), x.dtype))
+    return ctx.op.Where(inside, weight, ctx.const(0.0, like=x))
+
+
+def _adaptive_avg_by_matmul(ctx: Ctx, x: ir.Value, in_sizes: list[Any], out: list[int]) -> ir.Value:
+    """Uneven windows: adaptive averaging is separable, one matrix per spatial dim (n_in, n_out)."""
     nd, r = len(out), rank(x)
     y = x
     for i, (size, o) in enumerate(zip(in_sizes, out)):
@@ -145,7 +161,9 @@ def _adaptive_avg_by_matmul(ctx: Ctx, x: ir.Value, in_sizes: list[int], out: lis
         perm = list(range(r))
         perm[axis], perm[-1] = perm[-1], perm[axis]
         moved = y if axis == r - 1 else ctx.op.Transpose(y, perm=perm)
-        moved = ctx.op.MatMul(moved, ctx.const(_averaging_matrix(size, o), like=x))
+        matrix = (ctx.const(_averaging_matrix(size, o), like=x) if isinstance(size, int)
+                  else _averaging_matrix_at_runtime(ctx, x, axis, o))
+        moved = ctx.op.MatMul(moved, matrix)
         y = moved if axis == r - 1 else ctx.op.Transpose(moved, perm=perm)
     return y
 
@@ -155,7 +173,7 @@ def _adaptive_avg_pool(ctx: Ctx, x: ir.Value, output_size: IntList, nd: int) -> 
     if all(o == 1 for o in out):
         return with_batch(ctx, x, nd, lambda v: ctx.op.GlobalAveragePool(v))
     if not all(isinstance(d, int) for d in in_sizes):
-        raise ValueError(f"adaptive_avg_pool to {out} needs static input sizes, got {in_sizes}")
+        return _adaptive_avg_by_matmul(ctx, x, in_sizes, out)
     if in_sizes == out:
         return ctx.op.Identity(x)
     if all(d % o == 0 for d, o in zip(in_sizes, out)):

@@ -1,0 +1,120 @@
+"""More ``SymInt``/``SymFloat``/``SymBool`` arithmetic (see symbolic.py): pow, abs, boolean logic,
+``sym_ite``/``sym_not``/``sym_sum``, math functions, and the stride/offset queries of a tensor.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+
+import onnx_ir as ir
+import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+from onnxport.translate.builder import Ctx
+from onnxport.translate.ops._common import arg_meta
+from onnxport.translate.ops.symbolic import _same_type, _scalar
+from onnxport.translate.registry import aten
+
+aten_ = torch.ops.aten
+INT64 = ir.DataType.INT64
+FLOAT = ir.DataType.FLOAT
+Scalar = ir.Value | int | float | bool
+
+
+@aten(operator.pow)
+def pow_(ctx: Ctx, a: Scalar, b: Scalar) -> ir.Value:
+    """SymInt/SymFloat ** (int ** non-negative int stays int, like Python)"""
+    a, b = _same_type(ctx, a, b)
+    if ctx.out_dtype() != INT64:
+        a, b = ctx.cast(a, FLOAT), ctx.cast(b, FLOAT)
+    return ctx.cast(ctx.op.Pow(a, b), ctx.out_dtype() or a.dtype)
+
+
+@aten(operator.abs)
+def abs_(ctx: Ctx, a: Scalar) -> ir.Value:
+    """SymInt abs()"""
+    return ctx.op.Abs(_scalar(ctx, a))
+
+
+def _logic(onnx_op: str):
+    def translate(ctx: Ctx, a: Scalar, b: Scalar) -> ir.Value:
+        a, b = (ctx.cast(_scalar(ctx, v), ir.DataType.BOOL) for v in (a, b))
+        return getattr(ctx.op, onnx_op)(a, b)
+
+    translate.__doc__ = f"SymBool {onnx_op}"
+    return translate
+
+
+aten(operator.and_)(_logic("And"))
+aten(operator.or_)(_logic("Or"))
+aten(operator.xor)(_logic("Xor"))
+
+
+@aten(torch.sym_not, operator.not_)
+def sym_not(ctx: Ctx, a: Scalar) -> ir.Value:
+    """sym_not(SymBool) -> SymBool"""
+    return ctx.op.Not(ctx.cast(_scalar(ctx, a), ir.DataType.BOOL))
+
+
+@aten(torch.sym_ite)
+def sym_ite(ctx: Ctx, cond: Scalar, then: Scalar, other: Scalar) -> ir.Value:
+    """sym_ite(SymBool b, t, f): t if b else f"""
+    then, other = _same_type(ctx, then, other)
+    return ctx.op.Where(ctx.cast(_scalar(ctx, cond), ir.DataType.BOOL), then, other)
+
+
+@aten(torch.sym_sum)
+def sym_sum(ctx: Ctx, items: Sequence[Scalar]) -> ir.Value:
+    """sym_sum(Sequence[SymInt]) -> SymInt"""
+    total: ir.Value = _scalar(ctx, 0)
+    for item in items:
+        total, item = _same_type(ctx, total, item)
+        total = ctx.op.Add(total, item)
+    return total
+
+
+_MATH = {
+    "sqrt": "Sqrt", "cos": "Cos", "sin": "Sin", "tan": "Tan", "acos": "Acos", "asin": "Asin", "atan": "Atan",
+    "cosh": "Cosh", "sinh": "Sinh", "tanh": "Tanh",
+}
+
+
+def _math(onnx_op: str):
+    def translate(ctx: Ctx, a: Scalar) -> ir.Value:
+        return getattr(ctx.op, onnx_op)(ctx.cast(_scalar(ctx, a), FLOAT))
+
+    translate.__doc__ = f"math function of a SymInt/SymFloat -> SymFloat ({onnx_op})"
+    return translate
+
+
+for _name, _onnx in _MATH.items():
+    _targets = {getattr(torch, f"_sym_{_name}")} | ({torch.sym_sqrt} if _name == "sqrt" else set())
+    aten(*_targets)(_math(_onnx))
+
+
+@aten(torch._sym_log2)
+def sym_log2(ctx: Ctx, a: Scalar) -> ir.Value:
+    """math.log2 of a SymInt/SymFloat -> SymFloat"""
+    return ctx.op.Div(ctx.op.Log(ctx.cast(_scalar(ctx, a), FLOAT)), ctx.const(0.6931471805599453, FLOAT))
+
+
+@aten(aten_.sym_stride.int)
+def sym_stride(ctx: Ctx, x: ir.Value, dim: int) -> ir.Value:
+    """sym_stride.int(Tensor self, int dim) -> SymInt"""
+    # ONNX tensors are contiguous: the stride is the product of the later sizes (1 past the last dim)
+    r = len(x.shape)
+    dim = dim + r if dim < 0 else dim
+    meta = arg_meta(ctx, 0)
+    if isinstance(meta, torch.Tensor) and not statically_known_true(meta.stride(dim) == math.prod(meta.shape[dim + 1 :])):
+        raise ValueError(f"stride({dim}) of a non-contiguous tensor (strides {meta.stride()}) has no ONNX meaning")
+    if dim == r - 1:
+        return ctx.const(1, INT64)
+    return ctx.op.ReduceProd(ctx.op.Shape(x, start=dim + 1), keepdims=0)
+
+
+@aten(aten_.sym_storage_offset.default)
+def sym_storage_offset(ctx: Ctx, x: ir.Value) -> ir.Value:
+    """sym_storage_offset(Tensor self) -> SymInt"""
+    return ctx.const(0, INT64)  # every ONNX tensor starts its own storage
