@@ -223,7 +223,7 @@ def _warn_training(model: torch.nn.Module, report: Report) -> None:
         warnings.warn(f"onnxport: {message}", stacklevel=4)
 
 
-_NOISY_LOGGERS = ("torch.fx.experimental.symbolic_shapes", "torch._dynamo", "torch.export", "torch._export")
+_NOISY_LOGGERS = ("torch.fx.experimental.symbolic_shapes", "torch._dynamo", "torch.export", "torch._export", "torch._guards")
 
 
 @contextlib.contextmanager
@@ -233,7 +233,7 @@ def _quiet() -> Iterator[None]:
     levels = [logger.level for logger in loggers]
     try:
         for logger in loggers:
-            logger.setLevel(logging.ERROR)
+            logger.setLevel(logging.CRITICAL)
         # torch.export also prints the partial graph of a failure straight to stderr.
         with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore", FutureWarning)
