@@ -96,33 +96,24 @@ def _fold_output_padding(attrs: dict[str, Any], output_padding: list[int]) -> No
     attrs["pads"], attrs["output_padding"] = pads, output_padding
 
 
-@aten(aten_.conv1d.default, aten_.conv2d.default, aten_.conv3d.default)
+@aten(
+    aten_.conv1d.default, aten_.conv2d.default, aten_.conv3d.default,
+    aten_.conv1d.padding, aten_.conv2d.padding, aten_.conv3d.padding,
+)
 def conv(
     ctx: Ctx,
     x: ir.Value,
     weight: ir.Value,
     bias: ir.Value | None = None,
     stride: IntList = 1,
-    padding: IntList = 0,
+    padding: IntList | str = 0,
     dilation: IntList = 1,
     groups: int = 1,
 ) -> ir.Value:
-    """conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor"""
-    return _conv(ctx, x, weight, bias, stride, padding, dilation, groups)
+    """conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor
 
-
-@aten(aten_.conv1d.padding, aten_.conv2d.padding, aten_.conv3d.padding)
-def conv_padding(
-    ctx: Ctx,
-    x: ir.Value,
-    weight: ir.Value,
-    bias: ir.Value | None = None,
-    stride: IntList = 1,
-    padding: str = "valid",
-    dilation: IntList = 1,
-    groups: int = 1,
-) -> ir.Value:
-    """conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], str padding="valid", SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor"""
+    The ``.padding`` overloads take ``padding="same"`` or ``"valid"`` instead of sizes.
+    """
     return _conv(ctx, x, weight, bias, stride, padding, dilation, groups)
 
 
