@@ -383,3 +383,21 @@ def test_branch_no_variant_reaches_is_reported() -> None:
     # Given an input that takes it, coverage is complete.
     prog = onnxport.export(Unreachable(), (POS,), verify_inputs=[(POS * 1e10,)])
     assert prog.report.verification.ok
+
+
+class PrivateNames(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.__scale = 7.0
+
+    def __double(self, x):
+        return x * 2
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.__double(x) * self.__scale
+        return x
+
+
+def test_private_names_keep_their_class_mangling() -> None:
+    check(PrivateNames(), (POS,), (NEG,), n_rewrites=1)

@@ -17,6 +17,7 @@ import linecache
 import textwrap
 import types
 from collections.abc import Iterator
+from typing import Any
 
 from onnxport.capture._runtime import NAME as RT
 
@@ -355,26 +356,35 @@ class FunctionRewrite:
             f"the same tensors; the test was `{ast.unparse(node.test)}`"
         )
 
+    def _owner_class(self) -> str:
+        """The name of the class a method was defined in ('' for a plain function)."""
+        parts = self.fn.__qualname__.split(".")
+        return parts[-2] if len(parts) >= 2 and parts[-2] != "<locals>" else ""
+
     # -- compiling -------------------------------------------------------------------------------
 
     def compile(self) -> types.CodeType:
         """The rewritten function's code object (same file, names, free variables and flags)."""
         func = self.func
         freevars = list(self.code.co_freevars)
+        top: ast.stmt = func
         if freevars:  # rebuild the closure: a factory whose parameters are the original free variables
             params = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in freevars], kwonlyargs=[], kw_defaults=[], defaults=[])
-            factory = ast.FunctionDef("__onnxport_factory", params, [func, ast.Return(ast.Name(func.name, ast.Load()))], [], None, type_params=[])
-            module = ast.Module([ast.copy_location(factory, func)], type_ignores=[])
-        else:
-            module = ast.Module([func], type_ignores=[])
+            top = ast.FunctionDef("_onnxport_factory", params, [func, ast.Return(ast.Name(func.name, ast.Load()))], [], None, type_params=[])
+        owner = self._owner_class()
+        if owner:  # compile inside a class of the same name, so `self.__x` is mangled as in the original
+            top = ast.ClassDef(owner, [], [], [top], [], type_params=[])
+        module = ast.Module([ast.copy_location(top, func)], type_ignores=[])
         ast.fix_missing_locations(module)
         flags = sum(f for f in _FUTURE_FLAGS if self.code.co_flags & f)
         code = compile(module, self.file, "exec", flags=flags, dont_inherit=True)
-        namespace: dict[str, object] = {}
+        namespace: dict[str, Any] = {}
         exec(code, self.fn.__globals__, namespace)  # noqa: S102 - the user's own function, rewritten
+        if owner:
+            namespace = dict(vars(namespace[owner]))
         if freevars:
             cells = [c.cell_contents for c in self.fn.__closure__ or ()]
-            new_fn = namespace["__onnxport_factory"](*cells)
+            new_fn = namespace["_onnxport_factory"](*cells)
         else:
             new_fn = namespace[func.name]
         new_code = new_fn.__code__
