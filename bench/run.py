@@ -146,18 +146,22 @@ def feeds_for(session, flat_inputs: Sequence[torch.Tensor], names: Sequence[str]
     raise RuntimeError(f"cannot match {len(arrays)} inputs to the model's inputs {wanted}")
 
 
-def latency_ms(session, feeds: dict[str, np.ndarray]) -> float:
-    """Median of many runs: at least LATENCY_MIN_RUNS, then until the time budget or LATENCY_MAX_RUNS."""
-    for _ in range(5):
-        session.run(None, feeds)
-    times: list[float] = []
+def latency_ms(runs: Sequence[tuple[Any, dict[str, np.ndarray]]]) -> list[float]:
+    """Median latency of each (session, feeds), the sessions run in turn (A B A B ...) so that the
+    machine's drift hits them alike: at least LATENCY_MIN_RUNS each, then until the time budget or
+    LATENCY_MAX_RUNS."""
+    for session, feeds in runs:
+        for _ in range(5):
+            session.run(None, feeds)
+    times: list[list[float]] = [[] for _ in runs]
     spent = 0.0
-    while len(times) < LATENCY_MIN_RUNS or (spent < LATENCY_BUDGET_S and len(times) < LATENCY_MAX_RUNS):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        times.append(time.perf_counter() - start)
-        spent += times[-1]
-    return statistics.median(times) * 1e3
+    while len(times[0]) < LATENCY_MIN_RUNS or (spent < LATENCY_BUDGET_S * len(runs) and len(times[0]) < LATENCY_MAX_RUNS):
+        for (session, feeds), own in zip(runs, times):
+            start = time.perf_counter()
+            session.run(None, feeds)
+            own.append(time.perf_counter() - start)
+            spent += own[-1]
+    return [statistics.median(own) * 1e3 for own in times]
 
 
 def max_abs_err(outputs: Sequence[Any], expected: Sequence[torch.Tensor]) -> float:
@@ -186,25 +190,29 @@ def input_names(model: torch.nn.Module, n: int) -> list[str] | None:
 # -- one model -----------------------------------------------------------------------------------------
 
 
-def run_side(side: Side, row: Row, label: str, proto_fn: Callable[[], onnx.ModelProto], flat_in, names, expected) -> None:
-    """Node count, latency and error of one exported model; failures land in the cells."""
+def run_side(
+    side: Side, row: Row, label: str, proto_fn: Callable[[], onnx.ModelProto], flat_in, names, expected
+) -> tuple[Any, dict[str, np.ndarray]] | None:
+    """Node count and error of one exported model, and its session and feeds for the latency run;
+    failures land in the cells."""
     try:
         proto = proto_fn()
     except Exception as exc:  # noqa: BLE001 - any failure is a result to report
         side.nodes = side.latency_ms = side.max_err = "n/a"
         row.failures.append(f"{label} model_proto: {short(exc, 400)}")
-        return
+        return None
     side.nodes = count_nodes(proto.graph)
     try:
         session = make_session(proto)
         feeds = feeds_for(session, flat_in, names)
         side.max_err = max_abs_err(session.run(None, feeds), expected)
-        side.latency_ms = latency_ms(session, feeds)
+        return session, feeds
     except Exception as exc:  # noqa: BLE001
         msg = "fail: " + short(exc, 40)
         side.latency_ms = msg if side.latency_ms is None else side.latency_ms
         side.max_err = msg if side.max_err is None else side.max_err
         row.failures.append(f"{label} onnxruntime: {short(exc, 400)}")
+        return None
 
 
 def bench_model(name: str, factory, repeat: int) -> Row:
@@ -243,12 +251,17 @@ def bench_model(name: str, factory, repeat: int) -> Row:
     row.theirs.export_s, theirs = attempt(
         "torch.onnx", lambda: torch.onnx.export(model, args, dynamo=True, verbose=False, optimize=True)
     )
+    measured = []
     for side, label, program in ((row.ours, "onnxport", prog), (row.theirs, "torch.onnx", theirs)):
         if program is None:
             side.nodes = side.latency_ms = side.max_err = "n/a"
             continue
         log(f"  {label} onnxruntime")
-        run_side(side, row, label, lambda p=program: p.model_proto, flat_in, names, expected)
+        run = run_side(side, row, label, lambda p=program: p.model_proto, flat_in, names, expected)
+        if run is not None:
+            measured.append((side, run))
+    for (side, _), ms in zip(measured, latency_ms([run for _, run in measured])):
+        side.latency_ms = ms
     return row
 
 

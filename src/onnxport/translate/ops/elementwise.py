@@ -130,9 +130,9 @@ def pow_(ctx: Ctx, x: ir.Value | float, exponent: ir.Value | float) -> ir.Value:
         x = ctx.cast(x, dtype)
         if exponent == 1:
             return x
-        if exponent in (2, 3):  # a multiply is exact and cheaper than Pow
-            square = ctx.op.Mul(x, x)
-            return square if exponent == 2 else ctx.op.Mul(square, x)
+        if exponent == 2:  # a multiply is exact and cheaper than Pow
+            return ctx.op.Mul(x, x)
+        # x ** 3 stays a Pow: onnxruntime fuses the tanh-GELU pattern (x + 0.044715 * Pow(x, 3)) only then.
         if exponent == 0.5 and _is_float(x):
             return ctx.op.Sqrt(x)
         if exponent == -1 and _is_float(x):
