@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 import onnx_ir as ir
 import torch
@@ -32,15 +31,15 @@ def _repeat_heads(ctx: Ctx, kv: ir.Value, q_heads: int, groups: int) -> ir.Value
     return out
 
 
-def _root_scale(ctx: Ctx, q: ir.Value, scale: float | None) -> ir.Value:
-    """sqrt of ``scale`` (default 1/sqrt(E)) as a scalar of q's dtype; E comes from Shape when symbolic."""
+def _scale(ctx: Ctx, q: ir.Value, scale: float | None) -> ir.Value:
+    """``scale`` (default 1/sqrt(E)) as a scalar of q's dtype; E comes from Shape when symbolic."""
     if scale is not None:
-        return ctx.const(math.sqrt(scale), like=q)
+        return ctx.const(scale, like=q)
     e = q.shape[-1]
     if isinstance(e, int):
-        return ctx.const(e**-0.25, like=q)
+        return ctx.const(e**-0.5, like=q)
     e_val = ctx.op.Squeeze(ctx.op.CastLike(_shape_slice(ctx, q, -1), q), ctx.const([0]))
-    return ctx.op.Pow(e_val, ctx.const(-0.25, like=q))
+    return ctx.op.Pow(e_val, ctx.const(-0.5, like=q))
 
 
 def _causal_keep(ctx: Ctx, q: ir.Value, k: ir.Value) -> ir.Value:
@@ -76,8 +75,9 @@ def scaled_dot_product_attention(
     r = rank(k)
     perm = list(range(r - 2)) + [r - 1, r - 2]
     # Scale q and k by sqrt(scale) each, like torch's reference, to keep float16 scores in range.
-    root = _root_scale(ctx, q, scale)
-    scores = ctx.op.MatMul(ctx.op.Mul(q, root), ctx.op.Transpose(ctx.op.Mul(k, root), perm=perm))
+    # Scaling q before the product keeps float16 scores in range, and onnxruntime folds a scalar Mul on
+    # a MatMul input (and the Transpose of k) into one FusedMatMul.
+    scores = ctx.op.MatMul(ctx.op.Mul(q, _scale(ctx, q, scale)), ctx.op.Transpose(k, perm=perm))
     if is_causal:
         attn_mask = _causal_keep(ctx, q, k)
     if attn_mask is not None:
