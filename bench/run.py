@@ -95,18 +95,28 @@ def short(exc: BaseException, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """Median wall time of ``repeat`` calls after one warm-up call (the first pays one-off costs)."""
-    with quiet():
-        result = fn()
-    times = []
+def timed_in_turn(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, tuple[float, Any] | BaseException]:
+    """Median wall time of ``repeat`` calls of each function after one warm-up call each (the first pays
+    one-off costs). The functions run in turn (A B C A B C ...) so the machine's drift hits them alike;
+    one that raises is dropped from the rounds and its exception returned in its place."""
+    results: dict[str, Any] = {}
+    times: dict[str, list[float]] = {}
+    for label, fn in fns.items():
+        log(f"  {label}")
+        try:
+            with quiet():
+                results[label] = fn()
+            times[label] = []
+        except Exception as exc:  # noqa: BLE001 - a failure is a result to report
+            results[label] = exc
     for _ in range(repeat):
-        gc.collect()
-        with quiet():
-            start = time.perf_counter()
-            result = fn()
-            times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        for label in times:
+            gc.collect()
+            with quiet():
+                start = time.perf_counter()
+                results[label] = fns[label]()
+                times[label].append(time.perf_counter() - start)
+    return {k: (statistics.median(times[k]), v) if k in times else v for k, v in results.items()}
 
 
 def count_nodes(graph: onnx.GraphProto) -> int:
@@ -234,23 +244,27 @@ def bench_model(name: str, factory, repeat: int) -> Row:
     flat_in = [t for t in pytree.tree_flatten(args)[0] if isinstance(t, torch.Tensor)]
     names = input_names(model, len(flat_in))
 
-    def attempt(label: str, fn: Callable[[], Any]) -> tuple[float | str, Any]:
-        log(f"  {label}")
-        try:
-            return timed(fn, repeat)
-        except Exception as exc:  # noqa: BLE001
-            row.failures.append(f"{label}: {short(exc, 400)}")
-            return "fail: " + short(exc, 40), None
-
-    row.floor_s, _ = attempt("torch.export", lambda: torch.export.export(model, args))
-    row.ours.export_s, prog = attempt("onnxport", lambda: onnxport.export(model, args, verify=False))
-    if prog is None:
-        row.verify_s = "n/a (export failed)"  # verify=True fails the same way; no point paying for it
-    else:
-        row.verify_s, _ = attempt("onnxport verify=True", lambda: onnxport.export(model, args))
-    row.theirs.export_s, theirs = attempt(
-        "torch.onnx", lambda: torch.onnx.export(model, args, dynamo=True, verbose=False, optimize=True)
+    timings = timed_in_turn(
+        {
+            "torch.export": lambda: torch.export.export(model, args),
+            "onnxport": lambda: onnxport.export(model, args, verify=False),
+            "onnxport verify=True": lambda: onnxport.export(model, args),
+            "torch.onnx": lambda: torch.onnx.export(model, args, dynamo=True, verbose=False, optimize=True),
+        },
+        repeat,
     )
+
+    def outcome(label: str) -> tuple[float | str, Any]:
+        result = timings[label]
+        if isinstance(result, BaseException):
+            row.failures.append(f"{label}: {short(result, 400)}")
+            return "fail: " + short(result, 40), None
+        return result
+
+    row.floor_s, _ = outcome("torch.export")
+    row.ours.export_s, prog = outcome("onnxport")
+    row.verify_s, _ = outcome("onnxport verify=True")
+    row.theirs.export_s, theirs = outcome("torch.onnx")
     measured = []
     for side, label, program in ((row.ours, "onnxport", prog), (row.theirs, "torch.onnx", theirs)):
         if program is None:
