@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.demo import ModelWithCond, ModelWithControlFlowTest, branch_inputs
+from onnxport.demo import ModelWithCond, branch_inputs
 
 
 def _check(model: torch.nn.Module, args: tuple, *more: tuple, **kwargs) -> onnxport.OnnxProgram:

@@ -22,7 +22,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from onnxport.errors import OnnxportError, TranslationError, location_from_stack_trace
 from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-in translators)
-from onnxport.translate.builder import Ctx, _Names, onnx_dtype, set_type
+from onnxport.translate.builder import Ctx, _Names, onnx_dtype
 from onnxport.translate.registry import Translator, lookup, target_name
 
 __all__ = ["Translated", "name_output_dims", "translate", "untranslated_ops"]
