@@ -133,25 +133,8 @@ def conv_transpose(
     return _conv(ctx, x, weight, bias, stride, padding, dilation, groups, True, output_padding)
 
 
-@aten(aten_.convolution.default)
+@aten(aten_.convolution.default, aten_._convolution.default, aten_._convolution.deprecated)
 def convolution(
-    ctx: Ctx,
-    x: ir.Value,
-    weight: ir.Value,
-    bias: ir.Value | None,
-    stride: IntList,
-    padding: IntList,
-    dilation: IntList,
-    transposed: bool,
-    output_padding: IntList,
-    groups: int,
-) -> ir.Value:
-    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    return _conv(ctx, x, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
-
-
-@aten(aten_._convolution.default, aten_._convolution.deprecated)
-def convolution_internal(
     ctx: Ctx,
     x: ir.Value,
     weight: ir.Value,
@@ -164,5 +147,9 @@ def convolution_internal(
     groups: int,
     *_backend_flags: bool,
 ) -> ir.Value:
-    """_convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor"""
+    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
+
+    ``_convolution`` adds backend flags (benchmark, deterministic, cudnn_enabled, allow_tf32) that do
+    not change the result.
+    """
     return _conv(ctx, x, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
