@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
 
 from onnxport import capture as _capture
 from onnxport import decompose as _decompose
@@ -98,16 +97,10 @@ def export(
     )
     if verify:
         with report.stage("verify") as stage:
-            sets = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
-            coverage = None
-            if captured.rewriter is not None:
-                explored, coverage = _verify.explore_branches(model, sets, captured.rewriter)
-                sets += explored
-            other_sizes = _other_sizes(ep, args, kwargs, captured, input_names, report)
-            result = _verify.verify_program(
-                program, model, sets + other_sizes, raise_on_mismatch=verify_mode == "raise", generated=len(other_sizes)
+            given = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
+            result = _verify.verify_export(
+                program, model, given, captured, input_names, raise_on_mismatch=verify_mode == "raise"
             )
-            result.branches = coverage
             stage.detail = result.status
     return program
 
@@ -133,18 +126,6 @@ def unsupported_ops(
     except _decompose.UnsupportedOpError as exc:
         return exc.ops
     return {}
-
-
-def _other_sizes(
-    ep: Any, args: tuple, kwargs: dict[str, Any], captured: Any, input_names: Any, report: Report
-) -> list[tuple[tuple, dict[str, Any]]]:
-    """Input sets at other sizes that the dynamic dims allow (none for a static model)."""
-    if not captured.specs:
-        return []
-    leaves, spec = pytree.tree_flatten((args, kwargs))
-    samples = _capture.sample_inputs(ep, leaves, captured.specs, input_names=input_names)
-    report.sizes_verified = list(samples.descriptions)
-    return [pytree.tree_unflatten(sample, spec) for sample in samples]
 
 
 def _input_set(model: torch.nn.Module, extra: Any) -> tuple[tuple, dict[str, Any]]:
