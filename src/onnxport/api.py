@@ -46,7 +46,8 @@ def export(
     outputs may be nested tuples, lists and dicts of tensors, flattened in order and named by
     ``input_names``/``output_names``. Dynamic sizes: ``dynamic_shapes`` in any torch.export form,
     ``"auto"`` (every dim may vary), or ``onnxport.infer_dynamic_shapes([...])``; or torch.onnx's
-    ``dynamic_axes``. Symbolic dims keep the user's names in the ONNX model. ``opset`` defaults to the newest one onnxruntime runs.
+    ``dynamic_axes``. Symbolic dims keep the user's names in the ONNX model. ``opset`` defaults to the
+    newest one onnxruntime runs.
     ``custom_translations`` maps an op (``OpOverload`` or ``"ns::op"``) to a translator;
     ``custom_opsets`` gives the versions of the custom domains its nodes use (default 1).
     ``verify`` runs the model in onnxruntime against eager PyTorch on the example inputs; a mismatch
