@@ -7,6 +7,7 @@ torch.export emits directly and decomposing the rest selectively keeps export ch
 from __future__ import annotations
 
 import collections
+import functools
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -23,23 +24,10 @@ __all__ = ["decompose", "missing_ops"]
 _MAX_ROUNDS = 4
 
 
-def _decomposition_for(target: Any) -> Any:
-    table = _tables()
-    for t in table:
-        fn = t.get(target)
-        if fn is not None:
-            return fn
-    return None
-
-
-_TABLES: list[Mapping[Any, Any]] = []
-
-
-def _tables() -> list[Mapping[Any, Any]]:
-    if not _TABLES:
-        # Core ATen decompositions only: the wider table rewrites into prims, which have no translators.
-        _TABLES.append(dict(torch.export.default_decompositions().items()))
-    return _TABLES
+@functools.lru_cache(maxsize=1)
+def _core_aten_table() -> dict[Any, Any]:
+    """torch's core ATen decompositions (the wider table rewrites into prims, which have no translators)."""
+    return dict(torch.export.default_decompositions().items())
 
 
 def _is_view(target: Any) -> bool:
@@ -91,7 +79,7 @@ def decompose(
         report.warn("in-place writes through views or into inputs: the graph was functionalized")
     for _ in range(_MAX_ROUNDS):
         missing = untranslated_ops(ep.graph_module, custom)
-        table = {t: fn for t in missing if (fn := _decomposition_for(t)) is not None}
+        table = {t: fn for t in missing if (fn := _core_aten_table().get(t)) is not None}
         if not table:
             break
         for target, nodes in missing.items():

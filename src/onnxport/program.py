@@ -17,6 +17,7 @@ from torch.utils import _pytree as pytree
 
 from onnxport.errors import InvalidInputError
 from onnxport.report import Report
+from onnxport.verify.session import initializer_bytes
 
 __all__ = ["OnnxProgram"]
 
@@ -138,12 +139,9 @@ class OnnxProgram:
         return pytree.tree_unflatten(leaves, self._out_spec)
 
     def _bytes_if_small(self) -> bytes | None:
-        if self._initializer_bytes() >= _TWO_GB // 2:
+        if initializer_bytes(self.model) >= _TWO_GB // 2:
             return None
         return self.model_proto.SerializeToString()
-
-    def _initializer_bytes(self) -> int:
-        return sum(v.const_value.nbytes for v in self.model.graph.initializers.values() if v.const_value is not None)
 
     # -- saving --------------------------------------------------------------------------------------
 
@@ -162,7 +160,7 @@ class OnnxProgram:
         if os.path.isdir(path):
             raise InvalidInputError(f"cannot save to {path}: it is a folder", fix="give a file name such as model.onnx")
         if external_data is None:
-            external_data = self._initializer_bytes() >= _TWO_GB
+            external_data = initializer_bytes(self.model) >= _TWO_GB
         name = os.path.basename(path)
         staging = tempfile.mkdtemp(prefix=f".{name}.", dir=directory)
         try:

@@ -10,7 +10,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-__all__ = ["OrtRunner"]
+__all__ = ["OrtRunner", "initializer_bytes"]
 
 _PROTOBUF_LIMIT = 2**31 - 1
 
@@ -27,7 +27,7 @@ class OrtRunner:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
         providers = ["CPUExecutionProvider"]
-        if model_bytes is None and _initializer_bytes(model) < _PROTOBUF_LIMIT // 2:
+        if model_bytes is None and initializer_bytes(model) < _PROTOBUF_LIMIT // 2:
             model_bytes = ir.serde.serialize_model(model).SerializeToString()
         if model_bytes is not None:
             self.session = ort.InferenceSession(model_bytes, options, providers=providers)
@@ -53,7 +53,8 @@ class OrtRunner:
         return [_from_ortvalue(o) for o in self.session.run_with_ort_values(None, feeds_ov)]
 
 
-def _initializer_bytes(model: ir.Model) -> int:
+def initializer_bytes(model: ir.Model) -> int:
+    """Bytes held by the model's initializers (what decides between one file and external data)."""
     return sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
 
 
