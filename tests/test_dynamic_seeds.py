@@ -11,6 +11,14 @@ import torch
 from torch.export import Dim
 
 import onnxport
+from tests.seed_models import (
+    DerivedDimExample1,
+    DerivedDimExample2,
+    DynamicModel,
+    DynamicShapesExample1,
+    DynamicShapesExample2,
+    Foo,
+)
 
 
 def _dims(value) -> list:
@@ -21,12 +29,6 @@ def _check_sizes(prog: onnxport.OnnxProgram, model: torch.nn.Module, *input_sets
     assert len(input_sets) >= 3
     for inputs in input_sets:
         torch.testing.assert_close(prog(*inputs), model(*inputs), atol=1e-5, rtol=1e-4)
-
-
-class DynamicShapesExample1(torch.nn.Module):
-    def forward(self, x):
-        x = x[:, 2:]
-        return torch.relu(x)
 
 
 def test_example1_named_dims_with_bounds() -> None:
@@ -49,11 +51,6 @@ def test_example1_example_outside_bounds_is_explained() -> None:
     assert "inp1_dim1" in info.value.fix and "min=10" in info.value.fix.replace(" ", "")
 
 
-class DynamicShapesExample2(torch.nn.Module):
-    def forward(self, x, y):
-        return x @ y
-
-
 def test_example2_shared_inner_dim() -> None:
     inner = Dim("inner_dim")
     shapes = {"x": {0: Dim("inp2_dim0"), 1: inner}, "y": {0: inner, 1: Dim("inp3_dim1")}}
@@ -64,16 +61,6 @@ def test_example2_shared_inner_dim() -> None:
     assert _dims(prog.model.graph.outputs[0]) == ["inp2_dim0", "inp3_dim1"]
     _check_sizes(prog, model, (torch.randn(3, 5), torch.randn(5, 7)), (torch.randn(6, 2), torch.randn(2, 9)),
                  (torch.randn(2, 11), torch.randn(11, 3)))
-
-
-class DerivedDimExample1(torch.nn.Module):
-    def forward(self, x, y):
-        return x + y[1:]
-
-
-class DerivedDimExample2(torch.nn.Module):
-    def forward(self, z, y):
-        return z[1:] + y[1::3]
 
 
 def test_derived_dims() -> None:
@@ -88,19 +75,6 @@ def test_derived_dims() -> None:
     prog = onnxport.export(model, (torch.randn(4), torch.randn(10)), dynamic_shapes=({0: dx + 1}, {0: dx * 3 + 1}))
     assert [_dims(v) for v in prog.model.graph.inputs] == [["dx + 1"], ["3*dx + 1"]]
     _check_sizes(prog, model, *[(torch.randn(n + 1), torch.randn(3 * n + 1)) for n in (3, 5, 6)])
-
-
-class DynamicModel(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.l = torch.nn.Linear(5, 3)
-
-    def forward(self, w, x, y, z):
-        x0 = x + y
-        x1 = self.l(w)
-        x2 = x0.flatten()
-        x3 = x2 + z
-        return x1, x3
 
 
 def _dynamic_model_inputs(b: int, n: int, m: int) -> tuple:
@@ -130,12 +104,6 @@ def test_dynamic_model_with_named_dims() -> None:
     assert _dims(z) == ["m*n"]
     _check_sizes(prog, model, _dynamic_model_inputs(3, 4, 8), _dynamic_model_inputs(6, 7, 2),
                  _dynamic_model_inputs(9, 3, 5))
-
-
-class Foo(torch.nn.Module):
-    def forward(self, x, y):
-        w = x + y
-        return w + torch.ones(4)
 
 
 def test_constraint_violation_suggests_the_users_own_dynamic_shapes() -> None:

@@ -11,14 +11,10 @@ from torch.utils import _pytree as pytree
 
 from onnxport.capture import dynamic as dyn
 from onnxport.errors import CaptureError, InvalidInputError
+from tests.seed_models import DerivedDimExample1, DerivedDimExample2, DynamicModel, DynamicShapesExample1, Foo
 
 # ---------------------------------------------------------------------------------------------
 # The seeds' models.
-
-
-class DynamicShapesExample1(torch.nn.Module):
-    def forward(self, x):
-        return torch.relu(x[:, 2:])
 
 
 class DynamicShapesExample3(torch.nn.Module):
@@ -26,33 +22,6 @@ class DynamicShapesExample3(torch.nn.Module):
         if x.shape[0] <= 16:
             return x @ y[:, :16]
         return y
-
-
-class DerivedDimExample1(torch.nn.Module):
-    def forward(self, x, y):
-        return x + y[1:]
-
-
-class DerivedDimExample2(torch.nn.Module):
-    def forward(self, z, y):
-        return z[1:] + y[1::3]
-
-
-class DynamicModel(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.l = torch.nn.Linear(5, 3)
-
-    def forward(self, w, x, y, z):
-        x0 = x + y
-        x1 = self.l(w)
-        x3 = x0.flatten() + z
-        return x1, x3
-
-
-class Foo(torch.nn.Module):
-    def forward(self, x, y):
-        return x + y + torch.ones(4)
 
 
 def dynamic_model_inputs():
