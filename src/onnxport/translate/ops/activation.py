@@ -9,7 +9,6 @@ import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import norm_axis, rank
-from onnxport.translate.ops.elementwise import select
 from onnxport.translate.registry import aten
 
 aten_ = torch.ops.aten
@@ -75,7 +74,7 @@ def softplus(ctx: Ctx, x: ir.Value, beta: float = 1, threshold: float = 20) -> i
     if beta != 1:
         soft = ctx.op.Div(soft, ctx.const(beta, like=x))
     # torch returns x itself above the threshold (linear regime)
-    return select(ctx, ctx.op.Greater(scaled, ctx.const(threshold, like=x)), x, soft)
+    return ctx.op.Where(ctx.op.Greater(scaled, ctx.const(threshold, like=x)), x, soft)
 
 
 @aten(aten_.hardswish.default)
@@ -104,7 +103,7 @@ def elu(ctx: Ctx, x: ir.Value, alpha: float = 1, scale: float = 1, input_scale: 
     # scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1)); ONNX Elu has no scales
     scaled = ctx.op.Mul(x, ctx.const(input_scale, like=x))
     negative = ctx.op.Mul(ctx.const(alpha, like=x), ctx.op.Sub(ctx.op.Exp(scaled), ctx.const(1, like=x)))
-    out = select(ctx, ctx.op.Greater(x, ctx.const(0, like=x)), x, negative)
+    out = ctx.op.Where(ctx.op.Greater(x, ctx.const(0, like=x)), x, negative)
     return ctx.op.Mul(out, ctx.const(scale, like=x))
 
 
@@ -171,14 +170,14 @@ def glu(ctx: Ctx, x: ir.Value, dim: int = -1) -> ir.Value:
 @aten(aten_.threshold.default)
 def threshold(ctx: Ctx, x: ir.Value, threshold: float, value: float) -> ir.Value:
     """threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    return select(ctx, ctx.op.Greater(x, ctx.const(threshold, like=x)), x, ctx.const(value, like=x))
+    return ctx.op.Where(ctx.op.Greater(x, ctx.const(threshold, like=x)), x, ctx.const(value, like=x))
 
 
 @aten(aten_.hardshrink.default)
 def hardshrink(ctx: Ctx, x: ir.Value, lambd: float = 0.5) -> ir.Value:
     """hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
     keep = ctx.op.Greater(ctx.op.Abs(x), ctx.const(lambd, like=x))
-    return select(ctx, keep, x, ctx.const(0, like=x))
+    return ctx.op.Where(keep, x, ctx.const(0, like=x))
 
 
 @aten(aten_.softshrink.default)

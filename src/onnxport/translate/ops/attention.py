@@ -83,7 +83,6 @@ def scaled_dot_product_attention(
     if attn_mask is not None:
         if attn_mask.dtype == ir.DataType.BOOL:
             scores = ctx.op.Where(attn_mask, scores, ctx.const(float("-inf"), like=q))
-            scores.dtype = q.dtype  # the builder types Where after its condition
         else:
             scores = ctx.op.Add(scores, ctx.cast(attn_mask, q.dtype))
     weights = ctx.op.Softmax(scores, axis=-1)

@@ -26,18 +26,11 @@ def _is_float(x: ir.Value) -> bool:
     return x.dtype in FLOAT_TYPES
 
 
-def select(ctx: Ctx, condition: ir.Value, x: ir.Value, other: ir.Value) -> ir.Value:
-    """``Where`` typed like its branches (the builder would type it like the bool condition)."""
-    out = ctx.op.Where(condition, x, other)
-    out.dtype = x.dtype
-    return out
-
-
 def _trunc(ctx: Ctx, x: ir.Value) -> ir.Value:
     # ONNX has no Trunc: round toward zero is Ceil below zero and Floor above (keeps inf and -0.0)
     if not _is_float(x):
         return x
-    return select(ctx, ctx.op.Less(x, ctx.const(0, like=x)), ctx.op.Ceil(x), ctx.op.Floor(x))
+    return ctx.op.Where(ctx.op.Less(x, ctx.const(0, like=x)), ctx.op.Ceil(x), ctx.op.Floor(x))
 
 
 # -- arithmetic -------------------------------------------------------------------------------------
@@ -113,7 +106,7 @@ def remainder(ctx: Ctx, x: ir.Value | float, other: ir.Value | float) -> ir.Valu
     mod = ctx.op.Mod(x, other, fmod=1)
     zero = ctx.const(0, like=mod)
     fix = ctx.op.And(ctx.op.Not(ctx.op.Equal(mod, zero)), ctx.op.Xor(ctx.op.Less(other, zero), ctx.op.Less(mod, zero)))
-    return select(ctx, fix, ctx.op.Add(mod, other), mod)
+    return ctx.op.Where(fix, ctx.op.Add(mod, other), mod)
 
 
 @aten(aten_.fmod.Tensor, aten_.fmod.Scalar)
@@ -206,10 +199,10 @@ def atan2(ctx: Ctx, y: ir.Value, x: ir.Value) -> ir.Value:
     zero, pi = ctx.const(0, like=x), ctx.const(math.pi, like=x)
     base = ctx.op.Atan(ctx.op.Div(y, x))
     # left half-plane: atan(y/x) is off by pi, toward the sign of y
-    shift = select(ctx, ctx.op.Less(y, zero), ctx.op.Neg(pi), pi)
-    out = select(ctx, ctx.op.Less(x, zero), ctx.op.Add(base, shift), base)
+    shift = ctx.op.Where(ctx.op.Less(y, zero), ctx.op.Neg(pi), pi)
+    out = ctx.op.Where(ctx.op.Less(x, zero), ctx.op.Add(base, shift), base)
     origin = ctx.op.And(ctx.op.Equal(x, zero), ctx.op.Equal(y, zero))  # 0/0 is NaN; torch gives 0
-    return select(ctx, origin, zero, out)
+    return ctx.op.Where(origin, zero, out)
 
 
 @aten(aten_.clamp.default, aten_.clamp.Tensor)
@@ -259,14 +252,14 @@ def minimum(ctx: Ctx, x: ir.Value, other: ir.Value) -> ir.Value:
 def where(ctx: Ctx, condition: ir.Value, x: ir.Value | Scalar, other: ir.Value | Scalar) -> ir.Value:
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
     x, other = promote(ctx, ctx.out_dtype(), x, other)
-    return select(ctx, ctx.cast(condition, _BOOL), x, other)
+    return ctx.op.Where(ctx.cast(condition, _BOOL), x, other)
 
 
 @aten(aten_.masked_fill.Scalar, aten_.masked_fill.Tensor)
 def masked_fill(ctx: Ctx, x: ir.Value, mask: ir.Value, value: ir.Value | Scalar) -> ir.Value:
     """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
     x, value = promote(ctx, ctx.out_dtype(), x, value)
-    return select(ctx, ctx.cast(mask, _BOOL), value, x)
+    return ctx.op.Where(ctx.cast(mask, _BOOL), value, x)
 
 
 @aten(aten_.lerp.Scalar, aten_.lerp.Tensor)
@@ -283,7 +276,7 @@ def lerp(ctx: Ctx, x: ir.Value, end: ir.Value, weight: ir.Value | float) -> ir.V
     near_start = ctx.op.Less(ctx.op.Abs(w), ctx.const(0.5, dtype))
     from_start = ctx.op.Add(x, ctx.op.Mul(w, diff))
     from_end = ctx.op.Sub(end, ctx.op.Mul(diff, ctx.op.Sub(ctx.const(1, dtype), w)))
-    return select(ctx, near_start, from_start, from_end)
+    return ctx.op.Where(near_start, from_start, from_end)
 
 
 @aten(aten_.addcmul.default)

@@ -28,9 +28,7 @@ def _ones(ctx: Ctx, dims: Sequence[int | ir.SymbolicDim], shape_of: ir.Value, dt
     if all(isinstance(d, int) for d in dims):
         return ctx.const(np.ones([int(d) for d in dims]), dtype)
     one = ir.tensor(np.ones(1, dtype=dtype.numpy()), dtype=dtype)
-    out = ctx.op.ConstantOfShape(ctx.op.Shape(shape_of, start=start, end=end), value=one)
-    out.dtype = dtype  # the builder's dtype guess follows the (int64) shape input
-    return out
+    return ctx.op.ConstantOfShape(ctx.op.Shape(shape_of, start=start, end=end), value=one)
 
 
 def _channel_ones(ctx: Ctx, x: ir.Value, dtype: ir.DataType) -> ir.Value:

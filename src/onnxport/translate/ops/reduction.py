@@ -308,7 +308,6 @@ def cumprod(ctx: Ctx, x: ir.Value, dim: int, *, dtype: torch.dtype | None = None
     if r - d - 1:
         keep = ctx.op.Unsqueeze(keep, axes(ctx, list(range(2, r - d + 1))))
     spread = ctx.op.Where(keep, ctx.op.Unsqueeze(x, axes(ctx, [d])), ctx.const(1, like=x))
-    spread.dtype = x.dtype  # the builder types Where after its condition
     return ctx.op.ReduceProd(spread, axes(ctx, [d + 1]), keepdims=0)
 
 
