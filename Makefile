@@ -1,9 +1,14 @@
 # `make demo` sets up .venv and runs the main job; `make test` runs the test suite.
+# Both install the exact versions in requirements-test.txt; `make test-latest` runs the suite against
+# the newest releases of every dependency (in .venv-latest) so that drift shows before it bites.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+PIP_VERSION := 26.3
+# The newest-releases run keeps torch's CPU build unless told otherwise (a plain torch pulls CUDA).
+LATEST_TORCH ?= torch==2.13.0
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test test-latest bench setup clean
 
 demo: $(VENV)/.installed
 	$(BIN)/onnxport demo
@@ -11,20 +16,28 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
 
+test-latest:
+	$(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/python -m pip install -q --upgrade pip
+	.venv-latest/bin/python -m pip install -q --upgrade "$(LATEST_TORCH)" -e ".[test]"
+	.venv-latest/bin/python -m pip list --format=freeze | grep -i -E "^(torch|onnx|onnx-ir|onnxruntime|transformers|diffusers|numpy)=="
+	.venv-latest/bin/python -m pytest
+
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/run.py --out bench/results.md
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+$(VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test]"
+	$(BIN)/python -m pip install -q pip==$(PIP_VERSION)
+	$(BIN)/python -m pip install -q -r requirements-test.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
-$(VENV)/.installed-bench: $(VENV)/.installed
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test,bench]"
+$(VENV)/.installed-bench: $(VENV)/.installed requirements-bench.txt
+	$(BIN)/python -m pip install -q -r requirements-bench.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) onnxport-demo build *.egg-info src/*.egg-info
+	rm -rf $(VENV) .venv-latest onnxport-demo build *.egg-info src/*.egg-info

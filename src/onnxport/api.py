@@ -15,7 +15,7 @@ from onnxport import verify as _verify
 from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
 from onnxport.report import Report
-from onnxport.translate.opset import MIN_OPSET, default_opset
+from onnxport.translate.opset import MIN_OPSET, default_opset, newest_opset
 from onnxport.translate.registry import normalise_custom_translations
 
 __all__ = ["export", "unsupported_ops"]
@@ -46,8 +46,9 @@ def export(
     outputs may be nested tuples, lists and dicts of tensors, flattened in order and named by
     ``input_names``/``output_names``. Dynamic sizes: ``dynamic_shapes`` in any torch.export form,
     ``"auto"`` (every dim may vary), or ``onnxport.infer_dynamic_shapes([...])``; or torch.onnx's
-    ``dynamic_axes``. Symbolic dims keep the user's names in the ONNX model. ``opset`` defaults to the
-    newest one onnxruntime runs.
+    ``dynamic_axes``. Symbolic dims keep the user's names in the ONNX model. ``opset`` defaults to 23
+    (the same on every machine; see ``onnxport.translate.opset``) and goes up to the newest the
+    installed onnx and onnxruntime run.
     ``custom_translations`` maps an op (``OpOverload`` or ``"ns::op"``) to a translator;
     ``custom_opsets`` gives the versions of the custom domains its nodes use (default 1).
     ``verify`` runs the model in onnxruntime against eager PyTorch on the example inputs; a mismatch
@@ -138,12 +139,12 @@ def _input_set(model: torch.nn.Module, extra: Any) -> tuple[tuple, dict[str, Any
 
 
 def _check_opset(opset: int | None) -> int:
-    newest = default_opset()
     if opset is None:
-        return newest
-    if not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
+        return default_opset()
+    newest = newest_opset()
+    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
         raise InvalidInputError(
             f"opset {opset!r} is outside what onnxport emits and onnxruntime runs here ({MIN_OPSET}..{newest})",
-            fix=f"pass an opset between {MIN_OPSET} and {newest}, or leave it out for {newest}",
+            fix=f"pass an opset between {MIN_OPSET} and {newest}, or leave it out for {default_opset()}",
         )
     return opset

@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", default=[], metavar="NAME=DTYPE[DIMS]", help="example input, once per input, e.g. x=float32[2,3,224,224]; ints: ids=int64[1,8]~0:1000")
     p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     p.add_argument("--output-names", nargs="+", default=None, help="names of the flattened outputs")
-    p.add_argument("--opset", type=int, default=None, help="ONNX opset (default: newest onnxruntime runs)")
+    p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 23, up to the newest onnxruntime runs)")
     p.add_argument("--no-verify", action="store_true", help="skip the onnxruntime vs eager check")
     p.add_argument("--no-optimize", action="store_true", help="skip the ONNX graph optimizations")
     p.add_argument("--external-data", action="store_true", help="write weights to FILE.onnx.data")

@@ -15,6 +15,7 @@ import onnx
 import torch
 
 import onnxport
+from onnxport.translate.opset import DEFAULT_OPSET, newest_opset
 
 DEFAULT_TOL = {
     torch.float32: (1e-4, 1e-4),
@@ -65,7 +66,18 @@ def params(cases: Sequence[OpCase]) -> list[Any]:
     return [pytest.param(case, dtype, id=ident) for case in cases for ident, dtype in case.variants()]
 
 
+def opsets_under_test() -> list[int]:
+    """The opsets every case runs at: the default, and the newest the installed onnxruntime runs."""
+    return sorted({DEFAULT_OPSET, newest_opset()})
+
+
 def run_case(case: OpCase, dtype: torch.dtype | None = None) -> onnxport.OnnxProgram:
+    """``check_case`` at the default opset and at the newest; returns the program at the default."""
+    progs = [check_case(case, dtype, opset) for opset in opsets_under_test()]
+    return progs[0]
+
+
+def check_case(case: OpCase, dtype: torch.dtype | None, opset: int) -> onnxport.OnnxProgram:
     """Export the case, compare onnxruntime with eager, check the op types; returns the program."""
     torch.manual_seed(0)
     args = list(case.args())
@@ -73,7 +85,7 @@ def run_case(case: OpCase, dtype: torch.dtype | None = None) -> onnxport.OnnxPro
         args = [a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
     model = _Wrap(case.fn, case.kwargs)
     expected = model(*args)
-    prog = onnxport.export(model, tuple(args), dynamic_shapes=case.dynamic_shapes, verify=False)
+    prog = onnxport.export(model, tuple(args), dynamic_shapes=case.dynamic_shapes, opset=opset, verify=False)
     onnx.checker.check_model(prog.model_proto, full_check=True)
     actual = prog(*args)
     exp_flat = [t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
@@ -81,9 +93,11 @@ def run_case(case: OpCase, dtype: torch.dtype | None = None) -> onnxport.OnnxPro
     assert len(exp_flat) == len(act_flat)
     for exp, act in zip(exp_flat, act_flat):
         atol, rtol = case.tol.get(exp.dtype, DEFAULT_TOL.get(exp.dtype, (0, 0)))
-        torch.testing.assert_close(act, exp, atol=atol, rtol=rtol, equal_nan=case.equal_nan)
+        torch.testing.assert_close(
+            act, exp, atol=atol, rtol=rtol, equal_nan=case.equal_nan, msg=lambda m: f"at opset {opset}: {m}"
+        )
     if case.expect_ops:
         emitted = {n.op_type for n in prog.model.graph.all_nodes()}
         missing = [op for op in case.expect_ops if op not in emitted]
-        assert not missing, f"expected ONNX ops {missing} in {sorted(emitted)}"
+        assert not missing, f"expected ONNX ops {missing} at opset {opset} in {sorted(emitted)}"
     return prog

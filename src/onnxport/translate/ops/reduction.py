@@ -230,8 +230,20 @@ def all_(ctx: Ctx, x: ir.Value, dim: int | list[int] | None = None, keepdim: boo
 
 @aten(aten_.logsumexp.default)
 def logsumexp(ctx: Ctx, x: ir.Value, dim: list[int], keepdim: bool = False) -> ir.Value:
-    """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    out = _reduce(ctx, "ReduceLogSumExp", _upcast(ctx, _cast(ctx, x, ctx.out_dtype())), dim, keepdim)
+    """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor
+
+    Spelled out as ``m + log(sum(exp(x - m)))`` with ``m`` the max (0 where it is infinite, as torch
+    does), so the result does not depend on how a runtime implements ReduceLogSumExp: one runtime's
+    kernel overflowed to inf on ``logsumexp(1000 * x)``.
+    """
+    xf = _upcast(ctx, _cast(ctx, x, ctx.out_dtype()))
+    peak = _reduce(ctx, "ReduceMax", xf, dim, keepdim=True)
+    peak = ctx.op.Where(ctx.op.IsInf(peak), ctx.const(0.0, like=xf), peak)
+    total = _reduce(ctx, "ReduceSum", _same_shape(ctx.op.Exp(ctx.op.Sub(xf, peak)), xf), dim, keepdim=True)
+    out = ctx.op.Add(ctx.op.Log(total), peak)
+    if not keepdim:
+        dims = _dims(xf, dim)
+        out = ctx.op.Squeeze(out, axes(ctx, dims)) if dims else out
     return ctx.cast(out, ctx.out_dtype())
 
 
@@ -270,8 +282,19 @@ def softmax(ctx: Ctx, x: ir.Value, dim: int, dtype: torch.dtype | bool | None = 
 
 @aten(aten_.log_softmax.int, aten_._log_softmax.default)
 def log_softmax(ctx: Ctx, x: ir.Value, dim: int, dtype: torch.dtype | bool | None = None) -> ir.Value:
-    """log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor (also _log_softmax)"""
-    return _softmax(ctx, "LogSoftmax", x, dim)
+    """log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor (also _log_softmax)
+
+    Spelled out as ``(x - max) - log(sum(exp(x - max)))``, torch's own formula, in float32 for
+    half types, rather than left to a runtime's LogSoftmax kernel.
+    """
+    x = _cast(ctx, x, ctx.out_dtype())
+    if rank(x) == 0:  # a single element: log(1)
+        return ctx.op.Sub(x, x)
+    xf = _upcast(ctx, x)
+    ax = axes(ctx, [norm_axis(dim, rank(xf))])
+    shifted = ctx.op.Sub(xf, ctx.op.ReduceMax(xf, ax, keepdims=1))
+    out = ctx.op.Sub(shifted, ctx.op.Log(ctx.op.ReduceSum(ctx.op.Exp(shifted), ax, keepdims=1)))
+    return ctx.cast(out, x.dtype)
 
 
 def _softmax(ctx: Ctx, op: str, x: ir.Value, dim: int) -> ir.Value:
