@@ -90,7 +90,8 @@ def test_demo_exports_verifies_and_prints_both_models(tmp_path, capsys) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["control_flow.onnx", "small_cnn.onnx"]
     # The control-flow model is verified on two inputs (one per branch), and its text shows the If.
     control_flow = captured.out.split("== small_cnn")[0]
-    assert control_flow.count("  inputs: x=float32[3]") == 2
+    assert control_flow.count("  inputs: example: x=float32[3]") == 1
+    assert control_flow.count("  inputs: verify_inputs[0]: x=float32[3]") == 1
     assert " = If (" in control_flow and "then_branch" in control_flow
     assert captured.out.count("verification (onnxruntime vs eager PyTorch): passed") == 2
     assert captured.err.count("[onnxport] verify") == 2

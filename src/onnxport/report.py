@@ -11,6 +11,9 @@ from typing import Any
 
 __all__ = ["Attempt", "Report", "Stage"]
 
+# How verification makes its inputs at other sizes (see onnxport.verify.sizes).
+SIZES_HOW = "the example cut or stretched in the middle of each dynamic dim, so masks keep their padding"
+
 
 @dataclasses.dataclass
 class Stage:
@@ -86,5 +89,5 @@ class Report:
         if self.verification is not None:
             lines.append(str(self.verification))
         if self.sizes_verified:
-            lines.append("other sizes verified: " + "; ".join(self.sizes_verified))
+            lines.append(f"other sizes verified ({SIZES_HOW}): " + "; ".join(self.sizes_verified))
         return "\n".join(lines)

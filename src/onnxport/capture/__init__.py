@@ -1,6 +1,6 @@
 """Stage 1: model + example inputs -> torch.export.ExportedProgram."""
 
-from onnxport.capture.dynamic import infer_dynamic_shapes, output_dynamic_axes, sample_inputs
+from onnxport.capture.dynamic import infer_dynamic_shapes, output_dynamic_axes
 from onnxport.capture.export import Captured, capture, check_inputs, is_data_dependent, resolve_dynamic_shapes
 
 __all__ = [
@@ -11,5 +11,4 @@ __all__ = [
     "is_data_dependent",
     "output_dynamic_axes",
     "resolve_dynamic_shapes",
-    "sample_inputs",
 ]

@@ -15,11 +15,17 @@ import torch
 from torch.export import Dim
 from torch.export.dynamic_shapes import _DerivedDim, _DimHint, _DimHintType, _StaticDim
 from torch.export.graph_signature import InputKind
-from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
 from onnxport.errors import CaptureError, InvalidInputError
 
-__all__ = ["SampleSets", "check_specialization", "dim_names", "rename_expr", "sample_inputs"]
+__all__ = [
+    "check_specialization",
+    "dim_names",
+    "example_symbol_values",
+    "rename_expr",
+    "tensor_input_shapes",
+    "user_named_symbols",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,22 +75,30 @@ def dim_names(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]], inp
         names[str(symbol)] = unique
         taken.add(unique)
 
-    for i, (_, val) in enumerate(phs):  # the user's names first, wherever they appear
-        for k, size in enumerate(val.shape):
-            expr, spec = _expr(size), (specs[i] if i < len(specs) else {}).get(k)
-            if expr is None:
-                continue
-            if _is_named(spec) and isinstance(expr, sympy.Symbol):
-                assign(expr, getattr(spec, "_onnx_name", spec.__name__))
-            elif isinstance(spec, _DerivedDim) and len(expr.free_symbols) == 1:
-                root = spec.root
-                assign(next(iter(expr.free_symbols)), getattr(root, "_onnx_name", root.__name__))
+    for symbol, name in user_named_symbols(ep, specs).items():  # the user's names first, wherever they appear
+        assign(symbol, name)
     for i, (_, val) in enumerate(phs):
         for k, size in enumerate(val.shape):
             expr = _expr(size)
             for symbol in sorted(expr.free_symbols, key=str) if expr is not None else ():
                 assign(symbol, f"{onnx[i]}_dim{k}")
     return names
+
+
+def user_named_symbols(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]]) -> dict[str, str]:
+    """``{symbol: name}`` for the shape symbols the user named with a ``Dim`` (a derived Dim names its root)."""
+    named: dict[str, str] = {}
+    for i, (_, val) in enumerate(_tensor_placeholders(ep)):
+        for k, size in enumerate(val.shape):
+            expr, spec = _expr(size), (specs[i] if i < len(specs) else {}).get(k)
+            if expr is None:
+                continue
+            if _is_named(spec) and isinstance(expr, sympy.Symbol):
+                named.setdefault(str(expr), getattr(spec, "_onnx_name", spec.__name__))
+            elif isinstance(spec, _DerivedDim) and len(expr.free_symbols) == 1:
+                root = spec.root
+                named.setdefault(str(next(iter(expr.free_symbols))), getattr(root, "_onnx_name", root.__name__))
+    return named
 
 
 def rename_expr(expr: Any, names: Mapping[str, str]) -> str:
@@ -145,77 +159,22 @@ def check_specialization(
 
 
 # ---------------------------------------------------------------------------------------------
-# 7. inputs at other sizes
+# 7. what verification needs to make inputs at other sizes
 
 
-class SampleSets(list):
-    """Input sets (flat, like the example); ``descriptions[i]`` says the sizes of set i (``batch=3, seq=5``)."""
-
-    descriptions: list[str]
-
-
-def sample_inputs(
-    ep: torch.export.ExportedProgram,
-    example_flat_inputs: Sequence[Any],
-    specs: list[dict[int, Any]],
-    count: int = 3,
-    seed: int = 0,
-    input_names: Sequence[str] | None = None,
-) -> SampleSets:
-    """Up to ``count`` input sets at sizes other than the example's, valid for ``ep``.
-
-    Each root symbol takes a value near its example value (-1, +1, +3, ...) within
-    ``ep.range_constraints`` (which hold the user's min/max), avoiding 0 and 1; shared symbols take
-    one value and derived dims are computed from their roots. Non-tensor leaves are passed through.
-    Returns an empty list when no input dim is symbolic.
-    """
-    phs = _tensor_placeholders(ep)
-    flat = list(example_flat_inputs)
-    where = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
-    if len(where) != len(phs):
-        raise InvalidInputError(
-            f"sample_inputs got {len(where)} example tensors for a program with {len(phs)} tensor inputs",
-            fix="pass tree_leaves((args, kwargs)) of the inputs the program was exported with",
-        )
-    exprs = [[_expr(s) for s in val.shape] for _, val in phs]
-    # Roots in order of first appearance (then by name within one dim): the descriptions read like the inputs.
-    roots = list(dict.fromkeys(s for row in exprs for e in row if e is not None
-                               for s in sorted(e.free_symbols, key=str)))
-    result = SampleSets()
-    result.descriptions = []
-    if not roots:
-        return result
-    example = _root_values(roots, phs, [flat[i] for i in where], exprs)
-    bounds = {r: _bounds(ep, r) for r in roots}
-    names = dim_names(ep, specs, input_names)
-    gen = torch.Generator().manual_seed(seed)
-    seen = {tuple(example[r] for r in roots)}
-    for attempt in range(8 * count):
-        if len(result) == count:
-            break
-        values = {r: _pick(example[r], bounds[r], _OFFSETS[(attempt + n) % len(_OFFSETS)]) for n, r in enumerate(roots)}
-        key = tuple(values[r] for r in roots)
-        if key in seen or not _fits(ep, values):
-            continue
-        seen.add(key)
-        new = list(flat)
-        for pos, (_, val), row in zip(where, phs, exprs):
-            shape = [int(e.xreplace({r: sympy.Integer(values[r]) for r in e.free_symbols})) if e is not None else int(s)
-                     for e, s in zip(row, val.shape)]
-            new[pos] = _like(flat[pos], shape, gen)
-        result.append(new)
-        result.descriptions.append(", ".join(f"{names.get(str(r), str(r))}={values[r]}" for r in roots))
-    return result
+def tensor_input_shapes(ep: torch.export.ExportedProgram) -> list[list[sympy.Expr | None]]:
+    """Per tensor input of the user, the symbolic expression of each dim (None where static)."""
+    return [[_expr(s) for s in val.shape] for _, val in _tensor_placeholders(ep)]
 
 
-_OFFSETS = (-1, 1, 3, 2, -2, 5, 4, 7, -3, 9)
-
-
-def _root_values(roots: list, phs: list, tensors: list[torch.Tensor], exprs: list[list[Any]]) -> dict[Any, int]:
+def example_symbol_values(
+    ep: torch.export.ExportedProgram, roots: Sequence[Any], tensors: Sequence[torch.Tensor]
+) -> dict[Any, int]:
     """The example's value of each symbol: torch's own record, else solved from a dim that uses it alone."""
     values: dict[Any, int] = {}
-    for (_, val), tensor, row in zip(phs, tensors, exprs):
-        for size, expr, actual in zip(val.shape, row, tensor.shape):
+    for (_, val), tensor in zip(_tensor_placeholders(ep), tensors):
+        for size, actual in zip(val.shape, tensor.shape):
+            expr = _expr(size)
             if expr is None:
                 continue
             env = getattr(size.node, "shape_env", None)
@@ -235,48 +194,3 @@ def _root_values(roots: list, phs: list, tensors: list[torch.Tensor], exprs: lis
         raise InvalidInputError(f"cannot tell the example's value of {', '.join(missing)}",
                                 fix="pass the example inputs the program was exported with")
     return values
-
-
-def _bounds(ep: torch.export.ExportedProgram, symbol: Any) -> tuple[int, int]:
-    vr = ep.range_constraints.get(symbol)
-    if vr is None:
-        return 0, 1 << 30
-    return _finite_or(vr.lower, 0), _finite_or(vr.upper, 1 << 30)
-
-
-def _finite_or(value: Any, default: int) -> int:
-    # torch's int_oo is a sympy object whose is_finite sends sympy into float arithmetic; compare instead
-    if isinstance(value, (IntInfinity, NegativeIntInfinity)) or value in (sympy.oo, -sympy.oo):
-        return default
-    return int(value)
-
-
-def _pick(example: int, bounds: tuple[int, int], offset: int) -> int:
-    lower, upper = bounds
-    if upper >= 2:  # sizes 0 and 1 behave differently (broadcasting, empty tensors); only where forced
-        lower = max(lower, 2)
-    return min(max(example + offset, lower), upper)
-
-
-def _fits(ep: torch.export.ExportedProgram, values: dict[Any, int]) -> bool:
-    """Whether every range torch.export recorded (derived ones included) holds at ``values``."""
-    for expr, vr in ep.range_constraints.items():
-        if not expr.free_symbols <= set(values):
-            continue
-        value = expr.xreplace({s: sympy.Integer(values[s]) for s in expr.free_symbols})
-        if not (vr.lower <= value <= vr.upper):
-            return False
-    return True
-
-
-def _like(example: torch.Tensor, shape: list[int], gen: torch.Generator) -> torch.Tensor:
-    """A tensor of ``shape`` and ``example``'s dtype; integers stay within the example's values."""
-    dtype = example.dtype
-    if dtype.is_floating_point or dtype.is_complex:
-        out = torch.randn(shape, generator=gen, dtype=dtype)
-    elif dtype == torch.bool:
-        out = torch.randint(0, 2, shape, generator=gen).bool()
-    else:
-        low, high = (int(example.min()), int(example.max())) if example.numel() else (0, 0)
-        out = torch.randint(low, high + 1, shape, generator=gen, dtype=torch.int64).to(dtype)
-    return out.to(example.device)

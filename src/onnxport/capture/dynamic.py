@@ -17,22 +17,30 @@ from torch.export import Dim
 from torch.export.dynamic_shapes import _DimHint
 from torch.utils import _pytree as pytree
 
-from onnxport.capture._dynamic_ep import SampleSets, check_specialization, dim_names, rename_expr, sample_inputs
+from onnxport.capture._dynamic_ep import (
+    check_specialization,
+    dim_names,
+    example_symbol_values,
+    rename_expr,
+    tensor_input_shapes,
+    user_named_symbols,
+)
 from onnxport.capture._dynamic_explain import explain_constraint_violation
 from onnxport.errors import InvalidInputError
 
 __all__ = [
-    "SampleSets",
     "auto_dynamic_shapes",
     "check_specialization",
     "dim_names",
     "dynamic_shapes_from_axes",
+    "example_symbol_values",
     "explain_constraint_violation",
     "infer_dynamic_shapes",
     "input_dim_specs",
     "output_dynamic_axes",
     "rename_expr",
-    "sample_inputs",
+    "tensor_input_shapes",
+    "user_named_symbols",
 ]
 
 _P = inspect.Parameter

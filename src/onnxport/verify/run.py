@@ -30,12 +30,14 @@ def verify_program(
     label: str = "onnxruntime vs eager PyTorch",
     raise_on_mismatch: bool = True,
     generated: int = 0,
+    labels: Sequence[str] = (),
 ) -> Verification:
     """Compare ``program`` (onnxruntime) with ``model`` (eager) on each ``(args, kwargs)`` input set.
 
     Each output keeps its worst error over all sets; the result is stored in the program's report.
     The last ``generated`` sets were made up by onnxport (other sizes): one that eager PyTorch itself
     refuses (a size the model cannot take) is skipped and noted, not counted against the model.
+    ``labels[i]`` says how set i was made; the report lists it with the set's shapes.
     """
     result = Verification(label, [])
     program.report.verification = result
@@ -52,6 +54,8 @@ def verify_program(
     for index, (args, kwargs) in enumerate(input_sets):
         flat_inputs = program.flatten_inputs(args, kwargs)
         described = ", ".join(f"{n}={_describe(t)}" for n, t in zip(program.input_names, flat_inputs))
+        if index < len(labels):
+            described = f"{labels[index]}: {described}"
         try:
             expected = eager_outputs(model, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - the model's own error on a made-up size

@@ -6,10 +6,11 @@ from typing import Any
 
 from torch.utils import _pytree as pytree
 
-from onnxport.capture import Captured, sample_inputs
+from onnxport.capture import Captured
 from onnxport.verify.branches import explore_branches
 from onnxport.verify.compare import Verification
 from onnxport.verify.run import verify_program
+from onnxport.verify.sizes import other_sizes
 
 __all__ = ["verify_export"]
 
@@ -28,23 +29,28 @@ def verify_export(
     """Check ``program`` against ``model`` on the ``given`` input sets (the example first), plus inputs
     that take the other branches of rewritten ifs, plus inputs at other sizes the dynamic dims allow."""
     sets = list(given)
+    labels = ["example"] + [f"verify_inputs[{i}]" for i in range(len(given) - 1)]
     coverage = None
     if captured.rewriter is not None:
         explored, coverage = explore_branches(model, sets, captured.rewriter)
         sets += explored
-    other_sizes = _other_sizes(captured, given[0], input_names, program.report)
+        labels += ["an example variant taking another branch"] * len(explored)
+    resized, descriptions = _other_sizes(captured, given[0], input_names, program.report)
+    labels += [f"example resized to {d}" for d in descriptions]
     result = verify_program(
-        program, model, sets + other_sizes, raise_on_mismatch=raise_on_mismatch, generated=len(other_sizes)
+        program, model, sets + resized, raise_on_mismatch=raise_on_mismatch, generated=len(resized), labels=labels
     )
     result.branches = coverage
     return result
 
 
-def _other_sizes(captured: Captured, example: InputSet, input_names: Any, report: Any) -> list[InputSet]:
-    """Input sets at other sizes that the dynamic dims allow (none for a static model)."""
+def _other_sizes(
+    captured: Captured, example: InputSet, input_names: Any, report: Any
+) -> tuple[list[InputSet], list[str]]:
+    """Input sets at other sizes that the dynamic dims allow (none for a static model), and their sizes."""
     if not captured.specs:
-        return []
+        return [], []
     leaves, spec = pytree.tree_flatten(example)
-    samples = sample_inputs(captured.program, leaves, captured.specs, input_names=input_names)
+    samples = other_sizes(captured.program, leaves, captured.specs, input_names=input_names)
     report.sizes_verified = list(samples.descriptions)
-    return [pytree.tree_unflatten(sample, spec) for sample in samples]
+    return [pytree.tree_unflatten(sample, spec) for sample in samples], list(samples.descriptions)

@@ -1,0 +1,158 @@
+"""Input sets at sizes other than the example's, made from the example's own values.
+
+Verification must only feed the model inputs it is meant to take. Fresh random contents are not
+such inputs: an attention mask with a row of zeros, token ids past the vocabulary or two batch sizes
+that disagree make eager PyTorch itself compute garbage. So each generated set is the example
+resized along its dynamic dims: cut in the middle to shrink, the middle element repeated to grow.
+Both ends of every dim survive, so a right- or left-padded mask keeps its padding and its tokens,
+ids stay ids, and positions stay in range.
+
+Sizes follow torch's shape symbols. Symbols whose example values are equal move together (the batch
+of ``input_ids`` and of ``attention_mask``), unless the user named them with distinct ``Dim``s;
+derived dims follow their roots; every range torch.export recorded holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
+
+from onnxport.capture.dynamic import dim_names, example_symbol_values, tensor_input_shapes, user_named_symbols
+from onnxport.errors import InvalidInputError
+
+__all__ = ["SampleSets", "other_sizes", "resize_keeping_ends"]
+
+_OFFSETS = (-1, 1, 3, 2, -2, 5, 4, 7, -3, 9)
+
+
+class SampleSets(list):
+    """Input sets (flat, like the example); ``descriptions[i]`` says the sizes of set i (``batch=3, seq=5``)."""
+
+    descriptions: list[str]
+
+
+def other_sizes(
+    ep: torch.export.ExportedProgram,
+    example_flat_inputs: Sequence[Any],
+    specs: list[dict[int, Any]],
+    count: int = 3,
+    input_names: Sequence[str] | None = None,
+) -> SampleSets:
+    """Up to ``count`` input sets at sizes other than the example's, valid for ``ep``.
+
+    Each group of symbols takes a value near its example value (-1, +1, +3, ...) within the recorded
+    ranges, avoiding 0 and 1 where the range allows. Non-tensor leaves pass through unchanged.
+    Empty when no input dim is symbolic.
+    """
+    shapes = tensor_input_shapes(ep)
+    flat = list(example_flat_inputs)
+    where = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
+    if len(where) != len(shapes):
+        raise InvalidInputError(
+            f"got {len(where)} example tensors for a program with {len(shapes)} tensor inputs",
+            fix="pass tree_leaves((args, kwargs)) of the inputs the program was exported with",
+        )
+    result = SampleSets()
+    result.descriptions = []
+    roots = list(dict.fromkeys(s for row in shapes for e in row if e is not None for s in sorted(e.free_symbols, key=str)))
+    if not roots:
+        return result
+    example = example_symbol_values(ep, roots, [flat[i] for i in where])
+    groups = _groups(roots, example, user_named_symbols(ep, specs))
+    names = dim_names(ep, specs, input_names)
+    seen = {tuple(example[r] for r in roots)}
+    for attempt in range(8 * count):
+        if len(result) == count:
+            break
+        values = {}
+        for n, group in enumerate(groups):
+            offset = _OFFSETS[(attempt + n) % len(_OFFSETS)]
+            bounds = [_bounds(ep, r) for r in group]
+            value = _pick(example[group[0]], (max(b[0] for b in bounds), min(b[1] for b in bounds)), offset)
+            values.update(dict.fromkeys(group, value))
+        key = tuple(values[r] for r in roots)
+        if key in seen or not _fits(ep, values):
+            continue
+        seen.add(key)
+        new = list(flat)
+        for pos, row in zip(where, shapes):
+            sizes = [int(e.xreplace({r: sympy.Integer(values[r]) for r in e.free_symbols})) if e is not None else None
+                     for e in row]
+            new[pos] = _resized(flat[pos], sizes)
+        result.append(new)
+        result.descriptions.append(", ".join(f"{names.get(str(r), str(r))}={values[r]}" for r in roots))
+    return result
+
+
+def _groups(roots: list[Any], example: dict[Any, int], named: dict[str, str]) -> list[list[Any]]:
+    """Symbols that move together: equal in the example, and not given distinct names by the user."""
+    groups: list[list[Any]] = []
+    for root in roots:
+        for group in groups:
+            lead = group[0]
+            apart = str(root) in named and str(lead) in named and named[str(root)] != named[str(lead)]
+            if example[lead] == example[root] and not apart:
+                group.append(root)
+                break
+        else:
+            groups.append([root])
+    return groups
+
+
+def _resized(example: torch.Tensor, sizes: list[int | None]) -> torch.Tensor:
+    out = example
+    for dim, size in enumerate(sizes):
+        if size is not None and size != out.shape[dim]:
+            out = resize_keeping_ends(out, dim, size)
+    return out.clone()
+
+
+def resize_keeping_ends(t: torch.Tensor, dim: int, size: int) -> torch.Tensor:
+    """``t`` with ``size`` entries along ``dim``: its first half and last half kept, the middle cut out
+    (to shrink) or filled with copies of the last entry of the first half (to grow)."""
+    n = t.shape[dim]
+    if n == 0:
+        raise InvalidInputError(f"cannot resize an empty dim to {size}", fix="give an example with a non-empty dim")
+    if size <= n:
+        head = (size + 1) // 2
+        return torch.cat([t.narrow(dim, 0, head), t.narrow(dim, n - (size - head), size - head)], dim)
+    head = (n + 1) // 2
+    middle = t.narrow(dim, head - 1, 1)
+    fill = middle.expand(*[size - n if d == dim else s for d, s in enumerate(t.shape)])
+    return torch.cat([t.narrow(dim, 0, head), fill, t.narrow(dim, head, n - head)], dim)
+
+
+def _bounds(ep: torch.export.ExportedProgram, symbol: Any) -> tuple[int, int]:
+    vr = ep.range_constraints.get(symbol)
+    if vr is None:
+        return 0, 1 << 30
+    return _finite_or(vr.lower, 0), _finite_or(vr.upper, 1 << 30)
+
+
+def _finite_or(value: Any, default: int) -> int:
+    # torch's int_oo is a sympy object whose is_finite sends sympy into float arithmetic; compare instead
+    if isinstance(value, (IntInfinity, NegativeIntInfinity)) or value in (sympy.oo, -sympy.oo):
+        return default
+    return int(value)
+
+
+def _pick(example: int, bounds: tuple[int, int], offset: int) -> int:
+    lower, upper = bounds
+    if upper >= 2:  # sizes 0 and 1 behave differently (broadcasting, empty tensors); only where forced
+        lower = max(lower, 2)
+    return min(max(example + offset, lower), upper)
+
+
+def _fits(ep: torch.export.ExportedProgram, values: dict[Any, int]) -> bool:
+    """Whether every range torch.export recorded (derived ones included) holds at ``values``."""
+    for expr, vr in ep.range_constraints.items():
+        if not expr.free_symbols <= set(values):
+            continue
+        value = expr.xreplace({s: sympy.Integer(values[s]) for s in expr.free_symbols})
+        if not (vr.lower <= value <= vr.upper):
+            return False
+    return True
