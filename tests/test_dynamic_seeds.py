@@ -121,10 +121,36 @@ def test_constraint_violation_suggests_the_users_own_dynamic_shapes() -> None:
     _check_sizes(prog, Foo(), *[(torch.randn(n, 4), torch.randn(n, 4)) for n in (2, 5, 9)])
 
 
-def test_zero_one_specialisation_is_explained() -> None:
-    with pytest.raises(onnxport.CaptureError) as info:
-        onnxport.export(DynamicShapesExample1(), (torch.randn(1, 10, 2),), dynamic_shapes={"x": {0: Dim("b")}})
-    assert ">= 2" in info.value.fix or "size 2" in info.value.fix
+def test_batch_one_example_stays_dynamic() -> None:
+    """A dim declared dynamic whose example size is 1 stays dynamic (size-oblivious capture)."""
+    model = DynamicShapesExample1()
+    prog = onnxport.export(model, (torch.randn(1, 10, 2),), dynamic_shapes={"x": {0: Dim("b")}})
+    (x,) = prog.model.graph.inputs
+    assert _dims(x)[0] == "b" and prog.report.sizes_verified
+    assert "size-oblivious for x.shape[0]" in str(prog.report)
+    _check_sizes(prog, model, (torch.randn(1, 10, 2),), (torch.randn(3, 10, 2),), (torch.randn(7, 10, 2),))
+
+
+def test_batch_one_model_that_needs_size_one_is_said() -> None:
+    """Only where the model itself requires the size (here a reshape to a fixed size) is the user told."""
+
+    class Flat(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(4) * 2
+
+    with pytest.warns(UserWarning, match="refuses every other size"):
+        prog = onnxport.export(Flat(), (torch.randn(1, 4),), dynamic_shapes={"x": {0: Dim.DYNAMIC}})
+    assert any("dynamic in name only" in w for w in prog.report.warnings)
+
+
+def test_batch_one_branch_on_size_one_names_the_cause() -> None:
+    class SqueezeOne(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.squeeze(0) if x.shape[0] == 1 else x
+
+    with pytest.raises(onnxport.VerificationError, match="MISMATCH") as info:
+        onnxport.export(SqueezeOne(), (torch.randn(1, 4),), dynamic_shapes={"x": {0: Dim.DYNAMIC}})
+    assert "x.shape[0] had size 0 or 1" in info.value.fix and "size >= 2" in info.value.fix
 
 
 def test_dynamic_axes_like_torch_onnx() -> None:

@@ -143,12 +143,9 @@ def check_specialization(
             if asked is None or _expr(size) is not None:
                 continue
             text = f"{onnx[i]}.shape[{k}] was given {asked} but torch.export fixed it to {int(size)}: "
-            if int(size) in (0, 1):
-                text += ("torch.export specialises sizes 0 and 1; give an example with size >= 2 "
-                         "(or a Dim with min=0 or min=1 and such an example) to keep it dynamic")
-            else:
-                text += ("a guard in the model fixed it (e.g. a comparison or a view that needs that exact size); "
-                         f"mark it static ({int(size)} or Dim.STATIC), or change the model so it accepts other sizes")
+            text += ("a guard in the model fixed it (e.g. a comparison or a view that needs that exact size; "
+                     "sizes 0 and 1 are captured like any other, so the model itself asks for it); "
+                     f"mark it static ({int(size)} or Dim.STATIC), or change the model so it accepts other sizes")
             (warnings if asked == "Dim.AUTO" else hard).append(text)
     if hard:
         raise CaptureError(

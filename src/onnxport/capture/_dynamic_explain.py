@@ -64,11 +64,6 @@ def explain_constraint_violation(exc: BaseException, model: Any, dynamic_shapes:
         )
     code = _render_fix(dynamic_shapes, fixes, paths, names)
     fix = "dynamic_shapes the model accepts:\n" + code
-    zero_one = sorted(n for n, v in fixes.items() if isinstance(v, int) and v in (0, 1))
-    zero_one += [f"{p[0]}.shape[{p[-1]}]" for p, v in paths.items() if v in (0, 1) and isinstance(p[0], str)]
-    if zero_one:
-        fix += ("\nor keep " + ", ".join(zero_one) + " dynamic by exporting with an example of size >= 2 there "
-                "(torch.export specialises sizes 0 and 1)")
     return CaptureError(
         f"the dynamic_shapes given for {type(model).__name__} conflict with what the model requires:\n  - "
         + "\n  - ".join(problems),
@@ -139,8 +134,7 @@ def _fixes(text: str, names: list[str], top: Any) -> tuple[dict[str, Any], dict[
         paths[(*_path(source, names, top), int(dim))] = int(value)
     for hint, value, source, dim in _HINT01_RE.findall(text):
         paths[(*_path(source, names, top), int(dim))] = int(value)
-        notes.append(f"{_clean(source[2:-2])}.shape[{dim}] was given {hint}, but the example has size {value}, and "
-                     "torch.export specialises sizes 0 and 1")
+        notes.append(f"{_clean(source[2:-2])}.shape[{dim}] was given {hint}, but the model fixes it to {value}")
     match = _RANGE_RE.search(text)
     if match:
         notes.append(f"an example input has size {match.group(1)}, outside the range [{match.group(2)}, "

@@ -39,6 +39,7 @@ __all__ = [
     "input_dim_specs",
     "output_dynamic_axes",
     "rename_expr",
+    "small_dynamic_dims",
     "tensor_input_shapes",
     "user_named_symbols",
 ]
@@ -335,6 +336,19 @@ def input_dim_specs(
         where = name if key is None else f"{name}[{key!r}]"
         out += _leaf_specs(value, spec, where)
     return out
+
+
+def small_dynamic_dims(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None, specs: list[dict[int, Any]]) -> list[str]:
+    """The dims asked to be dynamic (a ``Dim`` or a hint other than STATIC) whose example size is 0 or 1,
+    as ``name.shape[i]``: torch.export would specialise them unless it captures size-obliviously."""
+    leaves = _tensor_leaves(_slots(model, args, kwargs))
+    small = []
+    for (_, label, tensor), spec in zip(leaves, specs):
+        for dim, hint in spec.items():
+            dynamic_hint = isinstance(hint, Dim) or (isinstance(hint, _DimHint) and hint != Dim.STATIC)
+            if dynamic_hint and tensor.shape[dim] <= 1:
+                small.append(f"{label}.shape[{dim}]")
+    return small
 
 
 def _per_parameter(model: Any, slots: list, dynamic_shapes: Any) -> dict[str, Any]:

@@ -83,6 +83,7 @@ class Captured:
     rewriter: ControlFlowRewriter | None = None
     specs: list[dict[int, Any]] = dataclasses.field(default_factory=list)
     dim_names: dict[str, str] = dataclasses.field(default_factory=dict)
+    size_oblivious: list[str] = dataclasses.field(default_factory=list)  # dims captured so (example size 0/1)
 
 
 def resolve_dynamic_shapes(
@@ -131,14 +132,20 @@ def capture(
     """
     _warn_training(model, report)
     rewriter = ControlFlowRewriter(model) if rewrite_control_flow else None
+    # Malformed dynamic_shapes fail here, once, rather than once per strategy inside torch.export.
+    specs = dynamic.input_dim_specs(model, args, kwargs, dynamic_shapes) if dynamic_shapes is not None else []
+    small = dynamic.small_dynamic_dims(model, args, kwargs, specs)
     while True:
         errors: list[tuple[str, BaseException]] = []
         for name, strict in STRATEGIES:
             label = f"torch.export.export(strict={strict})"
             if rewriter is not None and rewriter.rewrites:
                 label += f" with {len(rewriter.rewrites)} if(s) rewritten"
+            if small:
+                label += f", size-oblivious for {', '.join(small)} (size 0 or 1 in the example)"
             try:
-                with _quiet(), rewriter.applied() if rewriter is not None else contextlib.nullcontext():
+                with _quiet(), _size_oblivious(bool(small)), \
+                        rewriter.applied() if rewriter is not None else contextlib.nullcontext():
                     ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
             except Exception as exc:  # torch.export raises many unrelated types
                 report.attempts.append(Attempt(label, False, _first_line(exc)))
@@ -148,8 +155,8 @@ def capture(
                 continue
             report.attempts.append(Attempt(label, True))
             report.rewrites = rewriter.rewrites if rewriter is not None else []
-            return _with_dims(Captured(ep, rewriter if report.rewrites else None), model, args, kwargs,
-                              dynamic_shapes, input_names, report)
+            captured = Captured(ep, rewriter if report.rewrites else None, size_oblivious=small)
+            return _with_dims(captured, model, args, kwargs, dynamic_shapes, input_names, report)
         _, last = errors[-1]
         for _, exc in errors:
             explained = dynamic.explain_constraint_violation(exc, model, dynamic_shapes) if dynamic_shapes else None
@@ -159,6 +166,18 @@ def capture(
             raise _capture_error(model, errors, rewriter) from None
         report.rewrites = rewriter.rewrites
         _rewrite_or_raise(model, rewriter, last)
+
+
+def _size_oblivious(on: bool) -> contextlib.AbstractContextManager:
+    """Capture treating sizes 0 and 1 like any other size, as torch.onnx does for batch-1 examples.
+
+    torch.export specialises a dim whose example size is 0 or 1; a user who declares it dynamic
+    wants a model right at every size. Size-oblivious capture takes the general branch of shape
+    checks (``x.shape[0] == 1`` is False); verification then runs the example itself and other sizes.
+    """
+    if not on:
+        return contextlib.nullcontext()
+    return torch.fx.experimental._config.patch(backed_size_oblivious=True)
 
 
 def _with_dims(

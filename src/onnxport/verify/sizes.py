@@ -84,7 +84,9 @@ def other_sizes(
                      for e in row]
             new[pos] = _resized(flat[pos], sizes)
         result.append(new)
-        result.descriptions.append(", ".join(f"{names.get(str(r), str(r))}={values[r]}" for r in roots))
+        result.descriptions.append(
+            ", ".join("=".join(names.get(str(r), str(r)) for r in group) + f"={values[group[0]]}" for group in groups)
+        )
     return result
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from torch.utils import _pytree as pytree
 
 from onnxport.capture import Captured
+from onnxport.errors import VerificationError
 from onnxport.verify.branches import explore_branches
 from onnxport.verify.compare import Verification
 from onnxport.verify.run import verify_program
@@ -37,11 +39,36 @@ def verify_export(
         labels += ["an example variant taking another branch"] * len(explored)
     resized, descriptions = _other_sizes(captured, given[0], input_names, program.report)
     labels += [f"example resized to {d}" for d in descriptions]
-    result = verify_program(
-        program, model, sets + resized, raise_on_mismatch=raise_on_mismatch, generated=len(resized), labels=labels
-    )
+    try:
+        result = verify_program(
+            program, model, sets + resized, raise_on_mismatch=raise_on_mismatch, generated=len(resized), labels=labels
+        )
+    except VerificationError as exc:
+        if not captured.size_oblivious:
+            raise
+        dims = ", ".join(captured.size_oblivious)
+        raise VerificationError(
+            exc.message,
+            verification=exc.verification,
+            fix=f"{dims} had size 0 or 1 in the example, so onnxport captured the general case for every size; "
+            "if the model branches on that size being 1 (e.g. `if x.shape[0] == 1`), export with an example "
+            f"of size >= 2 there, or keep {dims} static",
+        ) from None
+    _note_refused_sizes(captured, descriptions, result, program.report)
     result.branches = coverage
     return result
+
+
+def _note_refused_sizes(captured: Captured, descriptions: list[str], result: Any, report: Any) -> None:
+    """Dims declared dynamic at which eager PyTorch refuses every other size: the model needs the example's."""
+    tried = [run for run in result.runs if "example resized to" in run]
+    if tried and all("skipped: eager PyTorch refuses it" in run for run in tried):
+        message = (
+            f"eager PyTorch refuses every other size tried ({'; '.join(descriptions)}): the model only runs at the "
+            "example's sizes there, so those dims are dynamic in name only; make them static in dynamic_shapes"
+        )
+        report.warn(message)
+        warnings.warn(f"onnxport: {message}", stacklevel=4)
 
 
 def _other_sizes(
