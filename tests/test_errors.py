@@ -127,3 +127,43 @@ def test_location_from_stack_trace_skips_library_frames() -> None:
     )
     loc = location_from_stack_trace(trace)
     assert loc is not None and loc.line == 12 and loc.code == "y = self.lin(x)"
+
+
+class Projection(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x)  # the line eager PyTorch refuses a wrong width at
+
+
+def test_example_the_model_refuses_in_eager_is_said_so() -> None:
+    with pytest.raises(onnxport.InvalidInputError) as info:
+        onnxport.export(Projection(), (torch.randn(2, 5),))
+    error = info.value
+    assert "refuses the example inputs in eager PyTorch" in error.message and "x=float32[2, 5]" in error.message
+    assert "mat1 and mat2" in error.message and "simplify" not in str(error)
+    assert error.location is not None and error.location.file.endswith(THIS_FILE) and "self.proj(x)" in error.location.code
+
+
+def test_malformed_dynamic_shapes_said_once_before_capture() -> None:
+    with pytest.raises(onnxport.InvalidInputError) as info:
+        onnxport.export(Twice(), (torch.randn(2, 3),), dynamic_shapes={"x": (torch.export.Dim("a"),)})
+    text = str(info.value)
+    assert text.count("shape (2, 3)") == 1 and "strict" not in text
+
+
+class WithFlag(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor, scale: bool = True) -> torch.Tensor:
+        return (x + y) * (2 if scale else 1)
+
+
+def test_dynamic_shapes_dict_may_leave_out_static_arguments() -> None:
+    """torch.export wants a key per passed argument; left-out ones (a flag, a static tensor) mean static."""
+    batch = torch.export.Dim("batch")
+    prog = onnxport.export(WithFlag(), (torch.randn(3, 2), torch.randn(2)), {"scale": False},
+                           dynamic_shapes={"x": {0: batch}})
+    assert prog.model.graph.inputs[0].shape[0] == "batch"
+    x, y = torch.randn(5, 2), torch.randn(2)
+    torch.testing.assert_close(prog(x, y, scale=False), WithFlag()(x, y, scale=False))

@@ -31,6 +31,7 @@ from onnxport.errors import InvalidInputError
 __all__ = [
     "auto_dynamic_shapes",
     "check_specialization",
+    "complete_dynamic_shapes",
     "dim_names",
     "dynamic_shapes_from_axes",
     "example_symbol_values",
@@ -40,6 +41,7 @@ __all__ = [
     "output_dynamic_axes",
     "rename_expr",
     "small_dynamic_dims",
+    "tensor_leaves",
     "tensor_input_shapes",
     "user_named_symbols",
 ]
@@ -110,6 +112,11 @@ def _label(name: str, path: tuple) -> str:
     parts = [name] + [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path]
     text = re.sub(r"\W", "_", "_".join(parts))
     return text if text.isidentifier() else f"_{text}"
+
+
+def tensor_leaves(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> list[tuple[int, str, torch.Tensor]]:
+    """``(slot index, label, tensor)`` for every tensor input, labelled by forward's parameter names."""
+    return _tensor_leaves(_slots(model, args, kwargs))
 
 
 def _tensor_leaves(slots: list[tuple[str, Any, Any]]) -> list[tuple[int, str, torch.Tensor]]:
@@ -336,6 +343,20 @@ def input_dim_specs(
         where = name if key is None else f"{name}[{key!r}]"
         out += _leaf_specs(value, spec, where)
     return out
+
+
+def complete_dynamic_shapes(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None, dynamic_shapes: Any) -> Any:
+    """A dict ``dynamic_shapes`` with ``None`` for every passed argument it leaves out.
+
+    torch.export wants a key for every argument, even a ``use_cache=False``; a user naming only the
+    tensors that vary means the others are static.
+    """
+    if not isinstance(dynamic_shapes, Mapping) or not dynamic_shapes:
+        return dynamic_shapes
+    names = dict.fromkeys(name for name, _, _ in _slots(model, args, kwargs))
+    if set(map(str, dynamic_shapes)) - set(names) or set(names) <= set(map(str, dynamic_shapes)):
+        return dynamic_shapes  # unknown keys are reported by input_dim_specs; complete ones need nothing
+    return {name: dynamic_shapes.get(name) for name in names}
 
 
 def small_dynamic_dims(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None, specs: list[dict[int, Any]]) -> list[str]:

@@ -112,7 +112,7 @@ def resolve_dynamic_shapes(
                 fix='pass "auto", a torch.export dynamic_shapes spec, or use onnxport.infer_dynamic_shapes(...)',
             )
         return dynamic.auto_dynamic_shapes(model, args, kwargs)
-    return dynamic_shapes
+    return dynamic.complete_dynamic_shapes(model, args, kwargs, dynamic_shapes)
 
 
 def capture(
@@ -163,6 +163,7 @@ def capture(
             if explained is not None:
                 raise explained from None
         if rewriter is None or not is_data_dependent(last):
+            _raise_if_eager_refuses(model, args, kwargs)
             raise _capture_error(model, errors, rewriter) from None
         report.rewrites = rewriter.rewrites
         _rewrite_or_raise(model, rewriter, last)
@@ -242,7 +243,10 @@ def _warn_training(model: torch.nn.Module, report: Report) -> None:
         warnings.warn(f"onnxport: {message}", stacklevel=4)
 
 
-_NOISY_LOGGERS = ("torch.fx.experimental.symbolic_shapes", "torch._dynamo", "torch.export", "torch._export", "torch._guards")
+_NOISY_LOGGERS = (
+    "torch.fx.experimental.symbolic_shapes", "torch._dynamo", "torch.export", "torch._export", "torch._guards",
+    "torch._subclasses.fake_tensor",
+)
 
 
 @contextlib.contextmanager
@@ -260,6 +264,24 @@ def _quiet() -> Iterator[None]:
     finally:
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)
+
+
+def _raise_if_eager_refuses(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
+    """When capture failed, check the example itself: a model that refuses it in eager gets that said."""
+    try:
+        with torch.no_grad(), _quiet():
+            model(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the model's own error, whatever its type
+        shapes = ", ".join(
+            f"{label}={str(t.dtype).replace('torch.', '')}{list(t.shape)}"
+            for _, label, t in dynamic.tensor_leaves(model, args, kwargs)
+        )
+        raise InvalidInputError(
+            f"{type(model).__name__} refuses the example inputs in eager PyTorch, before any export: "
+            f"{_first_line(exc)}\n  inputs: {shapes}",
+            location=location_from_exception(exc),
+            fix="pass example inputs the model accepts: check that model(*args, **kwargs) runs in eager PyTorch",
+        ) from None
 
 
 def _first_line(exc: BaseException) -> str:
