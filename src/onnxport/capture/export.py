@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from onnxport.capture import dynamic
+from onnxport.capture import _transformers, dynamic
 from onnxport.capture.patch import ControlFlowRewriter
 from onnxport.capture.rewrite import RewriteRefused
 from onnxport.errors import CaptureError, InvalidInputError, SourceLocation, location_from_exception, user_frame_here
@@ -144,7 +144,7 @@ def capture(
             if small:
                 label += f", size-oblivious for {', '.join(small)} (size 0 or 1 in the example)"
             try:
-                with _quiet(), _size_oblivious(bool(small)), \
+                with _quiet(), _size_oblivious(bool(small)), _transformers.patched(model), \
                         rewriter.applied() if rewriter is not None else contextlib.nullcontext():
                     ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
             except Exception as exc:  # torch.export raises many unrelated types

@@ -1,0 +1,61 @@
+"""Every zoo model exports with default arguments, autograd on and off, and matches eager at two sizes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+
+import onnxport
+from tests.zoo.cases import ZOO, ZooCase
+
+pytest.importorskip("transformers")
+pytest.importorskip("diffusers")
+
+
+def export_case(case: ZooCase, grad: bool) -> tuple[torch.nn.Module, onnxport.OnnxProgram]:
+    """Build the case's model and export it from its example inputs, autograd on (as most users call an
+    exporter) or off."""
+    torch.manual_seed(0)
+    model = case.build().eval()
+    inputs = case.inputs(*case.example)
+    with torch.set_grad_enabled(grad):
+        prog = onnxport.export(model, (), inputs, dynamic_shapes=case.dynamic)
+    return model, prog
+
+
+def check_other_size(case: ZooCase, model: torch.nn.Module, prog: onnxport.OnnxProgram) -> None:
+    """Fresh realistic inputs at the case's other (batch, size): onnxruntime matches eager PyTorch."""
+    inputs = case.inputs(*case.other)
+    with torch.no_grad():
+        expected = model(**inputs)
+    actual = prog(**inputs)
+    exp = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    act = [t for t in pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
+    assert len(exp) == len(act) > 0
+    for e, a in zip(exp, act):
+        torch.testing.assert_close(a, e, atol=case.tol, rtol=case.tol)
+
+
+def _params() -> list:
+    return [
+        pytest.param(case, grad, id=f"{case.name}-{'grad' if grad else 'no_grad'}",
+                     marks=[pytest.mark.slow] if case.slow else [])
+        for case in ZOO for grad in (True, False)
+    ]
+
+
+@pytest.mark.parametrize(("case", "grad"), _params())
+def test_zoo(case: ZooCase, grad: bool) -> None:
+    model, prog = export_case(case, grad)
+    verification = prog.report.verification
+    assert verification.ok, str(verification)
+    assert prog.report.sizes_verified, "the dynamic dims were not verified at other sizes"
+    check_other_size(case, model, prog)
+
+
+def test_zoo_covers_the_families() -> None:
+    families = {case.family for case in ZOO}
+    assert len(ZOO) >= 30
+    assert {"text encoder", "decoder", "seq2seq", "vision", "audio", "multimodal", "diffusion"} <= families
+    assert {"unet", "vae", "dit"} <= {case.name for case in ZOO}
