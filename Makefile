@@ -8,7 +8,7 @@ PIP_VERSION := 26.3
 # The newest-releases run keeps torch's CPU build unless told otherwise (a plain torch pulls CUDA).
 LATEST_TORCH ?= torch==2.13.0
 
-.PHONY: demo test test-latest bench setup clean
+.PHONY: demo test test-latest bench bench-zoo setup clean
 
 demo: $(VENV)/.installed
 	$(BIN)/onnxport demo
@@ -25,6 +25,9 @@ test-latest:
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/run.py --out bench/results.md
+
+bench-zoo: $(VENV)/.installed
+	$(BIN)/python bench/zoo.py --out bench/zoo.md
 
 setup: $(VENV)/.installed
 

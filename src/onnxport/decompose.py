@@ -7,6 +7,7 @@ torch.export emits directly and decomposing the rest selectively keeps export ch
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import warnings
 from collections.abc import Mapping
@@ -65,7 +66,7 @@ def decompose(
     mutation = needs_functionalization(ep.graph_module)
     if mutation is not None:
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _keep_small_dims_dynamic():
                 warnings.simplefilter("ignore")
                 ep = ep.run_decompositions({})  # functionalizes; decomposes nothing
         except Exception as exc:  # noqa: BLE001 - torch refuses some mutations (of constants, through .data)
@@ -86,7 +87,7 @@ def decompose(
             if target in table:
                 report.decomposed[target_name(target)] = report.decomposed.get(target_name(target), 0) + len(nodes)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _keep_small_dims_dynamic():
                 warnings.simplefilter("ignore")
                 ep = ep.run_decompositions(table)
         except Exception as exc:  # torch's decompositions fail in many ways; the ops stay untranslated
@@ -125,3 +126,9 @@ def unsupported_error(missing: Mapping[Any, list[torch.fx.Node]], opset: int) ->
         fix="register one with @onnxport.register_translation('namespace::op') or pass "
         "custom_translations={op: fn} (README 'Custom operators')",
     )
+
+
+def _keep_small_dims_dynamic() -> contextlib.AbstractContextManager:
+    """Re-tracing must not specialise what capture kept dynamic: a dim captured size-obliviously has an
+    example size of 0 or 1 (for dims whose example sizes are >= 2 the setting changes nothing)."""
+    return torch.fx.experimental._config.patch(backed_size_oblivious=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch.utils import _pytree as pytree
@@ -59,3 +61,20 @@ def test_zoo_covers_the_families() -> None:
     assert len(ZOO) >= 30
     assert {"text encoder", "decoder", "seq2seq", "vision", "audio", "multimodal", "diffusion"} <= families
     assert {"unet", "vae", "dit"} <= {case.name for case in ZOO}
+
+
+def _one_per_family() -> list:
+    firsts: dict[str, ZooCase] = {}
+    for case in ZOO:
+        firsts.setdefault(case.family, case)
+    return [pytest.param(case, id=case.name) for case in firsts.values()]
+
+
+@pytest.mark.parametrize("case", _one_per_family())
+def test_batch_one_example_is_right_at_other_batches(case: ZooCase) -> None:
+    """Most users export with batch 1: the declared-dynamic batch stays dynamic and is right at batch 3."""
+    torch.manual_seed(0)
+    model = case.build().eval()
+    prog = onnxport.export(model, (), case.inputs(1, case.example[1]), dynamic_shapes=case.dynamic)
+    assert prog.report.verification.ok, str(prog.report.verification)
+    check_other_size(dataclasses.replace(case, other=(3, case.other[1])), model, prog)
