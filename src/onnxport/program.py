@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -17,6 +18,7 @@ from torch.utils import _pytree as pytree
 
 from onnxport.errors import InvalidInputError
 from onnxport.report import Report
+from onnxport.translate.driver import RANDOM_OUTPUTS_KEY
 from onnxport.verify.session import initializer_bytes
 
 __all__ = ["OnnxProgram"]
@@ -137,6 +139,24 @@ class OnnxProgram:
     def unflatten_outputs(self, flat: Sequence[torch.Tensor]) -> Any:
         leaves = [flat[s] if isinstance(s, int) else s[1] for s in self._output_slots]
         return pytree.tree_unflatten(leaves, self._out_spec)
+
+    def onnx_leaves(self, outputs: Any) -> list[Any]:
+        """The leaves of a user-level output (eager PyTorch's, say) that the ONNX outputs hold, in their
+        order: tensors and symbolic numbers (an ONNX 0-d output), not the numbers baked in as constants."""
+        leaves = pytree.tree_leaves(outputs)
+        if len(leaves) != len(self._output_slots):  # another structure: its tensors, in order
+            return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+        chosen: list[Any] = [None] * len(self.model.graph.outputs)
+        for leaf, slot in zip(leaves, self._output_slots):
+            if isinstance(slot, int):
+                chosen[slot] = leaf
+        return chosen
+
+    @property
+    def random_outputs(self) -> list[str]:
+        """Names of the outputs that depend on random ops: verification compares only their shape and dtype."""
+        names = self.model.metadata_props.get(RANDOM_OUTPUTS_KEY)
+        return json.loads(names) if names else []
 
     def _bytes_if_small(self) -> bytes | None:
         if initializer_bytes(self.model) >= _TWO_GB // 2:

@@ -25,7 +25,13 @@ from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-i
 from onnxport.translate.builder import Ctx, _Names, onnx_dtype
 from onnxport.translate.registry import Translator, lookup, target_name
 
-__all__ = ["Translated", "name_output_dims", "translate", "untranslated_ops"]
+__all__ = ["RANDOM_OUTPUTS_KEY", "Translated", "name_output_dims", "random_outputs", "translate", "untranslated_ops"]
+
+RANDOM_OUTPUTS_KEY = "onnxport.random_outputs"  # model metadata: JSON list of the outputs random ops feed
+# Ops whose values differ from run to run (Dropout only with its training_mode input, i.e. in training).
+_RANDOM_OPS = frozenset(
+    "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial Bernoulli".split()
+)
 
 
 @dataclasses.dataclass
@@ -224,6 +230,9 @@ def translate(
     user_flat = [r for r, s in zip(flat, out_specs) if s.kind == OutputKind.USER_OUTPUT]
     output_slots = _add_outputs(ctx, user_flat, output_names, leaf_names)
     model = ir.Model(graph, ir_version=10, producer_name="onnxport", producer_version=_version())
+    random = random_outputs(graph)
+    if random:
+        model.metadata_props[RANDOM_OUTPUTS_KEY] = json.dumps(random)
     ranges = _dim_ranges(ep, ctx.dim_name)
     if ranges:
         model.metadata_props["onnxport.dim_ranges"] = ranges
@@ -285,6 +294,36 @@ def _add_outputs(
         slots.append(len(graph.outputs))
         graph.outputs.append(value)
     return slots
+
+
+def random_outputs(graph: ir.Graph) -> list[str]:
+    """Names of the outputs of ``graph`` that depend on a random node (in it or in a subgraph)."""
+    tainted: set[int] = set()
+    _taint(graph, tainted)
+    return [v.name for v in graph.outputs if id(v) in tainted]
+
+
+def _taint(graph: ir.Graph, tainted: set[int]) -> bool:
+    """Add the ids of the values of ``graph`` that random nodes feed to ``tainted``; True if there are any.
+    A node with subgraphs counts as random when one holds a random node or reads a tainted value."""
+    found = False
+    for node in graph:
+        random = _is_random(node) or any(id(v) in tainted for v in node.inputs if v is not None)
+        for attr in node.attributes.values():
+            subgraphs = {ir.AttributeType.GRAPH: [attr.value], ir.AttributeType.GRAPHS: attr.value}.get(attr.type, [])
+            for sub in subgraphs:
+                random = _taint(sub, tainted) or random
+        if random:
+            tainted.update(id(v) for v in node.outputs)
+            found = True
+    return found
+
+
+def _is_random(node: ir.Node) -> bool:
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    training = node.op_type == "Dropout" and len(node.inputs) > 2 and node.inputs[2] is not None
+    return node.op_type in _RANDOM_OPS or training
 
 
 def _initializer(graph: ir.Graph, name: str, tensor: torch.Tensor) -> ir.Value:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import torch
 
@@ -36,9 +36,13 @@ class OutputCheck:
     rtol: float
     ok: bool
     problem: str = ""
+    random: bool = False  # fed by random ops: only its shape and dtype were compared
 
     def __str__(self) -> str:
         status = "ok" if self.ok else f"MISMATCH {self.problem}".rstrip()
+        if self.random:
+            head = f"  {self.name}: {self.dtype}{list(self.shape)}"
+            return f"{head} depends on random ops: shape and dtype only, {status}"
         return (
             f"  {self.name}: {self.dtype}{list(self.shape)} max_abs={self.max_abs:.3g} max_rel={self.max_rel:.3g} "
             f"(atol={self.atol:g}, rtol={self.rtol:g}) {status}"
@@ -70,28 +74,36 @@ class Verification:
         return "\n".join([head, *runs, *(str(o) for o in self.outputs), *branches])
 
 
-def compare(names: Sequence[str], expected: Sequence[torch.Tensor], actual: Sequence[torch.Tensor]) -> list[OutputCheck]:
-    """Compare output by output."""
+def compare(
+    names: Sequence[str],
+    expected: Sequence[torch.Tensor | int | float | bool],
+    actual: Sequence[torch.Tensor],
+    *,
+    random: Collection[str] = (),
+) -> list[OutputCheck]:
+    """Compare output by output. A Python number expected (a symbolic size the model returns) is compared
+    with a 0-d output; for the outputs named in ``random`` only the shape and dtype are compared."""
     checks = []
     for name, exp, act in zip(names, expected, actual):
-        checks.append(_compare_one(name, exp, act))
+        checks.append(_compare_one(name, exp, act, random=name in random))
     if len(expected) != len(actual):
         checks.append(OutputCheck("<count>", "", (), 0, 0, 0, 0, False, f"{len(expected)} expected, {len(actual)} produced"))
     return checks
 
 
-def _compare_one(name: str, exp: torch.Tensor, act: torch.Tensor) -> OutputCheck:
+def _compare_one(name: str, exp: torch.Tensor | float, act: torch.Tensor, *, random: bool = False) -> OutputCheck:
     exp = torch.as_tensor(exp).detach().cpu()
     act = torch.as_tensor(act).detach().cpu()
     atol, rtol = tolerance(exp.dtype)
-    check = OutputCheck(name, str(exp.dtype).replace("torch.", ""), tuple(exp.shape), 0.0, 0.0, atol, rtol, True)
+    dtype = str(exp.dtype).replace("torch.", "")
+    check = OutputCheck(name, dtype, tuple(exp.shape), 0.0, 0.0, atol, rtol, True, random=random)
     if tuple(exp.shape) != tuple(act.shape):
         check.ok, check.problem = False, f"shape {list(act.shape)} != {list(exp.shape)}"
         return check
     if act.dtype != exp.dtype:
         check.ok, check.problem = False, f"dtype {act.dtype} != {exp.dtype}"
         return check
-    if exp.numel() == 0:
+    if exp.numel() == 0 or random:
         return check
     e, a = exp.double(), act.double()
     both_nan = torch.isnan(e) & torch.isnan(a)

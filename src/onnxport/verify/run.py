@@ -63,9 +63,9 @@ def verify_program(
                 raise
             result.runs.append(f"{described} (skipped: eager PyTorch refuses it: {_first_line(exc)})")
             continue
-        flat_expected = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
         try:
-            checks = compare(program.output_names, flat_expected, program.run_flat(flat_inputs))
+            checks = compare(program.output_names, program.onnx_leaves(expected), program.run_flat(flat_inputs),
+                             random=program.random_outputs)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
             checks = [OutputCheck(name, "", (), 0, 0, 0, 0, False, f"onnxruntime failed on {described}: "
                                   f"{_first_line(exc)}") for name in program.output_names]

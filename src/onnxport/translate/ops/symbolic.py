@@ -39,6 +39,14 @@ def sym_size(ctx: Ctx, x: ir.Value, dim: int) -> ir.Value:
     return ctx.op.Squeeze(size, ctx.const([0], INT64))
 
 
+@aten(aten_._local_scalar_dense.default)
+def _local_scalar_dense(ctx: Ctx, x: ir.Value) -> ir.Value:
+    """_local_scalar_dense(Tensor self) -> Scalar"""
+    # ``.item()``: the value becomes an unbacked symbol (u0) in torch, a 0-d value here
+    scalar = x if x.shape is not None and len(x.shape) == 0 else ctx.op.Reshape(x, ctx.const([], INT64))
+    return ctx.cast(scalar, ctx.out_dtype() or scalar.dtype)
+
+
 @aten(aten_.sym_numel.default)
 def sym_numel(ctx: Ctx, x: ir.Value) -> ir.Value:
     """sym_numel(Tensor self) -> SymInt"""
