@@ -167,3 +167,12 @@ def test_dynamic_shapes_dict_may_leave_out_static_arguments() -> None:
     assert prog.model.graph.inputs[0].shape[0] == "batch"
     x, y = torch.randn(5, 2), torch.randn(2)
     torch.testing.assert_close(prog(x, y, scale=False), WithFlag()(x, y, scale=False))
+
+
+def test_running_the_program_on_wrong_inputs_names_the_input() -> None:
+    prog = onnxport.export(Projection(), (torch.randn(2, 4),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    with pytest.raises(onnxport.InvalidInputError, match=r"input x has shape \[3, 5\], the model takes \[batch, 4\]"):
+        prog(torch.randn(3, 5))
+    with pytest.raises(onnxport.InvalidInputError, match="input x is torch.float64"):
+        prog(torch.randn(3, 4, dtype=torch.float64))
+    assert prog(torch.randn(3, 4)).shape == (3, 3)

@@ -16,7 +16,7 @@ import onnx_ir as ir
 import torch
 from torch.utils import _pytree as pytree
 
-from onnxport.errors import InvalidInputError
+from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.report import Report
 from onnxport.translate.driver import RANDOM_OUTPUTS_KEY
 from onnxport.verify.session import initializer_bytes
@@ -126,7 +126,38 @@ class OnnxProgram:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the model in onnxruntime on torch tensors; returns the outputs in the model's structure."""
-        return self.unflatten_outputs(self.run_flat(self.flatten_inputs(args, kwargs)))
+        flat = self.flatten_inputs(args, kwargs)
+        self._check_inputs(flat)
+        try:
+            outputs = self.run_flat(flat)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+            lines = str(exc).strip().splitlines()
+            raise OnnxportError(
+                f"onnxruntime failed to run the model: {type(exc).__name__}: {lines[0] if lines else ''}",
+                fix="check the inputs against prog.model.graph.inputs; if they fit, report the model to onnxport",
+            ) from None
+        return self.unflatten_outputs(outputs)
+
+    def _check_inputs(self, flat: Sequence[Any]) -> None:
+        """Each input's dtype and static sizes against the model's, named in the error."""
+        for value, given in zip(self.model.graph.inputs, flat):
+            if not isinstance(given, torch.Tensor):
+                continue
+            expected = value.dtype.numpy() if value.dtype is not None else None
+            got = torch.empty((), dtype=given.dtype).numpy().dtype if given.dtype != torch.bfloat16 else None
+            if expected is not None and got is not None and np.dtype(expected) != got:
+                raise InvalidInputError(f"input {value.name} is {given.dtype}, the model takes {value.dtype.name.lower()}",
+                                        fix=f"pass {value.name} as the dtype it was exported with")
+            dims = list(value.shape) if value.shape is not None else None
+            if dims is None:
+                continue
+            wrong = len(dims) != given.dim() or any(isinstance(d, int) and d != n for d, n in zip(dims, given.shape))
+            if wrong:
+                shown = ", ".join(str(d) for d in dims)
+                raise InvalidInputError(
+                    f"input {value.name} has shape {list(given.shape)}, the model takes [{shown}]",
+                    fix="static sizes must match the example's; export with dynamic_shapes for the dims that vary",
+                )
 
     def run_flat(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Run on the flat ONNX inputs; returns the flat ONNX outputs."""
