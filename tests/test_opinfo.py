@@ -67,12 +67,16 @@ class _Call(torch.nn.Module):
         return self.op(*args, **kwargs)
 
 
-def _run_sample(info, sample) -> None:
+def sample_model(info, sample) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """The sample as a module whose inputs are its tensors (other arguments are baked in), and those tensors."""
     structure = ((sample.input, *sample.args), dict(sample.kwargs))
     leaves, spec = torch.utils._pytree.tree_flatten(structure)
     slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-    tensors = tuple(leaves[i] for i in slots)
-    model = _Call(info.op, slots, (leaves, spec))
+    return _Call(info.op, slots, (leaves, spec)), tuple(leaves[i] for i in slots)
+
+
+def _run_sample(info, sample) -> None:
+    model, tensors = sample_model(info, sample)
     expected = model(*tensors)
     prog = onnxport.export(model, tensors, verify=False)
     actual = prog(*tensors)

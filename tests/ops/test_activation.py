@@ -69,6 +69,7 @@ CASES = [
     OpCase(prelu_channels, args=lambda: (wide(2, 3), torch.tensor([0.1, -0.2, 0.3])), name="nc"),
     OpCase(prelu_channels, args=lambda: (wide(2, 3, 4), torch.tensor([0.25])), name="shared"),
     OpCase(prelu_channels, args=lambda: (wide(5,), torch.tensor([0.25])), name="1d"),
+    OpCase(prelu_channels, args=lambda: (torch.tensor(-3.0), torch.tensor([0.25])), name="rank0"),
     OpCase(F.glu, args=lambda: (randn(3, 8),), expect_ops=["Split"], dtypes=FP),
     OpCase(F.glu, args=lambda: (randn(4, 6, 5), 1), name="dim1"),
     OpCase(F.glu, args=lambda: (randn(6, 5), 0), name="dim0", dynamic_shapes=(({1: torch.export.Dim("n")}, None),)),

@@ -63,6 +63,8 @@ CASES = [
     OpCase(sdpa_causal, args=lambda: qkv(lq=5, s=5), name="dynamic_seq", dynamic_shapes=SEQ),
     OpCase(sdpa, args=lambda: qkv(), name="dynamic_embed",
            dynamic_shapes=(({3: Dim("e", min=2)}, {3: Dim("e", min=2)}, {3: Dim("e", min=2)}),)),
+    OpCase(sdpa_gqa, args=lambda: qkv(h=4, hk=2), name="dynamic_heads",
+           dynamic_shapes=(({1: 2 * Dim("hk")}, {1: Dim("hk")}, {1: Dim("hk")}),)),
     OpCase(sdpa_gqa, args=lambda: qkv(h=6, hk=3), name="dynamic_batch",
            dynamic_shapes=(({0: Dim("b", min=2)}, {0: Dim("b", min=2)}, {0: Dim("b", min=2)}),)),
 ]
@@ -71,6 +73,20 @@ CASES = [
 @pytest.mark.parametrize(("case", "dtype"), params(CASES))
 def test_op(case: OpCase, dtype: torch.dtype | None) -> None:
     run_case(case, dtype)
+
+
+def test_gqa_symbolic_head_counts_at_other_sizes() -> None:
+    """enable_gqa with symbolic head counts: the group size is computed from the shapes at run time."""
+
+    class Gqa(torch.nn.Module):
+        def forward(self, q, k, v):
+            return sdpa_gqa(q, k, v)
+
+    hk = Dim("hk", max=16)
+    prog = onnxport.export(Gqa(), qkv(h=4, hk=2), dynamic_shapes=({1: 2 * hk}, {1: hk}, {1: hk}), verify=False)
+    for kv_heads in (1, 3):
+        args = qkv(h=2 * kv_heads, hk=kv_heads)
+        torch.testing.assert_close(prog(*args), Gqa()(*args), atol=1e-5, rtol=1e-5)
 
 
 def test_causal_mask_follows_runtime_sequence_length() -> None:

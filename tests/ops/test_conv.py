@@ -96,3 +96,19 @@ def test_exported_targets() -> None:
         ep = torch.export.export(module, (randn(*shape),))
         targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
         assert targets and all(lookup(t) is not None for t in targets), targets
+
+
+def test_symbolic_padding_is_refused_with_a_fix() -> None:
+    """Padding computed from a dynamic size cannot be an ONNX attribute: the error names the line and a fix."""
+    import onnxport
+
+    class SizedPad(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.conv1d(x, torch.ones(2, 2, 3), padding=x.shape[-1] // 4)  # the line the error points at
+
+    with pytest.raises(onnxport.TranslationError, match=r"padding \[<symbolic>\] depends on the input sizes") as info:
+        onnxport.export(SizedPad(), (torch.randn(1, 2, 8),), dynamic_shapes=({2: 4 * Dim("w", min=2)},), verify=False)
+    err = info.value
+    assert err.location is not None and "F.conv1d" in err.location.code
+    assert err.node == "conv1d" and err.target == "aten::conv1d"
+    assert "onnxport bug" not in str(err) and "custom_translations={torch.ops.aten.conv1d.default: fn}" in err.fix

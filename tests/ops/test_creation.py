@@ -34,6 +34,7 @@ def arange_start_step(x): return torch.arange(x.shape[0] - 1, -2, -1) + x[0, 0].
 def arange_const(x): return torch.arange(2, 11, 3) + x[0]
 def arange_float(x): return torch.arange(-1.0, 1.3, 0.1) + x[0, 0]
 def arange_f16(x): return torch.arange(0, 10, 2, dtype=torch.float16)
+def arange_bools(x): return torch.arange(False, True, True, dtype=torch.float32) + x  # bools are 0 and 1
 def full_like_fn(x): return torch.full_like(x, 3)
 def full_like_bool(x): return torch.full_like(x, True, dtype=torch.bool)
 def zeros_like_fn(x): return torch.zeros_like(x)
@@ -73,6 +74,7 @@ CASES = [
     OpCase(arange_const, args=lambda: (randn(2, 3),)),
     OpCase(arange_float, args=lambda: (randn(2, 3),)),
     OpCase(arange_f16, args=lambda: (randn(2, 3),)),
+    OpCase(arange_bools, args=lambda: (randn(2, 3),)),
     OpCase(full_like_fn, args=lambda: (randn(2, 3),), dtypes=(f32, f16)),
     OpCase(full_like_fn, args=lambda: (randn(3, 2),), name="dyn", dynamic_shapes=N0),
     OpCase(full_like_bool, args=lambda: (randn(2, 3),)),

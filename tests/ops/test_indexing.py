@@ -64,6 +64,34 @@ def put_mask_rows(x, m):
     return x
 
 
+def put_mask_values(x, m, v):
+    x = x.clone()
+    x[m] = v  # v holds one row per True element of m
+    return x
+
+
+def put_mask_from_self(x):
+    x = x.clone()
+    x[x > 0] = x[x > 0] * 2
+    return x
+
+
+def put_mask_accumulate(x, m, v):
+    return x.index_put((m,), v, accumulate=True)
+
+
+def get_mask(x, m): return x[m]
+def get_mask_middle(x, m): return x[:, m]
+
+
+def scatter_reduce_fn(x, i, s, *, reduce, include_self):
+    return x.scatter_reduce(1, i, s, reduce, include_self=include_self)
+
+
+MASK = torch.tensor([[True, False, True], [False, False, True]])
+MASK_DYN = dyn({0: Dim("n", min=2)}, {0: Dim("n", min=2)})
+
+
 class SliceAssign(torch.nn.Module):
     def forward(self, x, y, z):
         x = x.clone()
@@ -107,6 +135,16 @@ CASES = [
     OpCase(put_two_apart, args=lambda: (randn(3, 2, 4), torch.tensor([0, 2]), torch.tensor([1, 3]), randn(2, 2))),
     OpCase(put_mask, args=lambda: (randn(4, 5),), expect_ops=["Where"]),
     OpCase(put_mask_rows, args=lambda: (randn(4, 5), torch.tensor([True, False, True, False]))),
+    # boolean masks: NonZero turns the mask into integer indices (a size known only at run time)
+    OpCase(put_mask_values, args=lambda: (randn(2, 3, 4), MASK, randn(3, 4)), name="rows", expect_ops=["NonZero"],
+           dtypes=(f32, f16)),
+    OpCase(put_mask_values, args=lambda: (randn(2, 3), MASK, randn(3)), name="elements"),
+    OpCase(put_mask_values, args=lambda: (randn(2, 3, 4), MASK, randn(4)), name="broadcast_row"),
+    OpCase(put_mask_from_self, args=lambda: (randn(4, 5),), name="dyn", dynamic_shapes=dyn({0: Dim("n", min=2)})),
+    OpCase(put_mask_accumulate, args=lambda: (randn(2, 3), MASK, randn(3))),
+    OpCase(get_mask, args=lambda: (randn(2, 3, 4), MASK), expect_ops=["NonZero"]),
+    OpCase(get_mask, args=lambda: (randn(4, 3), torch.rand(4, 3) > 0.5), name="dyn", dynamic_shapes=MASK_DYN),
+    OpCase(get_mask_middle, args=lambda: (randn(2, 3, 4), torch.tensor([True, False, True]))),
     # scatter
     OpCase(aten.scatter.src, args=lambda: (randn(3, 5), 1, torch.tensor([[0, 1], [2, 3], [4, 0]]), randn(3, 2)),
            expect_ops=["ScatterElements"], dtypes=(f32, f16)),
@@ -119,6 +157,18 @@ CASES = [
     OpCase(aten.scatter_add.default, args=lambda: (torch.zeros(4, dtype=torch.int64), 0, idx(9, high=4),
                                                    torch.ones(9, dtype=torch.int64)), name="int_count"),
     OpCase(aten.scatter_reduce.two, args=lambda: (randn(4), 0, idx(6, high=4), randn(6), "amax")),
+    *[
+        OpCase(scatter_reduce_fn, args=lambda: (randn(3, 5), idx(3, 6, high=4), randn(3, 6)),
+               kwargs={"reduce": reduce, "include_self": include}, name=f"{reduce}_self{int(include)}")
+        # (no float16: onnxruntime's CPU ScatterElements has no float16 reduction kernels)
+        for reduce in ("sum", "prod", "mean", "amax", "amin") for include in (True, False)
+    ],
+    *[
+        OpCase(scatter_reduce_fn, args=lambda: (torch.randint(-9, 9, (3, 5)), idx(3, 6, high=4),
+                                                torch.randint(-9, 9, (3, 6))),
+               kwargs={"reduce": reduce, "include_self": include}, name=f"int_{reduce}_self{int(include)}")
+        for reduce in ("mean", "amax", "amin") for include in (True, False)
+    ],
     OpCase(aten.select_scatter.default, args=lambda: (randn(3, 4), randn(3), 1, 2)),
     OpCase(aten.select_scatter.default, args=lambda: (randn(3, 4), randn(4), 0, -1), name="negative"),
     OpCase(aten.slice_scatter.default, args=lambda: (randn(6, 4), randn(2, 4), 0, 1, 5, 2)),
@@ -136,3 +186,23 @@ CASES = [
 @pytest.mark.parametrize(("case", "dtype"), params(CASES))
 def test_op(case: OpCase, dtype: torch.dtype | None) -> None:
     run_case(case, dtype)
+
+
+def test_masked_assignment_at_other_sizes() -> None:
+    """x[mask] = values[mask] exported once runs at other sizes and other numbers of True elements."""
+    import onnxport
+
+    class Doubled(torch.nn.Module):
+        def forward(self, x, m):
+            x = x.clone()
+            x[m] = x[m] * 2 + 1
+            return x[m], x
+
+    model = Doubled()
+    spec = ({0: Dim("n", min=2)}, {0: Dim("n", min=2)})
+    prog = onnxport.export(model, (randn(4, 3), torch.rand(4, 3) > 0.5), dynamic_shapes=spec, verify=False)
+    for n in (2, 7):
+        args = (randn(n, 3), torch.rand(n, 3) > 0.5)
+        for actual, expected in zip(prog(*args), model(*args)):
+            torch.testing.assert_close(actual, expected)
+

@@ -36,6 +36,18 @@ def adaptive_max1d_indices(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return F.adaptive_max_pool1d(x, 4, return_indices=True)
 
 
+def adaptive_max2d_uneven(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return F.adaptive_max_pool2d(x, (3, 4), return_indices=True)
+
+
+def avg_pool_divisor_ceil(x: torch.Tensor) -> torch.Tensor:
+    return F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, divisor_override=4)
+
+
+# torch.export proves ceil_mode's last window overhangs only for even heights and odd widths
+EVEN_ODD = (({2: 2 * Dim("h2", min=2), 3: 2 * Dim("w2", min=3) - 1},),)
+
+
 CASES = [
     # max pooling: stride defaults to the kernel, padding, dilation, ceil_mode
     OpCase(aten.max_pool2d.default, args=lambda: (randn(2, 3, 9, 8), [3, 2]), name="stride_empty", expect_ops=["MaxPool"],
@@ -83,6 +95,7 @@ CASES = [
            dynamic_shapes=(({0: Dim("n", min=2), 2: Dim("h", min=4), 3: Dim("w", min=4)},),)),
     OpCase(_named(nn.AvgPool2d(2, divisor_override=3), "AvgPool2d"), args=lambda: (randn(2, 3, 8, 6),),
            name="dynamic_divisor", dynamic_shapes=(({0: Dim("n", min=2), 2: Dim("h", min=4)},),)),
+    OpCase(avg_pool_divisor_ceil, args=lambda: (randn(2, 3, 8, 9),), name="dynamic", dynamic_shapes=EVEN_ODD),
     # adaptive average pooling: global, divisible windows, uneven windows
     OpCase(aten.adaptive_avg_pool2d.default, args=lambda: (randn(2, 3, 7, 5), [1, 1]), name="global",
            expect_ops=["GlobalAveragePool"], dtypes=(f32, f16)),
@@ -107,6 +120,15 @@ CASES = [
     OpCase(adaptive_max2d_indices, args=lambda: (randn(2, 3, 7, 6),), name="dynamic",
            dynamic_shapes=(({0: Dim("n", min=2), 2: Dim("h", min=2)},),)),
     OpCase(adaptive_max1d_indices, args=lambda: (randn(2, 3, 8),)),
+    # uneven windows (output sizes that do not divide the input): every window gathered, then reduced
+    OpCase(aten.adaptive_max_pool2d.default, args=lambda: (randn(2, 3, 4, 4), [2, 3]), name="uneven",
+           expect_ops=["Gather", "ReduceMax", "ArgMax"], dtypes=(f32, f16)),
+    OpCase(aten.adaptive_max_pool2d.default, args=lambda: (randn(3, 7, 11), [9, 13]), name="upsampling_unbatched"),
+    OpCase(aten.adaptive_max_pool1d.default, args=lambda: (randn(2, 3, 10), [4]), name="uneven"),
+    OpCase(aten.adaptive_max_pool3d.default, args=lambda: (randn(1, 2, 7, 6, 5), [2, 4, 3]), name="uneven"),
+    OpCase(aten.adaptive_max_pool2d.default, args=lambda: (torch.zeros(1, 2, 5, 5), [3, 3]), name="ties_first"),
+    OpCase(adaptive_max2d_uneven, args=lambda: (randn(2, 3, 7, 11),), name="dynamic",
+           dynamic_shapes=(({0: Dim("n"), 2: Dim("h", min=3), 3: Dim("w", min=4)},),)),
     OpCase(_named(nn.AdaptiveMaxPool2d(1), "AdaptiveMaxPool2d"), args=lambda: (randn(2, 3, 7, 7),), name="module"),
 ]
 
@@ -124,6 +146,43 @@ def test_adaptive_avg_uneven_symbolic_sizes() -> None:
     prog = onnxport.export(model, (randn(1, 2, 7, 7),), dynamic_shapes=({2: Dim("h", min=4)},), verify=False)
     for h in (5, 7, 11):
         x = randn(1, 2, h, 7)
+        torch.testing.assert_close(prog(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("sizes", [(5, 9), (16, 8), (3, 4)], ids=str)
+def test_adaptive_max_uneven_symbolic_sizes(sizes: tuple[int, int]) -> None:
+    """Windows built at run time from the symbolic sizes: values and indices match eager at other sizes."""
+    import onnxport
+
+    model = _named(nn.AdaptiveMaxPool2d((3, 4), return_indices=True), "AdaptiveMaxPool2d")
+    prog = onnxport.export(model, (randn(2, 3, 7, 11),), verify=False,
+                           dynamic_shapes=({0: Dim("n"), 2: Dim("h", min=3), 3: Dim("w", min=4)},))
+    x = randn(1, 3, *sizes)
+    for actual, expected in zip(prog(x), model(x)):
+        torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("output_size", [(None, 3), (5, None)], ids=str)
+def test_adaptive_avg_symbolic_output_size(output_size: tuple[int | None, int | None]) -> None:
+    """``None`` keeps a symbolic input size as the output size: that dim passes through unpooled."""
+    import onnxport
+
+    model = _named(nn.AdaptiveAvgPool2d(output_size), "AdaptiveAvgPool2d")
+    prog = onnxport.export(model, (randn(2, 3, 7, 10),), verify=False,
+                           dynamic_shapes=({0: Dim("n"), 2: Dim("h", min=2), 3: Dim("w", min=3)},))
+    for shape in ((1, 3, 4, 5), (2, 3, 13, 9)):
+        x = randn(*shape)
+        torch.testing.assert_close(prog(x), model(x), atol=1e-5, rtol=1e-5)
+
+
+def test_avg_pool_divisor_ceil_symbolic_sizes() -> None:
+    """divisor_override with ceil_mode: the per-window sizes come from Shape at run time."""
+    import onnxport
+
+    model = _named(nn.AvgPool2d(3, 2, 1, ceil_mode=True, divisor_override=4), "AvgPool2d")
+    prog = onnxport.export(model, (randn(2, 3, 8, 9),), dynamic_shapes=EVEN_ODD[0], verify=False)
+    for h, w in ((4, 5), (10, 13)):
+        x = randn(2, 3, h, w)
         torch.testing.assert_close(prog(x), model(x), atol=1e-5, rtol=1e-5)
 
 

@@ -163,6 +163,7 @@ CASES = [
     OpCase(aten.logsumexp.default, args=lambda: (ints(), [0]), name="int"),
     OpCase(big_logsumexp, args=lambda: (randn(3, 4),), tol={f32: (1e-2, 1e-4)}),
     OpCase(aten.logsumexp.default, args=lambda: (randn(2, 3, 4), [0, 1, 2]), name="all_dims"),
+    OpCase(aten.logsumexp.default, args=lambda: (randn(()), [-1]), name="rank0"),
     OpCase(inf_logsumexp, args=lambda: (torch.tensor([[float("-inf")] * 3, [1.0, float("inf"), 2.0], [1.0, 2.0, 3.0]]),)),
     # linalg_vector_norm
     OpCase(norm_fro, args=lambda: (randn(3, 4),), dtypes=(f32, f16)),

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import randn
 from torch.export import Dim
 
-from tests.ops._runner import OpCase, params, run_case
+from tests.ops._runner import OpCase, check_case, params, run_case
 
 aten = torch.ops.aten
 f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
@@ -56,6 +56,7 @@ def pad_2d(x): return F.pad(x, (1, 0, -1, 2), value=3.5)
 def pad_reflect(x): return F.pad(x, (2, 1), mode="reflect")
 def pad_replicate(x): return F.pad(x, (1, 2, 2, 1), mode="replicate")
 def pad_circular(x): return F.pad(x, (1, 2), mode="circular")
+def pad_circular_2d(x): return F.pad(x, (1, 2, 2, 0), mode="circular")
 def pad_sym(x): return F.pad(x, (1, 1, 0, 2))
 def movedim_fn(x): return x.movedim(0, -1)
 def movedim_list(x): return torch.movedim(x, [0, 1], [2, 0])
@@ -248,3 +249,10 @@ def test_dynamic_model_runs_at_other_sizes() -> None:
     for shape in [(5, 3, 2), (2, 6, 2)]:
         x = randn(*shape)
         torch.testing.assert_close(prog(x), M()(x))
+
+
+@pytest.mark.parametrize(("fn", "shape"), [(pad_circular, (1, 2, 5)), (pad_circular_2d, (1, 2, 4, 5))])
+def test_circular_pad_before_opset_19(fn, shape) -> None:
+    """Opset 18 has no Pad mode 'wrap': the wrap-around is sliced from the other end and concatenated."""
+    prog = check_case(OpCase(fn, args=lambda: (randn(*shape),)), None, 18)
+    assert "Pad" not in {n.op_type for n in prog.model.graph}

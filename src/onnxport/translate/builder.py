@@ -17,6 +17,9 @@ import torch
 from onnx_ir import convenience as _conv
 from onnx_ir.tensor_adapters import from_torch_dtype
 
+from onnxport.errors import TranslationError, location_from_stack_trace
+from onnxport.translate.registry import target_name
+
 __all__ = ["Ctx", "OpBuilder", "onnx_dtype", "set_type"]
 
 _BOOL_OUT = frozenset(
@@ -32,8 +35,14 @@ _SECOND_OUTPUT = {"TopK": ir.DataType.INT64, "Dropout": ir.DataType.BOOL, "Uniqu
 
 
 def onnx_dtype(dtype: torch.dtype) -> ir.DataType:
-    """The ONNX element type of a torch dtype."""
-    return from_torch_dtype(dtype)
+    """The ONNX element type of a torch dtype; a ``TranslationError`` for dtypes ONNX lacks (complex32)."""
+    try:
+        return from_torch_dtype(dtype)
+    except TypeError:
+        raise TranslationError(
+            f"{dtype} has no ONNX element type",
+            fix="convert the tensor to a dtype ONNX has (float16, float32, complex64, ...) before this line",
+        ) from None
 
 
 class _Names:
@@ -206,7 +215,7 @@ class Ctx:
         float -> float32, bool -> bool).
         """
         if isinstance(dtype, torch.dtype):
-            dtype = onnx_dtype(dtype)
+            dtype = self._onnx_dtype(dtype)
         if dtype is None and like is not None:
             dtype = like.dtype
         if isinstance(value, torch.Tensor):
@@ -243,7 +252,7 @@ class Ctx:
     def cast(self, x: ir.Value, dtype: ir.DataType | torch.dtype) -> ir.Value:
         """``x`` as ``dtype`` (no node when it already is)."""
         if isinstance(dtype, torch.dtype):
-            dtype = onnx_dtype(dtype)
+            dtype = self._onnx_dtype(dtype)
         if x.dtype == dtype:
             return x
         return self.op.Cast(x, to=int(dtype))
@@ -274,7 +283,7 @@ class Ctx:
         """The ONNX dtype of output ``index`` of the node being translated, from torch's metadata."""
         val = self._out_val(index)
         if isinstance(val, torch.Tensor):
-            return onnx_dtype(val.dtype)
+            return self._onnx_dtype(val.dtype)
         if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
             return ir.DataType.INT64
         if isinstance(val, (torch.SymBool, bool)):
@@ -294,6 +303,35 @@ class Ctx:
         if shape is None or not all(isinstance(d, int) for d in shape):
             return None
         return [int(d) for d in shape]
+
+    def _onnx_dtype(self, dtype: torch.dtype) -> ir.DataType:
+        """``onnx_dtype``, its error naming the node being translated."""
+        try:
+            return onnx_dtype(dtype)
+        except TranslationError as exc:
+            raise self.unsupported(exc.message, fix=exc.fix or "") from None
+
+    # -- refusing -------------------------------------------------------------------------------------
+
+    def unsupported(self, what: str, *, fix: str) -> TranslationError:
+        """The error for an argument combination ONNX cannot express: ``raise ctx.unsupported(what, fix=...)``.
+
+        It names the node being translated, its op and the user's source line; ``fix`` says what the
+        user can change (the line, static sizes, an opset). Overriding the op is always offered too.
+        """
+        node = self.node
+        if node is None:
+            return TranslationError(f"cannot translate: {what}", fix=fix)
+        target = target_name(node.target)
+        python = _python_name(node.target)
+        override = (f"or translate it yourself: custom_translations={{{python}: fn}} (README, 'Custom operators')")
+        return TranslationError(
+            f"cannot translate {node.name} = {target}: {what}",
+            node=node.name,
+            target=target,
+            location=location_from_stack_trace(node.meta.get("stack_trace")),
+            fix=f"{fix};\n{override}",
+        )
 
     # -- subgraphs ----------------------------------------------------------------------------------
 
@@ -383,6 +421,13 @@ def _dim(size: int | torch.SymInt, dim_name: Callable[[Any], str]) -> int | ir.S
         return size
     static = size.node.maybe_as_int()
     return static if static is not None else ir.SymbolicDim(dim_name(size.node.expr))
+
+
+def _python_name(target: Any) -> str:
+    """How the user spells ``target`` in ``custom_translations`` (``torch.ops.aten.pad.default``)."""
+    if isinstance(target, torch._ops.OpOverload):
+        return f"torch.ops.{target.namespace}.{target._opname}.{target._overloadname}"
+    return repr(target_name(target))
 
 
 def _rank(value: ir.Value) -> int | None:

@@ -157,6 +157,8 @@ def prelu(ctx: Ctx, x: ir.Value, weight: ir.Value) -> ir.Value:
     # torch applies one slope per channel (dim 1); ONNX broadcasts the slope from the trailing dims
     if r > 2 and rank(weight) == 1:
         weight = ctx.op.Reshape(weight, ctx.const([-1] + [1] * (r - 2), ir.DataType.INT64))
+    elif r == 0:  # one slope; as given (shape [1]) it would broadcast the output to rank 1
+        weight = ctx.op.Reshape(weight, ctx.const([], ir.DataType.INT64))
     return ctx.op.PRelu(x, weight)
 
 

@@ -22,10 +22,17 @@ def _shape_slice(ctx: Ctx, x: ir.Value, start: int, end: int | None = None) -> i
     return out
 
 
-def _repeat_heads(ctx: Ctx, kv: ir.Value, q_heads: int, groups: int) -> ir.Value:
-    """``kv.repeat_interleave(groups, dim=-3)``: each kv head serves ``groups`` consecutive q heads."""
-    spread = ctx.op.Expand(ctx.op.Unsqueeze(kv, ctx.const([-3])), ctx.const([groups, 1, 1]))
-    shape = ctx.op.Concat(_shape_slice(ctx, kv, 0, -3), ctx.const([q_heads]), _shape_slice(ctx, kv, -2), axis=0)
+def _repeat_heads(ctx: Ctx, kv: ir.Value, q: ir.Value) -> ir.Value:
+    """``kv.repeat_interleave(q_heads // kv_heads, dim=-3)``: each kv head serves that many consecutive
+    q heads; head counts may be symbolic (the group size is then computed from Shape)."""
+    q_heads, kv_heads = q.shape[-3], kv.shape[-3]
+    if isinstance(q_heads, int) and isinstance(kv_heads, int):
+        groups, heads = ctx.const([q_heads // kv_heads, 1, 1]), ctx.const([q_heads])
+    else:
+        heads = _shape_slice(ctx, q, -3, -2)
+        groups = ctx.op.Concat(ctx.op.Div(heads, _shape_slice(ctx, kv, -3, -2)), ctx.const([1, 1]), axis=0)
+    spread = ctx.op.Expand(ctx.op.Unsqueeze(kv, ctx.const([-3])), groups)
+    shape = ctx.op.Concat(_shape_slice(ctx, kv, 0, -3), heads, _shape_slice(ctx, kv, -2), axis=0)
     out = ctx.op.Reshape(spread, shape)
     out.shape = ir.Shape([*kv.shape[:-3], q_heads, *kv.shape[-2:]])
     return out
@@ -66,12 +73,8 @@ def scaled_dot_product_attention(
     enable_gqa: bool = False,
 ) -> ir.Value:
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
-    if enable_gqa and q.shape[-3] != k.shape[-3]:
-        q_heads, kv_heads = q.shape[-3], k.shape[-3]
-        if not (isinstance(q_heads, int) and isinstance(kv_heads, int)):
-            raise ValueError("enable_gqa needs static head counts to know the group size")
-        k = _repeat_heads(ctx, k, q_heads, q_heads // kv_heads)
-        v = _repeat_heads(ctx, v, q_heads, q_heads // kv_heads)
+    if enable_gqa and q.shape[-3] != k.shape[-3]:  # symbolic counts differ here even when equal at run time
+        k, v = _repeat_heads(ctx, k, q), _repeat_heads(ctx, v, q)
     r = rank(k)
     perm = list(range(r - 2)) + [r - 1, r - 2]
     # Scale q and k by sqrt(scale) each, like torch's reference, to keep float16 scores in range.

@@ -17,16 +17,25 @@ aten_ = torch.ops.aten
 IntList = int | Sequence[int]
 
 
-def spatial_ints(value: Any, nd: int, what: str) -> list[int]:
+def spatial_ints(ctx: Ctx, value: Any, nd: int, what: str) -> list[int]:
     """``value`` (an int or a list of 1 or ``nd`` ints) as ``nd`` ints; ONNX wants these as attributes."""
     items = [value] if isinstance(value, (int, ir.Value)) else list(value)
     if not all(isinstance(i, int) for i in items):
-        raise ValueError(f"{what} must be static ints for ONNX attributes, got {value}")
+        raise ctx.unsupported(
+            f"{what} {_shown(items)} depends on the input sizes, but ONNX takes it as a fixed attribute",
+            fix=f"compute {what} from constants (Python ints), or make the sizes it is computed from static "
+            "(leave them out of dynamic_shapes)",
+        )
     if len(items) == 1:
         items = items * nd
     if len(items) != nd:
-        raise ValueError(f"{what} has {len(items)} entries for {nd} spatial dims")
+        raise ctx.unsupported(f"{what} has {len(items)} entries for {nd} spatial dims",
+                              fix=f"give {what} as one int or {nd} ints")
     return [int(i) for i in items]
+
+
+def _shown(items: Sequence[Any]) -> str:
+    return "[" + ", ".join(str(i) if isinstance(i, int) else "<symbolic>" for i in items) + "]"
 
 
 def with_batch(ctx: Ctx, x: ir.Value, nd: int, fn: Callable[[ir.Value], Any]) -> Any:
@@ -44,7 +53,7 @@ def _string_pads(ctx: Ctx, padding: str, weight: ir.Value, dilation: list[int]) 
     if padding == "valid":
         return {"pads": [0] * 2 * len(dilation)}
     if padding != "same":
-        raise ValueError(f"padding={padding!r}: expected 'same' or 'valid'")
+        raise ctx.unsupported(f"padding={padding!r}", fix="pass padding='same', 'valid' or sizes")
     kernel = list(weight.shape)[2:] if weight.shape is not None else []
     if len(kernel) != len(dilation) or not all(isinstance(k, int) for k in kernel):
         # torch's 'same' puts the odd extra pad at the end, as SAME_UPPER does for stride 1
@@ -67,17 +76,19 @@ def _conv(
 ) -> ir.Value:
     nd = rank(weight) - 2
     if not isinstance(groups, int):
-        raise ValueError(f"groups must be a static int, got {groups}")
-    dilations = spatial_ints(dilation, nd, "dilation")
-    attrs: dict[str, Any] = {"strides": spatial_ints(stride, nd, "stride"), "dilations": dilations, "group": groups}
+        raise ctx.unsupported("groups depends on the input sizes, but ONNX takes it as a fixed attribute",
+                              fix="compute groups from constants, or make the sizes it comes from static")
+    dilations = spatial_ints(ctx, dilation, nd, "dilation")
+    strides = spatial_ints(ctx, stride, nd, "stride")
+    attrs: dict[str, Any] = {"strides": strides, "dilations": dilations, "group": groups}
     if isinstance(padding, str):
         attrs.update(_string_pads(ctx, padding, weight, dilations))
     else:
-        pads = spatial_ints(padding, nd, "padding")
+        pads = spatial_ints(ctx, padding, nd, "padding")
         attrs["pads"] = pads + pads
     inputs = [weight] if bias is None else [weight, ctx.cast(bias, weight.dtype)]
     if transposed:
-        _fold_output_padding(attrs, spatial_ints(output_padding, nd, "output_padding"))
+        _fold_output_padding(attrs, spatial_ints(ctx, output_padding, nd, "output_padding"))
         return with_batch(ctx, x, nd, lambda v: ctx.op.ConvTranspose(v, *inputs, **attrs))
     return with_batch(ctx, x, nd, lambda v: ctx.op.Conv(v, *inputs, **attrs))
 

@@ -117,7 +117,8 @@ def new_full(ctx: Ctx, x: ir.Value, size: Sequence[Size], fill_value: Any, **_: 
 @aten(aten_.arange.default, aten_.arange.start, aten_.arange.start_step)
 def arange(ctx: Ctx, *args: Any, **_: Any) -> ir.Value:
     """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, ...) -> Tensor"""
-    numbers = [a for a in args if isinstance(a, (int, float, ir.Value)) and not isinstance(a, bool)]
+    # the positional arguments are the Scalars (a bool counts as 0 or 1); dtype and the rest are keywords
+    numbers = [int(a) if isinstance(a, bool) else a for a in args if isinstance(a, (int, float, ir.Value))]
     start, end, step = (0, numbers[0], 1) if len(numbers) == 1 else (*numbers[:2], numbers[2] if len(numbers) > 2 else 1)
     dtype = ctx.out_dtype()
     if not any(isinstance(v, ir.Value) for v in (start, end, step)):  # fully known: a constant

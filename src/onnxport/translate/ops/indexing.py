@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import onnx_ir as ir
 import torch
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.ops._common import axes, norm_axis, rank
+from onnxport.translate.ops._common import FLOAT_TYPES, axes, norm_axis, rank
 from onnxport.translate.registry import aten
 
 aten_ = torch.ops.aten
@@ -17,10 +18,29 @@ INT64_MAX = 2**63 - 1
 
 
 def _index(ctx: Ctx, index: ir.Value) -> ir.Value:
-    if index.dtype == ir.DataType.BOOL:
-        raise ValueError("a boolean mask index has a data-dependent shape; use torch.where instead")
+    if index.dtype == ir.DataType.BOOL:  # torch refuses these too; x[mask] comes through _expand_masks
+        raise ctx.unsupported("a boolean tensor as the index of a gather or scatter",
+                              fix="pass integer indices, e.g. mask.nonzero().squeeze(-1)")
     out = ctx.cast(index, INT64)
     out.shape = index.shape  # later rank checks read it
+    return out
+
+
+def _expand_masks(ctx: Ctx, indices: Sequence[ir.Value | None]) -> list[ir.Value | None]:
+    """A boolean index of rank k becomes the k integer indices of its True elements, as torch does:
+    ``x[mask]`` is ``x[mask.nonzero().unbind(1)]`` (a size known only at run time, which ONNX allows)."""
+    out: list[ir.Value | None] = []
+    for index in indices:
+        if index is None or index.dtype != ir.DataType.BOOL:
+            out.append(index)
+            continue
+        if rank(index) == 0:  # x[True] adds a dim of size 1: index 0 of an unsqueezed x is not this
+            raise ctx.unsupported("a 0-d boolean index", fix="index with x[None] or torch.where instead")
+        nonzero = ctx.op.NonZero(index)  # (k, count)
+        for row in range(rank(index)):
+            position = ctx.op.Gather(nonzero, ctx.const(row, INT64), axis=0)
+            position.shape = ir.Shape([None])
+            out.append(position)
     return out
 
 
@@ -85,6 +105,7 @@ def _b_perm(out_rank: int, b_rank: int, at: int) -> list[int]:
 @aten(aten_.index.Tensor, aten_._unsafe_index.Tensor)
 def index(ctx: Ctx, x: ir.Value, indices: Sequence[ir.Value | None]) -> ir.Value:
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
+    indices = _expand_masks(ctx, indices)
     given = [i for i, idx in enumerate(indices) if idx is not None]
     if len(given) == 1:
         return ctx.op.Gather(x, _index(ctx, indices[given[0]]), axis=given[0])
@@ -102,8 +123,10 @@ def index_put(ctx: Ctx, x: ir.Value, indices: Sequence[ir.Value | None], values:
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
     values = ctx.cast(values, x.dtype)
     given = [i for i in indices if i is not None]
-    if len(given) == 1 and given[0].dtype == ir.DataType.BOOL and not accumulate:
+    if len(given) == 1 and given[0].dtype == ir.DataType.BOOL and not accumulate and _single(values):
         return _masked_put(ctx, x, indices, values)
+    indices = _expand_masks(ctx, indices)
+    given = [i for i in indices if i is not None]
     r = rank(x)
     xt, stacked, perm, at = _advanced(ctx, x, indices)
     b_rank = max(rank(i) for i in given)
@@ -127,10 +150,12 @@ def index_put(ctx: Ctx, x: ir.Value, indices: Sequence[ir.Value | None], values:
     return ctx.op.Transpose(out, perm=[perm.index(i) for i in range(r)])
 
 
+def _single(values: ir.Value) -> bool:
+    return values.shape is not None and all(d == 1 for d in values.shape)
+
+
 def _masked_put(ctx: Ctx, x: ir.Value, indices: Sequence[ir.Value | None], values: ir.Value) -> ir.Value:
     """``x[mask] = v`` with a single-element ``v``: a Where, with no data-dependent shape."""
-    if values.shape is None or not all(d == 1 for d in values.shape):
-        raise ValueError("x[mask] = values is supported only for a single value (data-dependent shape)")
     pos = next(i for i, idx in enumerate(indices) if idx is not None)
     mask = indices[pos]
     trailing = rank(x) - pos - rank(mask)
@@ -183,9 +208,38 @@ def scatter_add(ctx: Ctx, x: ir.Value, dim: int, index: ir.Value, src: ir.Value)
 def scatter_reduce(ctx: Ctx, x: ir.Value, dim: int, index: ir.Value, src: ir.Value, reduce: str, *,
                    include_self: bool = True) -> ir.Value:
     """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    if not include_self or reduce not in _REDUCE:
-        raise ValueError(f"scatter_reduce with reduce={reduce!r}, include_self={include_self} has no ONNX form")
-    return scatter(ctx, x, dim, index, src, reduce=reduce)
+    if reduce not in _REDUCE and reduce != "mean":
+        raise ctx.unsupported(f"reduce={reduce!r}", fix="use reduce='sum', 'prod', 'mean', 'amax' or 'amin'")
+    index = _index(ctx, index)
+    start = x
+    if not include_self:  # reset the targets to the reduction's identity, so only src counts there
+        start = scatter(ctx, x, dim, index, ctx.const(_identity(reduce, x.dtype), like=x))
+        start.shape = x.shape
+    if reduce != "mean":
+        return scatter(ctx, start, dim, index, src, reduce=reduce)
+    total = scatter(ctx, start, dim, index, src, reduce="sum")
+    # torch divides by the number of values reduced (self counting once), 1 where none was
+    zero = ctx.op.Expand(ctx.const(0, like=x), ctx.op.Shape(x))
+    zero.shape = x.shape
+    count = scatter(ctx, zero, dim, index, 1, reduce="sum")
+    count = ctx.op.Max(ctx.op.Add(count, ctx.const(int(include_self), like=x)), ctx.const(1, like=x))
+    if x.dtype in FLOAT_TYPES:
+        return ctx.op.Div(total, count)
+    return ctx.op.Div(ctx.op.Sub(total, ctx.op.Mod(total, count, fmod=0)), count)  # torch floors integers
+
+
+def _identity(reduce: str, dtype: ir.DataType) -> float | int:
+    """The value that ``reduce`` leaves the other operand unchanged with, in ``dtype``."""
+    if reduce in ("prod", "multiply"):
+        return 1
+    if reduce in ("amax", "amin"):
+        if dtype in FLOAT_TYPES:
+            return float("-inf") if reduce == "amax" else float("inf")
+        if dtype == ir.DataType.BOOL:
+            return int(reduce == "amin")
+        info = np.iinfo(dtype.numpy())
+        return int(info.min) if reduce == "amax" else int(info.max)
+    return 0
 
 
 @aten(aten_.take_along_dim.default)

@@ -11,7 +11,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.ops._common import rank
+from onnxport.translate.ops._common import arg_meta, rank
 from onnxport.translate.ops.conv import spatial_ints, with_batch
 from onnxport.translate.registry import aten
 
@@ -20,11 +20,12 @@ aten_ = torch.ops.aten
 IntList = int | Sequence[int]
 
 
-def _window(kernel: IntList, stride: IntList, padding: IntList, nd: int) -> tuple[list[int], list[int], list[int]]:
-    k = spatial_ints(kernel, nd, "kernel_size")
+def _window(ctx: Ctx, kernel: IntList, stride: IntList, padding: IntList,
+            nd: int) -> tuple[list[int], list[int], list[int]]:
+    k = spatial_ints(ctx, kernel, nd, "kernel_size")
     # an empty stride list means stride = kernel_size
-    s = spatial_ints(stride, nd, "stride") if stride not in (None, [], ()) else k
-    return k, s, spatial_ints(padding, nd, "padding")
+    s = spatial_ints(ctx, stride, nd, "stride") if stride not in (None, [], ()) else k
+    return k, s, spatial_ints(ctx, padding, nd, "padding")
 
 
 def _plane_size(ctx: Ctx, x: ir.Value, nd: int) -> ir.Value:
@@ -37,8 +38,8 @@ def _plane_size(ctx: Ctx, x: ir.Value, nd: int) -> ir.Value:
 
 def _max_pool(ctx: Ctx, x: ir.Value, nd: int, kernel: IntList, stride: IntList, padding: IntList,
               dilation: IntList, ceil_mode: bool, indices: bool) -> Any:
-    k, s, p = _window(kernel, stride, padding, nd)
-    attrs = {"kernel_shape": k, "strides": s, "pads": p + p, "dilations": spatial_ints(dilation, nd, "dilation"),
+    k, s, p = _window(ctx, kernel, stride, padding, nd)
+    attrs = {"kernel_shape": k, "strides": s, "pads": p + p, "dilations": spatial_ints(ctx, dilation, nd, "dilation"),
              "ceil_mode": int(ceil_mode)}
     if not indices:
         return with_batch(ctx, x, nd, lambda v: ctx.op.MaxPool(v, **attrs))
@@ -79,7 +80,7 @@ def _sum_window_sizes(in_sizes: list[int], out_sizes: list[int], k: list[int], s
 
 def _avg_pool(ctx: Ctx, x: ir.Value, nd: int, kernel: IntList, stride: IntList, padding: IntList, ceil_mode: bool,
               count_include_pad: bool, divisor_override: int | None) -> ir.Value:
-    k, s, p = _window(kernel, stride, padding, nd)
+    k, s, p = _window(ctx, kernel, stride, padding, nd)
     include = count_include_pad or bool(divisor_override)
     attrs = {"kernel_shape": k, "strides": s, "pads": p + p, "ceil_mode": int(ceil_mode),
              "count_include_pad": int(include)}
@@ -93,8 +94,27 @@ def _avg_pool(ctx: Ctx, x: ir.Value, nd: int, kernel: IntList, stride: IntList, 
     elif not ceil_mode:  # without ceil_mode no window overhangs the padded input
         counts = np.array(math.prod(k))
     else:
-        raise ValueError("avg_pool with divisor_override and ceil_mode needs static spatial sizes")
+        return ctx.op.Mul(out, ctx.op.Div(_window_sizes_at_runtime(ctx, x, out, k, s, p),
+                                          ctx.const(float(divisor_override), like=out)))
     return ctx.op.Mul(out, ctx.const(counts / divisor_override, like=out))
+
+
+def _window_sizes_at_runtime(ctx: Ctx, x: ir.Value, out: ir.Value, k: list[int], s: list[int],
+                             p: list[int]) -> ir.Value:
+    """``_sum_window_sizes`` for symbolic spatial sizes, built in the graph from the input's and output's Shape."""
+    nd, int64 = len(k), ir.DataType.INT64
+    counts: ir.Value | None = None
+    for d in range(nd):
+        axis = d - nd
+        size = ctx.op.Shape(x, start=axis, end=axis + 1 if axis < -1 else None)
+        n_out = ctx.op.Squeeze(ctx.op.Shape(out, start=axis, end=axis + 1 if axis < -1 else None))
+        starts = ctx.op.Sub(ctx.op.Mul(ctx.op.Range(ctx.const(0, int64), n_out, ctx.const(1, int64)),
+                                       ctx.const(s[d], int64)), ctx.const(p[d], int64))
+        ends = ctx.op.Min(ctx.op.Add(starts, ctx.const(k[d], int64)), ctx.op.Add(size, ctx.const(p[d], int64)))
+        # this dim's sizes along its own axis of an (o_1, ..., o_nd) grid
+        per_dim = _unsqueeze(ctx, ctx.op.Sub(ends, starts), [i for i in range(nd) if i != d])
+        counts = per_dim if counts is None else ctx.op.Mul(counts, per_dim)
+    return ctx.cast(counts, out.dtype)
 
 
 @aten(aten_.avg_pool1d.default)
@@ -120,9 +140,30 @@ def avg_pool3d(ctx: Ctx, x: ir.Value, kernel_size: IntList, stride: IntList = ()
     return _avg_pool(ctx, x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
-def _adaptive_sizes(x: ir.Value, output_size: IntList, nd: int) -> tuple[list[Any], list[int]]:
-    out = spatial_ints(output_size, nd, "output_size")
+def _unsqueeze(ctx: Ctx, x: ir.Value, new_axes: list[int]) -> ir.Value:
+    return ctx.op.Unsqueeze(x, ctx.const(new_axes, ir.DataType.INT64)) if new_axes else x
+
+
+Size = int | ir.Value
+
+
+def _adaptive_sizes(ctx: Ctx, x: ir.Value, output_size: IntList, nd: int) -> tuple[list[Any], list[Size]]:
+    """Input sizes (int or symbolic dims) and output sizes (int, or an int64 scalar value when symbolic)."""
+    out = [output_size] if isinstance(output_size, (int, ir.Value)) else list(output_size)
+    if len(out) == 1:
+        out = out * nd
     return list(x.shape)[-nd:], out
+
+
+def _kept(ctx: Ctx, axis: int) -> bool:
+    """Whether the node's output has the input's size along ``axis`` (also when both are the same symbol)."""
+    meta, shape = arg_meta(ctx, 0), ctx.out_shape()
+    if not isinstance(meta, torch.Tensor) or shape is None:
+        return False
+    a, b = meta.shape[axis], shape[axis]
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    return a.node.expr == b.node.expr
 
 
 def _averaging_matrix(size: int, out: int) -> np.ndarray:
@@ -134,34 +175,44 @@ def _averaging_matrix(size: int, out: int) -> np.ndarray:
     return matrix
 
 
-def _averaging_matrix_at_runtime(ctx: Ctx, x: ir.Value, axis: int, out: int) -> ir.Value:
-    """``_averaging_matrix`` for a symbolic input size, built in the graph from Shape."""
+def _windows_at_runtime(ctx: Ctx, x: ir.Value, axis: int, out: Size) -> tuple[ir.Value, ...]:
+    """Torch's adaptive windows along ``axis`` from Shape: (input size [1], start, end), each window i
+    being [floor(i*n/o), ceil((i+1)*n/o)); ``out`` may be symbolic."""
     int64 = ir.DataType.INT64
-    size = ctx.op.Shape(x, start=axis, end=axis + 1)  # [n]
+    size = ctx.op.Shape(x, start=axis, end=axis + 1 if axis not in (-1, rank(x) - 1) else None)  # [n]
+    o = ctx.sizes([out])  # [o]
+    i = ctx.const(np.arange(out, dtype=np.int64)) if isinstance(out, int) else \
+        ctx.op.Range(ctx.const(0, int64), ctx.op.Squeeze(o), ctx.const(1, int64))
+    # sizes are non-negative, so Div is floor division; ceil(a / o) = (a + o - 1) // o
+    start = ctx.op.Div(ctx.op.Mul(i, size), o)
+    end = ctx.op.Div(ctx.op.Add(ctx.op.Mul(ctx.op.Add(i, ctx.const(1, int64)), size),
+                                ctx.op.Sub(o, ctx.const(1, int64))), o)
+    return size, start, end
+
+
+def _averaging_matrix_at_runtime(ctx: Ctx, x: ir.Value, axis: int, out: Size) -> ir.Value:
+    """``_averaging_matrix`` for a symbolic input or output size, built in the graph from Shape."""
+    int64 = ir.DataType.INT64
+    size, start, end = _windows_at_runtime(ctx, x, axis, out)
     rows = ctx.op.Unsqueeze(ctx.op.Range(ctx.const(0, int64), ctx.op.Squeeze(size), ctx.const(1, int64)),
                             ctx.const([1]))  # (n, 1)
-    i = ctx.const(np.arange(out, dtype=np.int64))
-    # sizes are non-negative, so Div is floor division; ceil(a / o) = (a + o - 1) // o
-    start = ctx.op.Div(ctx.op.Mul(i, size), ctx.const(out, int64))
-    end = ctx.op.Div(ctx.op.Add(ctx.op.Mul(ctx.op.Add(i, ctx.const(1, int64)), size), ctx.const(out - 1, int64)),
-                     ctx.const(out, int64))
     inside = ctx.op.And(ctx.op.GreaterOrEqual(rows, start), ctx.op.Less(rows, end))
     weight = ctx.op.Reciprocal(ctx.cast(ctx.op.Sub(end, start), x.dtype))
     return ctx.op.Where(inside, weight, ctx.const(0.0, like=x))
 
 
-def _adaptive_avg_by_matmul(ctx: Ctx, x: ir.Value, in_sizes: list[Any], out: list[int]) -> ir.Value:
+def _adaptive_avg_by_matmul(ctx: Ctx, x: ir.Value, in_sizes: list[Any], out: list[Size]) -> ir.Value:
     """Uneven windows: adaptive averaging is separable, one matrix per spatial dim (n_in, n_out)."""
     nd, r = len(out), rank(x)
     y = x
     for i, (size, o) in enumerate(zip(in_sizes, out)):
         axis = r - nd + i
-        if size == o:
+        if (isinstance(o, int) and size == o) or _kept(ctx, axis):
             continue
         perm = list(range(r))
         perm[axis], perm[-1] = perm[-1], perm[axis]
         moved = y if axis == r - 1 else ctx.op.Transpose(y, perm=perm)
-        matrix = (ctx.const(_averaging_matrix(size, o), like=x) if isinstance(size, int)
+        matrix = (ctx.const(_averaging_matrix(size, o), like=x) if isinstance(size, int) and isinstance(o, int)
                   else _averaging_matrix_at_runtime(ctx, x, axis, o))
         moved = ctx.op.MatMul(moved, matrix)
         y = moved if axis == r - 1 else ctx.op.Transpose(moved, perm=perm)
@@ -169,10 +220,10 @@ def _adaptive_avg_by_matmul(ctx: Ctx, x: ir.Value, in_sizes: list[Any], out: lis
 
 
 def _adaptive_avg_pool(ctx: Ctx, x: ir.Value, output_size: IntList, nd: int) -> ir.Value:
-    in_sizes, out = _adaptive_sizes(x, output_size, nd)
+    in_sizes, out = _adaptive_sizes(ctx, x, output_size, nd)
     if all(o == 1 for o in out):
         return with_batch(ctx, x, nd, lambda v: ctx.op.GlobalAveragePool(v))
-    if not all(isinstance(d, int) for d in in_sizes):
+    if not all(isinstance(d, int) for d in in_sizes + out):
         return _adaptive_avg_by_matmul(ctx, x, in_sizes, out)
     if in_sizes == out:
         return ctx.op.Identity(x)
@@ -201,19 +252,63 @@ def adaptive_avg_pool3d(ctx: Ctx, x: ir.Value, output_size: IntList) -> ir.Value
 
 
 def _adaptive_max_pool(ctx: Ctx, x: ir.Value, output_size: IntList, nd: int) -> tuple[ir.Value, ir.Value]:
-    in_sizes, out = _adaptive_sizes(x, output_size, nd)
+    in_sizes, out = _adaptive_sizes(ctx, x, output_size, nd)
+    r = rank(x)
+    lead = ctx.op.Shape(x, end=r - nd)
     if all(o == 1 for o in out):
-        r = rank(x)
         # flatten each plane: the argmax is then torch's per-plane index
-        flat = ctx.op.Reshape(x, ctx.op.Concat(ctx.op.Shape(x, end=r - nd), ctx.const([-1]), axis=0))
-        shape = ctx.op.Concat(ctx.op.Shape(x, end=r - nd), ctx.const([1] * nd), axis=0)
+        flat = ctx.op.Reshape(x, ctx.op.Concat(lead, ctx.const([-1]), axis=0))
+        shape = ctx.op.Concat(lead, ctx.const([1] * nd), axis=0)
         value = ctx.op.Reshape(ctx.op.ReduceMax(flat, ctx.const([-1]), keepdims=1), shape)
         return value, ctx.op.Reshape(ctx.op.ArgMax(flat, axis=-1, keepdims=1), shape)
-    if not all(isinstance(d, int) and d % o == 0 for d, o in zip(in_sizes, out)):
-        raise ValueError(f"adaptive_max_pool from {in_sizes} to {out}: only output 1 or static sizes divisible "
-                         "by the output are supported")
-    k = [d // o for d, o in zip(in_sizes, out)]
-    return _max_pool(ctx, x, nd, k, k, 0, 1, False, True)
+    if all(isinstance(d, int) and isinstance(o, int) and d % o == 0 for d, o in zip(in_sizes, out)):
+        k = [d // o for d, o in zip(in_sizes, out)]
+        return _max_pool(ctx, x, nd, k, k, 0, 1, False, True)
+    return _adaptive_max_by_gather(ctx, x, in_sizes, out, lead)
+
+
+def _adaptive_max_by_gather(ctx: Ctx, x: ir.Value, in_sizes: list[Any], out: list[Size],
+                            lead: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Uneven windows: gather every window of the flattened plane (short windows repeat their last
+    element), then ReduceMax and ArgMax over it. The first maximum is torch's, in row-major order."""
+    nd, r, int64 = len(out), rank(x), ir.DataType.INT64
+    table = _window_indices(ctx, x, in_sizes, out)  # (prod(out), K): plane index of each window element
+    flat = ctx.op.Reshape(x, ctx.op.Concat(lead, ctx.const([-1]), axis=0))
+    windows = ctx.op.Gather(flat, table, axis=r - nd)  # (..., prod(out), K)
+    value = ctx.op.ReduceMax(windows, ctx.const([-1]), keepdims=0)
+    best = ctx.op.ArgMax(windows, axis=-1, keepdims=0)  # (..., prod(out)): window position of the maximum
+    count = ctx.op.Squeeze(ctx.op.Shape(table, end=1))
+    rows = ctx.op.Mul(ctx.op.Range(ctx.const(0, int64), count, ctx.const(1, int64)), ctx.op.Shape(table, start=1))
+    index = ctx.op.Gather(ctx.op.Reshape(table, ctx.const([-1])), ctx.op.Add(best, rows), axis=0)
+    shape = ctx.op.Concat(lead, ctx.sizes(out), axis=0)
+    return ctx.op.Reshape(value, shape), ctx.op.Reshape(index, shape)
+
+
+def _window_indices(ctx: Ctx, x: ir.Value, in_sizes: list[Any], out: list[Size]) -> ir.Value:
+    """(prod(out), K) int64 plane indices of torch's adaptive windows [floor(i*n/o), ceil((i+1)*n/o)),
+    per dim, combined row-major; a constant when the sizes are static."""
+    nd, int64 = len(out), ir.DataType.INT64
+    if all(isinstance(d, int) for d in in_sizes + out):
+        table = np.zeros(())
+        for d, (n, o) in enumerate(zip(in_sizes, out)):
+            i = np.arange(o)
+            start, end = (i * n) // o, -((-(i + 1) * n) // o)
+            t = np.minimum(start[:, None] + np.arange(int((end - start).max()))[None, :], end[:, None] - 1)
+            grid = [o if j == d else 1 for j in range(nd)] + [-1 if j == d else 1 for j in range(nd)]
+            table = table * n + t.reshape(grid)  # o on axis d, the window on axis nd + d
+        return ctx.const(table.reshape(math.prod(out), -1).astype(np.int64))
+    table: ir.Value | None = None
+    for d, o in enumerate(out):
+        n, start, end = _windows_at_runtime(ctx, x, d - nd, o)
+        k = ctx.op.ReduceMax(ctx.op.Sub(end, start), keepdims=0)
+        j = ctx.op.Range(ctx.const(0, int64), k, ctx.const(1, int64))
+        t = ctx.op.Min(ctx.op.Add(ctx.op.Unsqueeze(start, ctx.const([1])), ctx.op.Unsqueeze(j, ctx.const([0]))),
+                       ctx.op.Unsqueeze(ctx.op.Sub(end, ctx.const(1, int64)), ctx.const([1])))
+        # (o, K) -> o on axis d and K on axis nd + d of a 2*nd-rank grid
+        t = _unsqueeze(ctx, t, [a for a in range(2 * nd) if a not in (d, nd + d)])
+        table = t if table is None else ctx.op.Add(ctx.op.Mul(table, n), t)
+    count = ctx.op.ReduceProd(ctx.sizes(out), keepdims=1)  # [prod(out)]
+    return ctx.op.Reshape(table, ctx.op.Concat(count, ctx.const([-1]), axis=0))
 
 
 @aten(aten_.adaptive_max_pool1d.default)

@@ -241,7 +241,7 @@ def logsumexp(ctx: Ctx, x: ir.Value, dim: list[int], keepdim: bool = False) -> i
     peak = ctx.op.Where(ctx.op.IsInf(peak), ctx.const(0.0, like=xf), peak)
     total = _reduce(ctx, "ReduceSum", _same_shape(ctx.op.Exp(ctx.op.Sub(xf, peak)), xf), dim, keepdim=True)
     out = ctx.op.Add(ctx.op.Log(total), peak)
-    if not keepdim:
+    if not keepdim and rank(xf):  # a rank-0 input stays rank 0 (its dim 0 or -1 is no axis)
         dims = _dims(xf, dim)
         out = ctx.op.Squeeze(out, axes(ctx, dims)) if dims else out
     return ctx.cast(out, ctx.out_dtype())

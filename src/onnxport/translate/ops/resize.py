@@ -43,8 +43,9 @@ def _resize(
     # Given scales, torch maps coordinates with 1/scale (not in/out), which is what ONNX does with ``scales``
     if scales is not None and len(scales) == nd and all(s is not None for s in scales):
         return ctx.op.Resize(x, None, ctx.const([float(s) for s in scales], ir.DataType.FLOAT), None, **attrs)
-    if output_size is None:
-        raise ValueError("interpolate needs output_size or scale_factors")
+    if output_size is None:  # torch refuses this too
+        raise ctx.unsupported("neither an output size nor a scale for every spatial dim",
+                              fix="pass size=... or scale_factor=... to F.interpolate")
     return ctx.op.Resize(x, None, None, ctx.sizes(list(output_size)), **attrs)
 
 

@@ -347,9 +347,25 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge",
 @aten(aten_.pad.default)
 def pad(ctx: Ctx, x: ir.Value, pad: Sequence[Size], mode: str = "constant", value: float | None = None) -> ir.Value:
     """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor"""
-    if mode == "circular" and ctx.opset < 19:
-        raise ValueError("circular padding needs opset 19 (Pad mode 'wrap')")
+    if mode not in _PAD_MODES:
+        raise ctx.unsupported(f"mode={mode!r}", fix="pad with mode 'constant', 'reflect', 'replicate' or 'circular'")
+    if mode == "circular" and ctx.opset < 19:  # Pad mode 'wrap' is new in opset 19
+        return _circular_pad(ctx, x, pad)
     return _pad(ctx, x, pad, _PAD_MODES[mode], value)
+
+
+def _circular_pad(ctx: Ctx, x: ir.Value, pad: Sequence[Size]) -> ir.Value:
+    """Wrap-around padding as slices of the other end, one axis after the other (corners wrap twice)."""
+    if not all(isinstance(p, int) and p >= 0 for p in pad):
+        raise ctx.unsupported("circular padding by symbolic or negative amounts before opset 19",
+                              fix="export with opset=19 or newer (Pad mode 'wrap'), or pad by non-negative ints")
+    r = rank(x)
+    for i in range(len(pad) // 2):
+        axis, begin, end = r - 1 - i, pad[2 * i], pad[2 * i + 1]
+        parts = ([_slice(ctx, x, axis, -begin, INT64_MAX)] if begin else []) + [x] + \
+            ([_slice(ctx, x, axis, 0, end)] if end else [])
+        x = ctx.op.Concat(*parts, axis=axis) if len(parts) > 1 else x
+    return x
 
 
 def _pad_mode(mode: str):

@@ -108,7 +108,10 @@ def sym_stride(ctx: Ctx, x: ir.Value, dim: int) -> ir.Value:
     dim = dim + r if dim < 0 else dim
     meta = arg_meta(ctx, 0)
     if isinstance(meta, torch.Tensor) and not statically_known_true(meta.stride(dim) == math.prod(meta.shape[dim + 1 :])):
-        raise ValueError(f"stride({dim}) of a non-contiguous tensor (strides {meta.stride()}) has no ONNX meaning")
+        raise ctx.unsupported(
+            f"stride({dim}) of a non-contiguous tensor (strides {meta.stride()}), which has no ONNX meaning",
+            fix="call .contiguous() before reading .stride()",
+        )
     if dim == r - 1:
         return ctx.const(1, INT64)
     return ctx.op.ReduceProd(ctx.op.Shape(x, start=dim + 1), keepdims=0)
