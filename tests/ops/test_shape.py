@@ -49,6 +49,11 @@ def flatten_sym(x): return x.flatten(1)
 def unflatten_sym(x): return x.unflatten(0, (-1, 2))
 def narrow_sym(x): return x.narrow(0, 1, x.shape[0] - 1)
 def tile_fn(x): return x.tile(2)
+def repeat_interleave_dim(x): return x.repeat_interleave(3, dim=1)
+def repeat_interleave_sym(x): return x.repeat_interleave(x.shape[0], dim=-1)
+def repeat_interleave_flat(x): return x.repeat_interleave(2)
+def diff_twice(x): return torch.diff(x, n=2, dim=0)
+def diff_pre_app(x, p, a): return torch.diff(x, dim=-1, prepend=p, append=a)
 def repeat_sym(x): return x.repeat(2, 1, 1)
 def roll_sym(x): return torch.roll(x, 1, 0)
 def pad_fn(x): return F.pad(x, (1, 2))
@@ -169,6 +174,16 @@ CASES = [
     OpCase(aten.repeat.default, args=lambda: (randn(2, 3), [2, 1, 3]), expect_ops=["Tile"]),
     OpCase(repeat_sym, args=lambda: (randn(3, 2),), name="dyn", dynamic_shapes=N0),
     OpCase(tile_fn, args=lambda: (randn(2, 3),)),
+    OpCase(repeat_interleave_dim, args=lambda: (randn(2, 3, 4),), expect_ops=["Tile"], dtypes=(f32, f16)),
+    OpCase(repeat_interleave_dim, args=lambda: (randn(3, 4, 2),), name="dyn",
+           dynamic_shapes=dyn({0: Dim("n", min=2), 2: Dim("m", min=2)})),
+    OpCase(repeat_interleave_sym, args=lambda: (randn(3, 4),), name="sym_repeats", dynamic_shapes=N0),
+    OpCase(repeat_interleave_flat, args=lambda: (randn(2, 3),)),
+    OpCase(diff_twice, args=lambda: (randn(5, 3),)),
+    OpCase(torch.diff, args=lambda: (randn(5, 3),), kwargs={"dim": 0}, name="dyn",
+           dynamic_shapes=dyn({0: Dim("n", min=3, max=64), 1: Dim("m", min=2)})),
+    OpCase(torch.diff, args=lambda: (torch.tensor([True, False, False, True]),), name="bool"),
+    OpCase(diff_pre_app, args=lambda: (randn(2, 4), randn(2, 1), randn(2, 2))),
     OpCase(aten.tile.default, args=lambda: (randn(3,), [2, 2]), name="more_dims"),
     OpCase(aten.flip.default, args=lambda: (randn(3, 4, 2), [0, -1]), dtypes=(f32, f16)),
     OpCase(aten.roll.default, args=lambda: (randn(4, 5), [1, -7], [0, 1])),
@@ -256,3 +271,20 @@ def test_circular_pad_before_opset_19(fn, shape) -> None:
     """Opset 18 has no Pad mode 'wrap': the wrap-around is sliced from the other end and concatenated."""
     prog = check_case(OpCase(fn, args=lambda: (randn(*shape),)), None, 18)
     assert "Pad" not in {n.op_type for n in prog.model.graph}
+
+
+class _NeedsNoDecomposition(torch.nn.Module):
+    """Ops that once went through torch's decompositions (seconds of re-tracing) and now translate directly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.utils.weight_norm(torch.nn.Conv1d(4, 4, 3))  # as wav2vec2's positional conv
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x).repeat_interleave(2, dim=1)
+        return torch.min(y, torch.diff(y, dim=-1, append=y[..., -1:]))
+
+
+def test_common_ops_translate_without_decomposition() -> None:
+    prog = run_case(OpCase(_NeedsNoDecomposition(), args=lambda: (randn(2, 4, 7),)))
+    assert prog.report.decomposed == {}

@@ -234,16 +234,16 @@ def clamp_max(ctx: Ctx, x: ir.Value, max: ir.Value | float) -> ir.Value:
     return clamp(ctx, x, None, max)
 
 
-@aten(aten_.maximum.default)
+@aten(aten_.maximum.default, aten_.max.other)
 def maximum(ctx: Ctx, x: ir.Value, other: ir.Value) -> ir.Value:
-    """maximum(Tensor self, Tensor other) -> Tensor"""
+    """maximum(Tensor self, Tensor other) -> Tensor (also max.other)"""
     x, other = promote(ctx, ctx.out_dtype(), x, other)
     return ctx.op.Or(x, other) if x.dtype == _BOOL else ctx.op.Max(x, other)
 
 
-@aten(aten_.minimum.default)
+@aten(aten_.minimum.default, aten_.min.other)
 def minimum(ctx: Ctx, x: ir.Value, other: ir.Value) -> ir.Value:
-    """minimum(Tensor self, Tensor other) -> Tensor"""
+    """minimum(Tensor self, Tensor other) -> Tensor (also min.other)"""
     x, other = promote(ctx, ctx.out_dtype(), x, other)
     return ctx.op.And(x, other) if x.dtype == _BOOL else ctx.op.Min(x, other)
 

@@ -218,3 +218,25 @@ def rms_norm(ctx: Ctx, x: ir.Value, normalized_shape: Sequence[int | ir.Value], 
     if weight is not None:
         y = ctx.op.Mul(ctx.cast(y, out_dtype), ctx.cast(weight, out_dtype))
     return ctx.cast(y, out_dtype)
+
+
+def _weight_norm(ctx: Ctx, v: ir.Value, g: ir.Value, dim: int) -> tuple[ir.Value, ir.Value]:
+    """``w = v * g / ||v||`` with the 2-norm over every dim but ``dim`` (all dims for -1); returns w, norm."""
+    r = rank(v)
+    keep = [] if dim == -1 else [dim % r]
+    norm = ctx.op.ReduceL2(_upcast(ctx, v), axes(ctx, [d for d in range(r) if d not in keep]), keepdims=1)
+    scale = ctx.op.Div(ctx.cast(g, norm.dtype), norm)
+    return ctx.cast(ctx.op.Mul(_upcast(ctx, v), scale), v.dtype), norm
+
+
+@aten(aten_._weight_norm.default)
+def weight_norm(ctx: Ctx, v: ir.Value, g: ir.Value, dim: int = 0) -> ir.Value:
+    """_weight_norm(Tensor v, Tensor g, int dim=0) -> Tensor"""
+    return _weight_norm(ctx, v, g, dim)[0]
+
+
+@aten(aten_._weight_norm_interface.default)
+def weight_norm_interface(ctx: Ctx, v: ir.Value, g: ir.Value, dim: int = 0) -> tuple[ir.Value, ir.Value]:
+    """_weight_norm_interface(Tensor v, Tensor g, int dim=0) -> (Tensor, Tensor)"""
+    w, norm = _weight_norm(ctx, v, g, dim)
+    return w, ctx.cast(ctx.op.Reshape(norm, ctx.op.Shape(g)), ctx.out_dtype(1))

@@ -281,6 +281,35 @@ def repeat(ctx: Ctx, x: ir.Value, repeats: Sequence[Size]) -> ir.Value:
     return ctx.op.Tile(x, ctx.sizes(list(repeats)))
 
 
+@aten(aten_.repeat_interleave.self_int)
+def repeat_interleave(ctx: Ctx, x: ir.Value, repeats: Size, dim: int | None = None, *,
+                      output_size: Size | None = None) -> ir.Value:
+    """repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor"""
+    if dim is None:  # over the flattened tensor
+        x, dim = ctx.op.Reshape(x, ctx.const([-1], INT64)), 0
+        x.shape = ir.Shape([None])
+    r = rank(x)
+    dim = norm_axis(dim, r)
+    # each entry along dim gets a new axis of `repeats` copies, then the two axes merge
+    tiled = ctx.op.Tile(ctx.op.Unsqueeze(x, axes(ctx, [dim + 1])),
+                        ctx.sizes([1] * (dim + 1) + [repeats] + [1] * (r - dim - 1)))
+    return ctx.op.Reshape(tiled, ctx.sizes([_shape(ctx, x, 0, dim), -1, _shape(ctx, x, dim + 1, r)]))
+
+
+@aten(aten_.diff.default)
+def diff(ctx: Ctx, x: ir.Value, n: int = 1, dim: int = -1, prepend: ir.Value | None = None,
+         append: ir.Value | None = None) -> ir.Value:
+    """diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor"""
+    dim = norm_axis(dim, rank(x))
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        x = ctx.op.Concat(*[ctx.cast(p, x.dtype) for p in parts], axis=dim)
+    for _ in range(n):
+        later, earlier = _slice(ctx, x, dim, 1, INT64_MAX), _slice(ctx, x, dim, 0, -1)
+        x = ctx.op.Xor(later, earlier) if x.dtype == ir.DataType.BOOL else ctx.op.Sub(later, earlier)
+    return x
+
+
 @aten(aten_.tile.default)
 def tile(ctx: Ctx, x: ir.Value, dims: Sequence[Size]) -> ir.Value:
     """tile(Tensor self, SymInt[] dims) -> Tensor"""
