@@ -15,6 +15,7 @@ from onnxport.errors import (
     UnsupportedOpError,
     VerificationError,
 )
+from onnxport.generate import generate
 from onnxport.program import OnnxProgram
 from onnxport.report import Report
 from onnxport.translate.registry import register_translation
@@ -32,6 +33,7 @@ __all__ = [
     "VerificationError",
     "diagnose",
     "export",
+    "generate",
     "infer_dynamic_shapes",
     "register_translation",
     "unsupported_ops",

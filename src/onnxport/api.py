@@ -55,7 +55,25 @@ def export(
     raises ``VerificationError``, or only warns with ``verify_mode="warn"``; ``verify_inputs`` adds
     input sets to check (each an args tuple, or ``(args, kwargs)``). ``progress`` prints one line per
     stage to stderr.
+
+    transformers' KV caches (``DynamicCache``) are accepted as inputs and outputs: each layer becomes
+    ``past_key_values.{i}.key``/``.value`` in and ``present.{i}.key``/``.value`` out.
     """
+    # The caches are pytree nodes for the whole export (capture and verification flatten them), not after.
+    with _capture.transformers_caches():
+        return _export(
+            model, args, kwargs, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes, input_names=input_names,
+            output_names=output_names, opset=opset, custom_translations=custom_translations,
+            custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow, optimize=optimize,
+            verify=verify, verify_mode=verify_mode, verify_inputs=verify_inputs, progress=progress,
+        )
+
+
+def _export(
+    model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, dynamic_axes: Any, input_names: Any,
+    output_names: Any, opset: Any, custom_translations: Any, custom_opsets: Any, rewrite_control_flow: bool,
+    optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any], progress: bool,
+) -> OnnxProgram:
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
     opset = _check_opset(opset)
     if verify_mode not in ("raise", "warn"):

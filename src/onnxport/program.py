@@ -16,6 +16,7 @@ import onnx_ir as ir
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.capture._transformers_cache import registered as transformers_caches
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.report import Report
 from onnxport.translate.driver import RANDOM_OUTPUTS_KEY
@@ -116,7 +117,8 @@ class OnnxProgram:
         order = self._in_spec.child(1).context if self._in_spec.num_children == 2 else None
         if order is not None and set(order) == set(kwargs):
             kwargs = {k: kwargs[k] for k in order}
-        leaves, spec = pytree.tree_flatten((tuple(args), kwargs))
+        with transformers_caches():  # a KV cache among the inputs flattens as it did at export
+            leaves, spec = pytree.tree_flatten((tuple(args), kwargs))
         if spec != self._in_spec:
             raise InvalidInputError(
                 "the inputs do not have the structure the model was exported with",
@@ -169,12 +171,14 @@ class OnnxProgram:
 
     def unflatten_outputs(self, flat: Sequence[torch.Tensor]) -> Any:
         leaves = [flat[s] if isinstance(s, int) else s[1] for s in self._output_slots]
-        return pytree.tree_unflatten(leaves, self._out_spec)
+        with transformers_caches():
+            return pytree.tree_unflatten(leaves, self._out_spec)
 
     def onnx_leaves(self, outputs: Any) -> list[Any]:
         """The leaves of a user-level output (eager PyTorch's, say) that the ONNX outputs hold, in their
         order: tensors and symbolic numbers (an ONNX 0-d output), not the numbers baked in as constants."""
-        leaves = pytree.tree_leaves(outputs)
+        with transformers_caches():
+            leaves = pytree.tree_leaves(outputs)
         if len(leaves) != len(self._output_slots):  # another structure: its tensors, in order
             return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         chosen: list[Any] = [None] * len(self.model.graph.outputs)

@@ -21,7 +21,14 @@ def qkv(b: int = 2, h: int = 3, lq: int = 4, s: int = 5, e: int = 8, hk: int | N
 
 def bool_mask(lq: int = 4, s: int = 5) -> torch.Tensor:
     mask = torch.rand(lq, s) > 0.5
-    mask[:, 0] = True  # no fully masked row: torch and ONNX would both give NaN there
+    mask[:, 0] = True
+    return mask
+
+
+def left_padded_mask(lq: int = 4, s: int = 5) -> torch.Tensor:
+    """Causal, with the first two keys padding: the first query row sees nothing (torch: zero weights)."""
+    mask = torch.ones(lq, s, dtype=torch.bool).tril(s - lq)
+    mask[:, :2] = False
     return mask
 
 
@@ -52,6 +59,9 @@ CASES = [
            dtypes=(f32, f16), tol=F16_TOL),
     OpCase(sdpa, args=lambda: (*qkv(ev=6), bool_mask()), name="bool_mask", expect_ops=["Where"], dtypes=(f32, f16),
            tol=F16_TOL),
+    OpCase(sdpa, args=lambda: (*qkv(), left_padded_mask()), name="fully_masked_rows", dtypes=(f32, f16), tol=F16_TOL),
+    OpCase(sdpa, args=lambda: (*qkv(), torch.zeros(4, 5).masked_fill(~left_padded_mask(), float("-inf"))),
+           name="fully_masked_rows_float"),
     OpCase(sdpa, args=lambda: (*qkv(), randn(2, 1, 4, 5)), name="float_mask", expect_ops=["Add"], dtypes=(f32, f16),
            tol=F16_TOL),
     OpCase(sdpa_causal, args=lambda: qkv(lq=5, s=5), expect_ops=["Where"], dtypes=(f32, f16), tol=F16_TOL),

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import torch
 
+from onnxport.capture import _transformers_cache
+
 __all__ = ["patched"]
 
 _EXPORTABLE_EXPERTS = "batched_mm"
@@ -36,7 +38,8 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
                 saved.append((config, config._experts_implementation))
                 config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
-        yield
+        with _transformers_cache.mask_spans_cache(model):
+            yield
     finally:
         for config, value in saved:
             config._experts_implementation = value

@@ -25,6 +25,7 @@ from onnxport.capture._dynamic_ep import (
     tensor_input_shapes,
     user_named_symbols,
 )
+from onnxport.capture import _transformers_cache
 from onnxport.capture._dynamic_explain import explain_constraint_violation
 from onnxport.errors import InvalidInputError
 
@@ -134,7 +135,19 @@ def _spec_tree(value: Any, leaf_spec: Any) -> Any:
     """A spec shaped like ``value``: ``leaf_spec(tensor)`` at tensors, None elsewhere."""
     if isinstance(value, torch.Tensor):
         return leaf_spec(value)
-    return pytree.tree_map(lambda x: leaf_spec(x) if isinstance(x, torch.Tensor) else None, value)
+    return pytree.tree_map(lambda x: leaf_spec(x) if isinstance(x, torch.Tensor) else None, _spec_view(value))
+
+
+def _spec_view(value: Any) -> Any:
+    """``value`` as torch.export reads a spec for it: a registered non-builtin pytree node (a KV cache, a
+    model output) as the list of its children, recursively; containers and leaves as they are."""
+    kind = pytree._get_node_type(value)
+    node = pytree.SUPPORTED_NODES.get(kind)
+    if node is None:
+        return value
+    children, context = node.flatten_fn(value)
+    children = [_spec_view(c) for c in children]
+    return children if kind not in pytree.BUILTIN_TYPES else node.unflatten_fn(children, context)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,7 +328,8 @@ def auto_dynamic_shapes(model: Any, args: Sequence[Any], kwargs: Mapping[str, An
     """``dynamic_shapes`` with ``Dim.AUTO`` at every dim of every tensor input (what ``"auto"`` means)."""
     slots = _slots(model, args, kwargs)
     auto = lambda t: tuple(Dim.AUTO for _ in t.shape) if t.dim() else None  # noqa: E731
-    return _assemble(model, slots, [_spec_tree(value, auto) for _, _, value in slots])
+    specs = [_transformers_cache.auto_spec(value) or _spec_tree(value, auto) for _, _, value in slots]
+    return _assemble(model, slots, specs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,6 +408,7 @@ def _per_parameter(model: Any, slots: list, dynamic_shapes: Any) -> dict[str, An
 
 
 def _leaf_specs(value: Any, spec: Any, where: str) -> list[dict[int, Any]]:
+    value = _spec_view(value)
     if isinstance(value, torch.Tensor):
         return [_tensor_spec(value, spec, where)]
     if spec is None or isinstance(spec, (int, _DimHint)):

@@ -196,8 +196,11 @@ def translate(
         )
     # A shorter list names the first inputs; names past the inputs name the parameters, in order.
     chosen = dict(zip(tensor_inputs + params, input_names))
+    by_key = input_leaf_names(ep.call_spec.in_spec)
+    if len(by_key) == len(user_inputs):
+        chosen = {**{n: name for (n, _), name in zip(user_inputs, by_key) if name}, **chosen}
     leaf_names = list(output_names) if output_names is not None else output_leaf_names(ep.call_spec.out_spec)
-    for name in input_names + leaf_names:
+    for name in list(chosen.values()) + leaf_names:
         names.reserve(name)
     for node, spec in zip(placeholders, specs):
         if spec.kind == InputKind.USER_INPUT:
@@ -252,11 +255,34 @@ def output_leaf_names(spec: torch.utils._pytree.TreeSpec) -> list[str]:
         return []
     names = []
     for path in paths:
+        named = _named_by_key(path, output=True)
+        if named is not None:
+            names.append(named)
+            continue
         parts = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path]
         if not parts or isinstance(path[0], pytree.SequenceKey):
             parts.insert(0, "output")
         names.append(re.sub(r"\W", "_", "_".join(parts)))
     return names if len(set(names)) == len(names) else []
+
+
+def input_leaf_names(spec: torch.utils._pytree.TreeSpec) -> list[str | None]:
+    """Per flattened input, the name a pytree key gives it (``past_key_values.0.key`` below a KV-cache
+    layer), else None (the FX placeholder's name is used); empty when the structure has no key paths."""
+    pytree = torch.utils._pytree
+    try:
+        dummy = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+        return [_named_by_key(path, output=False) for path, _ in pytree.tree_flatten_with_path(dummy)[0]]
+    except Exception:  # noqa: BLE001 - a container type without key paths
+        return []
+
+
+def _named_by_key(path: Sequence[Any], *, output: bool) -> str | None:
+    """The name given by the first key of ``path`` that names the leaves below it (``leaf_name``)."""
+    for i, key in enumerate(path):
+        if callable(getattr(key, "leaf_name", None)):
+            return key.leaf_name(tuple(path[i + 1 :]), output)
+    return None
 
 
 def _add_outputs(

@@ -115,10 +115,10 @@ def _resized(example: torch.Tensor, sizes: list[int | None]) -> torch.Tensor:
 
 def resize_keeping_ends(t: torch.Tensor, dim: int, size: int) -> torch.Tensor:
     """``t`` with ``size`` entries along ``dim``: its first half and last half kept, the middle cut out
-    (to shrink) or filled with copies of the last entry of the first half (to grow)."""
+    (to shrink) or filled with copies of the last entry of the first half (to grow); zeros when ``t`` is empty there."""
     n = t.shape[dim]
-    if n == 0:
-        raise InvalidInputError(f"cannot resize an empty dim to {size}", fix="give an example with a non-empty dim")
+    if n == 0:  # nothing to keep (an empty KV cache, say): zeros
+        return t.new_zeros([size if d == dim else s for d, s in enumerate(t.shape)])
     if size <= n:
         head = (size + 1) // 2
         return torch.cat([t.narrow(dim, 0, head), t.narrow(dim, n - (size - head), size - head)], dim)

@@ -7,7 +7,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.ops._common import rank
+from onnxport.translate.ops._common import axes, rank
 from onnxport.translate.registry import aten
 
 aten_ = torch.ops.aten
@@ -81,6 +81,7 @@ def scaled_dot_product_attention(
     # Scaling q before the product keeps float16 scores in range, and onnxruntime folds a scalar Mul on
     # a MatMul input (and the Transpose of k) into one FusedMatMul.
     scores = ctx.op.MatMul(ctx.op.Mul(q, _scale(ctx, q, scale)), ctx.op.Transpose(k, perm=perm))
+    masked = attn_mask is not None
     if is_causal:
         attn_mask = _causal_keep(ctx, q, k)
     if attn_mask is not None:
@@ -89,6 +90,11 @@ def scaled_dot_product_attention(
         else:
             scores = ctx.op.Add(scores, ctx.cast(attn_mask, q.dtype))
     weights = ctx.op.Softmax(scores, axis=-1)
+    if masked:
+        # A query row the mask hides entirely (a left-padded position) is all -inf: Softmax gives NaN,
+        # which spreads through later layers; torch gives that row zero weights.
+        hidden = ctx.op.IsInf(ctx.op.ReduceMax(scores, axes(ctx, [-1]), keepdims=1), detect_positive=0)
+        weights = ctx.op.Where(hidden, ctx.const(0.0, like=weights), weights)
     if dropout_p:  # a model traced in training mode: keep its random dropout rather than drop it silently
         weights = ctx.op.Dropout(weights, ctx.const(float(dropout_p), like=weights), ctx.const(True, ir.DataType.BOOL))
     return ctx.op.MatMul(weights, v)

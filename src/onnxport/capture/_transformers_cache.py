@@ -1,0 +1,186 @@
+"""transformers' KV caches as pytree nodes, while onnxport captures, verifies or runs a model, and only then.
+
+Written for transformers 5.x (tested with 5.23). torch.export flattens a model's inputs and outputs with
+pytree; a ``DynamicCache`` is no pytree node, so capture fails with "Unsupported input type DynamicCache".
+:func:`registered` makes it one for the duration of a ``with`` block and restores the registry as it was
+on exit, whatever happened (a registration someone else made, transformers' own
+``register_dynamic_cache_export_support`` included, is put back).
+
+A cache flattens to one ``(key, value)`` tuple per layer, each ``[batch, kv_heads, past, head_dim]``,
+so a ``dynamic_shapes`` spec for ``past_key_values`` is a list of per-layer ``(key_spec, value_spec)``
+tuples. The layer keys (:class:`CacheLayerKey`) name the ONNX values the way onnxruntime-genai and optimum
+do: inputs ``past_key_values.{i}.key``/``.value``, outputs ``present.{i}.key``/``.value``.
+Only full-attention layers (``DynamicLayer``) are supported: a sliding-window layer keeps a running
+length outside its tensors, which a flat list of tensors cannot carry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from onnxport.errors import InvalidInputError
+
+__all__ = ["CacheLayerKey", "auto_spec", "conventional_dim_names", "mask_spans_cache", "registered", "supported"]
+
+_KINDS = ("key", "value")
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheLayerKey(pytree.SequenceKey):
+    """The key of layer ``idx`` of a KV cache; names its two tensors (``leaf_name``) for the ONNX model."""
+
+    def __str__(self) -> str:
+        return f".layers[{self.idx}]"
+
+    def leaf_name(self, rest: tuple[Any, ...], output: bool) -> str:
+        """``past_key_values.{i}.key`` for an input, ``present.{i}.key`` for an output."""
+        kind = _KINDS[rest[0].idx] if rest and isinstance(rest[0], pytree.SequenceKey) else "_".join(map(str, rest))
+        return f"{'present' if output else 'past_key_values'}.{self.idx}.{kind}"
+
+
+def supported() -> bool:
+    """Whether the installed transformers is one these registrations were written for (major version 5)."""
+    module = sys.modules.get("transformers")
+    major = getattr(module, "__version__", "").split(".", 1)[0]
+    return major == "5"
+
+
+@contextlib.contextmanager
+def registered() -> Iterator[None]:
+    """``DynamicCache`` registered as a pytree node inside the block; the registry as it was after it."""
+    if not supported():
+        yield
+        return
+    from transformers.cache_utils import DynamicCache
+
+    saved = pytree.SUPPORTED_NODES.get(DynamicCache)
+    saved_serialized = pytree.SUPPORTED_SERIALIZED_TYPES.get(DynamicCache)
+    if saved is not None:
+        pytree._deregister_pytree_node(DynamicCache)
+    pytree._private_register_pytree_node(
+        DynamicCache,
+        _flatten,
+        _unflatten,
+        serialized_type_name="onnxport.DynamicCache",
+        flatten_with_keys_fn=_flatten_with_keys,
+    )
+    try:
+        yield
+    finally:
+        pytree._deregister_pytree_node(DynamicCache)
+        if saved is not None:
+            pytree.SUPPORTED_NODES[DynamicCache] = saved
+            pytree.SUPPORTED_SERIALIZED_TYPES[DynamicCache] = saved_serialized
+            pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[saved_serialized.serialized_type_name] = DynamicCache
+
+
+def _flatten(cache: Any) -> tuple[list[tuple[Any, Any]], int]:
+    from transformers.cache_utils import DynamicLayer
+
+    children = []
+    for i, layer in enumerate(cache.layers):
+        if type(layer) is not DynamicLayer:
+            raise InvalidInputError(
+                f"past_key_values layer {i} is a {type(layer).__name__}; onnxport exports DynamicCache layers of "
+                "full attention (DynamicLayer) only",
+                fix="build the cache without the config (DynamicCache() or DynamicCache(ddp_cache_data=...)), "
+                "or export the model without a cache",
+            )
+        if layer.keys is None:
+            raise InvalidInputError(
+                f"past_key_values layer {i} holds no key/value tensors yet: the ONNX model needs them as inputs",
+                fix="pass a cache filled by a forward pass, or one built with empty tensors: "
+                "DynamicCache([(torch.zeros(batch, kv_heads, 0, head_dim),) * 2 for _ in range(num_layers)])",
+            )
+        children.append((layer.keys, layer.values))
+    return children, len(children)
+
+
+def _flatten_with_keys(cache: Any) -> tuple[list[tuple[Any, Any]], int]:
+    children, context = _flatten(cache)
+    return [(CacheLayerKey(i), child) for i, child in enumerate(children)], context
+
+
+def _unflatten(children: Any, context: int) -> Any:
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    layers = []
+    for keys, values in children:
+        # Filled directly, not through update(): no concatenation with an empty tensor in the graph.
+        layer = DynamicLayer()
+        layer.dtype, layer.device = getattr(keys, "dtype", None), getattr(keys, "device", None)
+        layer.keys, layer.values, layer.is_initialized = keys, values, True
+        layers.append(layer)
+    cache = DynamicCache()
+    cache.layers = layers
+    return cache
+
+
+# ONNX dim names of an LLM call, as onnxruntime-genai and optimum write them: input name -> {dim: name}.
+# Cache inputs match by their ONNX name or their FX placeholder's (``past_key_values_0_1``).
+_CACHE_INPUT = re.compile(r"past_key_values[._]\d+[._](key|value|0|1)")
+_DIM_NAMES = (
+    (re.compile(r"input_ids|position_ids"), {0: "batch_size", 1: "sequence_length"}),
+    (re.compile(r"attention_mask"), {0: "batch_size", 1: "total_sequence_length"}),
+    (_CACHE_INPUT, {0: "batch_size", 2: "past_sequence_length"}),
+)
+
+
+def conventional_dim_names(input_names: list[str]) -> list[dict[int, str]]:
+    """Per input, the conventional names of its dims when the inputs are an LLM call with a KV cache
+    (``batch_size``, ``sequence_length``, ``past_sequence_length``); all empty otherwise."""
+    if not any(_CACHE_INPUT.fullmatch(name) for name in input_names):
+        return [{} for _ in input_names]
+    return [next((dims for pattern, dims in _DIM_NAMES if pattern.fullmatch(name)), {}) for name in input_names]
+
+
+@contextlib.contextmanager
+def mask_spans_cache(model: Any) -> Iterator[None]:
+    """During capture, tell torch.export that ``attention_mask`` spans the past and the new tokens.
+
+    That is what ``generate`` passes; transformers pads a shorter mask silently, so nothing in the model
+    ties the sizes together, and ``"auto"`` would make the mask's length a size of its own that the
+    ONNX model mishandles when it differs. With the check, it is ``past_sequence_length + sequence_length``;
+    likewise every layer's cache has the batch of ``input_ids`` and one past length.
+    """
+    from transformers.cache_utils import DynamicCache
+
+    def check(module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+        ids, mask, cache = kwargs.get("input_ids"), kwargs.get("attention_mask"), kwargs.get("past_key_values")
+        if ids is None or mask is None or mask.dim() != 2 or not isinstance(cache, DynamicCache) or not cache.layers:
+            return
+        tensors = [t for layer in cache.layers for t in (layer.keys, layer.values) if t is not None and t.dim() == 4]
+        if not tensors:
+            return
+        past = tensors[0].shape[2]
+        torch._check(mask.shape[0] == ids.shape[0])
+        torch._check(mask.shape[1] == past + ids.shape[1])
+        for t in tensors:  # one batch and one past length for every layer
+            torch._check(t.shape[0] == ids.shape[0])
+            torch._check(t.shape[2] == past)
+
+    handle = model.register_forward_pre_hook(check, with_kwargs=True) if supported() else None
+    try:
+        yield
+    finally:
+        if handle is not None:
+            handle.remove()
+
+
+def auto_spec(value: Any) -> Any:
+    """``"auto"``'s spec for a KV cache: batch and past length dynamic, heads and head size static
+    (they are fixed by the weights); None for anything else."""
+    if not supported() or type(value).__name__ != "DynamicCache":
+        return None
+    from torch.export import Dim
+
+    layer = {0: Dim.AUTO, 2: Dim.AUTO}
+    return [(layer, layer) for _ in value.layers]

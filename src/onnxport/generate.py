@@ -1,0 +1,110 @@
+"""Greedy generation over an exported language model with a KV cache, in onnxruntime.
+
+The model is one that ``onnxport.export`` made from a transformers causal LM called with a
+``DynamicCache``: inputs ``input_ids``, ``attention_mask``, ``position_ids`` (where forward takes it)
+and ``past_key_values.{i}.key``/``.value``; outputs ``logits`` and ``present.{i}.key``/``.value``.
+The first step (prefill) runs the prompt on an empty past; each later step (decode) runs the token
+just chosen and feeds ``present.*`` back as ``past_key_values.*``. Positions come from the attention
+mask (``cumsum - 1``), as transformers computes them, so left-padded prompts generate as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import numpy as np
+import torch
+
+from onnxport.errors import InvalidInputError
+
+__all__ = ["generate"]
+
+_PAST = re.compile(r"past_key_values\.(\d+)\.(key|value)")
+
+
+def generate(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    max_new_tokens: int = 8,
+    eos_token_id: int | None = None,
+    pad_token_id: int | None = None,
+    output_logits: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+    """Greedy decoding: the prompt and up to ``max_new_tokens`` new tokens, ``(batch, prompt + new)``.
+
+    ``model`` is an ``OnnxProgram`` or the path of a saved ONNX model. ``attention_mask`` (1 for tokens,
+    0 for padding; left padding for a batch of prompts of different lengths) defaults to all ones.
+    With ``eos_token_id``, a row that produced it continues with ``pad_token_id`` (default: the eos id),
+    and generation stops early once every row has. With ``output_logits`` it returns ``(tokens, logits)``,
+    ``logits[i]`` the ``(batch, vocab)`` scores of step i (as transformers' ``output_logits``).
+    """
+    session = _session(model)
+    inputs = {i.name: i for i in session.get_inputs()}
+    layers = _cache_layout(inputs)
+    ids = input_ids.detach().cpu().numpy().astype(np.int64)
+    mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).cpu().numpy().astype(np.int64)
+    if ids.ndim != 2 or mask.shape != ids.shape:
+        raise InvalidInputError(f"input_ids {list(ids.shape)} and attention_mask {list(mask.shape)} must be (batch, length)",
+                                fix="pass 2-d tensors of the same shape")
+    batch = ids.shape[0]
+    past = {name: np.zeros((batch, heads, 0, size), dtype=dtype) for name, (heads, size, dtype) in layers.items()}
+    tokens, step_ids = ids, ids
+    finished = np.zeros(batch, dtype=bool)
+    scores = []
+    pad = eos_token_id if pad_token_id is None else pad_token_id
+    for _ in range(max_new_tokens):
+        positions = np.cumsum(mask, axis=-1) - 1
+        positions = np.where(mask == 0, 1, positions)[:, -step_ids.shape[1] :]
+        feed = {"input_ids": step_ids, "attention_mask": mask, "position_ids": positions, **past}
+        outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, {k: v for k, v in feed.items() if k in inputs})))
+        scores.append(torch.from_numpy(outputs["logits"][:, -1, :].copy()))
+        chosen = scores[-1].numpy().argmax(-1).astype(np.int64)
+        if eos_token_id is not None:
+            chosen = np.where(finished, pad, chosen)
+            finished |= chosen == eos_token_id
+        tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
+        mask = np.concatenate([mask, np.ones((batch, 1), dtype=np.int64)], axis=1)
+        past = {name: outputs[name.replace("past_key_values.", "present.", 1)] for name in past}
+        step_ids = chosen[:, None]
+        if eos_token_id is not None and finished.all():
+            break
+    return (torch.from_numpy(tokens), scores) if output_logits else torch.from_numpy(tokens)
+
+
+def _session(model: Any) -> Any:
+    import onnxruntime as ort
+
+    if isinstance(model, (str, os.PathLike)):
+        return ort.InferenceSession(os.fspath(model), providers=["CPUExecutionProvider"])
+    proto = getattr(model, "model_proto", None)
+    if proto is None:
+        raise InvalidInputError(f"generate takes an OnnxProgram or a path to an .onnx file, not {type(model).__name__}",
+                                fix="pass the result of onnxport.export(...) or the path it was saved to")
+    return ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _cache_layout(inputs: dict[str, Any]) -> dict[str, tuple[int, int, Any]]:
+    """``{past input name: (kv heads, head size, numpy dtype)}``, checked against the naming scheme."""
+    missing = [name for name in ("input_ids", "attention_mask") if name not in inputs]
+    layers = {}
+    for name, info in inputs.items():
+        if _PAST.fullmatch(name):
+            shape = info.shape
+            if len(shape) != 4 or not isinstance(shape[1], int) or not isinstance(shape[3], int):
+                raise InvalidInputError(f"{name} has shape {shape}; generate needs [batch, kv_heads, past, head_size] "
+                                        "with static heads and head size", fix="export with dynamic_shapes='auto'")
+            layers[name] = (shape[1], shape[3], _DTYPES.get(info.type, np.float32))
+    if missing or not layers:
+        raise InvalidInputError(
+            f"the model's inputs ({', '.join(inputs)}) are not those of a language model with a KV cache"
+            + (f": {', '.join(missing)} missing" if missing else ": no past_key_values.{i}.key inputs"),
+            fix="export the causal LM called with input_ids, attention_mask and past_key_values=DynamicCache(...)",
+        )
+    return layers
+
+
+_DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}

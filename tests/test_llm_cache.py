@@ -1,0 +1,132 @@
+"""Language models with a transformers KV cache: exported once, they serve prefill and decode, and
+``onnxport.generate`` in onnxruntime picks the tokens ``model.generate`` picks."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+
+import onnxport
+
+transformers = pytest.importorskip("transformers")
+from transformers import DynamicCache  # noqa: E402
+
+TINY = dict(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            max_position_embeddings=128)
+
+
+@dataclasses.dataclass
+class LLMCase:
+    """A decoder family from a tiny config; ``config`` holds its keyword arguments."""
+
+    name: str
+    config: str
+    model: str
+    kwargs: dict[str, Any]
+
+
+CASES = [
+    LLMCase("llama", "LlamaConfig", "LlamaForCausalLM", dict(TINY, num_key_value_heads=2)),
+    LLMCase("qwen2", "Qwen2Config", "Qwen2ForCausalLM", dict(TINY, num_key_value_heads=2)),
+    LLMCase("mistral", "MistralConfig", "MistralForCausalLM", dict(TINY, num_key_value_heads=2, sliding_window=None)),
+    LLMCase("phi3", "Phi3Config", "Phi3ForCausalLM", dict(TINY, num_key_value_heads=2, pad_token_id=0)),
+    LLMCase("gemma", "GemmaConfig", "GemmaForCausalLM", dict(TINY, num_key_value_heads=1, head_dim=8)),
+    LLMCase("gpt2", "GPT2Config", "GPT2LMHeadModel", dict(vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=128)),
+    LLMCase("opt", "OPTConfig", "OPTForCausalLM", dict(vocab_size=99, hidden_size=32, ffn_dim=64, num_hidden_layers=2,
+                                                        num_attention_heads=4, max_position_embeddings=128,
+                                                        word_embed_proj_dim=32, pad_token_id=1)),
+]
+_EXPORTED: dict[str, tuple[torch.nn.Module, onnxport.OnnxProgram]] = {}
+
+
+def _build(case: LLMCase) -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = getattr(transformers, case.config)(**case.kwargs)
+    model = getattr(transformers, case.model)(config).eval()
+    model.generation_config.eos_token_id = None  # eight tokens every time, on both sides
+    model.generation_config.pad_token_id = 0
+    return model
+
+
+def _decode_inputs(model: torch.nn.Module, batch: int = 2, past: int = 4, new: int = 3) -> dict[str, Any]:
+    """A decode step after a prefill of ``past`` tokens: what the exported model is captured from."""
+    torch.manual_seed(1)
+    prompt = torch.randint(3, 99, (batch, past))
+    with torch.no_grad():
+        cache = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True).past_key_values
+    return {"input_ids": torch.randint(3, 99, (batch, new)), "attention_mask": torch.ones(batch, past + new, dtype=torch.long),
+            "position_ids": torch.arange(past, past + new).expand(batch, new), "past_key_values": cache}
+
+
+def _exported(case: LLMCase) -> tuple[torch.nn.Module, onnxport.OnnxProgram]:
+    if case.name not in _EXPORTED:
+        model = _build(case)
+        _EXPORTED[case.name] = model, onnxport.export(model, (), _decode_inputs(model), dynamic_shapes="auto")
+    return _EXPORTED[case.name]
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "left_padded"])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_greedy_generation_matches_transformers(case: LLMCase, padded: bool) -> None:
+    model, prog = _exported(case)
+    torch.manual_seed(2)
+    ids = torch.randint(3, 99, (2, 6))
+    mask = torch.ones_like(ids)
+    if padded:
+        mask[1, :2] = 0
+        ids[1, :2] = 0
+    tokens, logits = onnxport.generate(prog, ids, mask, max_new_tokens=8, output_logits=True)
+    expected = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=8, output_logits=True,
+                              return_dict_in_generate=True)
+    assert torch.equal(tokens, expected.sequences)
+    for step, (got, want) in enumerate(zip(logits, expected.logits)):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3, msg=lambda m: f"step {step}: {m}")
+
+
+def test_names_follow_onnxruntime_genai() -> None:
+    _, prog = _exported(CASES[0])
+    layers = [f"{kind}.{i}.{part}" for kind in ("past_key_values", "present") for i in range(2) for part in ("key", "value")]
+    assert prog.input_names == ["input_ids", "attention_mask", "position_ids", *layers[:4]]
+    assert prog.output_names == ["logits", *layers[4:]]
+    shapes = {v.name: [str(d) for d in v.shape] for v in [*prog.model.graph.inputs, *prog.model.graph.outputs]}
+    assert shapes["input_ids"] == ["batch_size", "sequence_length"]
+    assert shapes["attention_mask"] == ["batch_size", "past_sequence_length + sequence_length"]
+    assert shapes["past_key_values.1.value"] == ["batch_size", "2", "past_sequence_length", "8"]
+    assert shapes["present.0.key"] == ["batch_size", "2", "past_sequence_length + sequence_length", "8"]
+
+
+def test_program_takes_and_returns_a_cache() -> None:
+    model, prog = _exported(CASES[0])
+    inputs = _decode_inputs(model, batch=3, past=5, new=2)
+    out = prog(**inputs)
+    assert isinstance(out.past_key_values, DynamicCache)
+    with torch.no_grad():
+        expected = model(**_decode_inputs(model, batch=3, past=5, new=2))
+    torch.testing.assert_close(out.logits, expected.logits, atol=1e-4, rtol=1e-3)
+    torch.testing.assert_close(out.past_key_values.layers[1].keys, expected.past_key_values.layers[1].keys)
+
+
+def test_explicit_dynamic_shapes_for_the_cache() -> None:
+    model = _build(CASES[0])
+    batch, past, seq = torch.export.Dim("batch"), torch.export.Dim("past"), torch.export.Dim("seq")
+    layer = {0: batch, 2: past}
+    shapes = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: torch.export.Dim.AUTO},
+              "position_ids": {0: batch, 1: seq}, "past_key_values": [(layer, layer), (layer, layer)]}
+    prog = onnxport.export(model, (), _decode_inputs(model), dynamic_shapes=shapes)
+    dims = [str(d) for d in prog.model.graph.inputs[3].shape]
+    assert dims == ["batch", "2", "past", "8"]
+
+
+def test_registration_is_undone_after_export_and_failed_export() -> None:
+    model = _build(CASES[0])
+    assert DynamicCache not in pytree.SUPPORTED_NODES
+    hooks = dict(model._forward_pre_hooks)
+    onnxport.export(model, (), _decode_inputs(model), dynamic_shapes="auto", verify=False)
+    assert DynamicCache not in pytree.SUPPORTED_NODES and dict(model._forward_pre_hooks) == hooks
+    with pytest.raises(onnxport.OnnxportError):
+        onnxport.export(model, (), _decode_inputs(model), dynamic_shapes={"input_ids": {1: torch.export.Dim("s", max=2)}})
+    assert DynamicCache not in pytree.SUPPORTED_NODES and dict(model._forward_pre_hooks) == hooks
