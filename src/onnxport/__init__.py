@@ -16,6 +16,7 @@ from onnxport.errors import (
     VerificationError,
 )
 from onnxport.generate import generate
+from onnxport.hf import export_hf
 from onnxport.program import OnnxProgram
 from onnxport.report import Report
 from onnxport.translate.registry import register_translation
@@ -33,6 +34,7 @@ __all__ = [
     "VerificationError",
     "diagnose",
     "export",
+    "export_hf",
     "generate",
     "infer_dynamic_shapes",
     "register_translation",

@@ -1,0 +1,160 @@
+"""Export a local transformers model directory (config.json plus weights; nothing is downloaded).
+
+``export_hf(directory, task, out)`` loads the model for the task, builds example inputs from its
+config, exports it with dynamic batch and sequence, and writes ``OUT/model.onnx``. For
+``text-generation`` the model takes and returns its KV cache (names as onnxruntime-genai and optimum
+use them), and OUT/ also gets a ``genai_config.json`` and the tokenizer files found in the directory,
+so that onnxruntime-genai loads OUT/ as it is.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from onnxport.errors import InvalidInputError
+from onnxport.program import OnnxProgram
+
+__all__ = ["TASKS", "export_hf"]
+
+# Files onnxruntime-genai and transformers' tokenizers read, copied to OUT/ when the directory has them.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                   "vocab.json", "merges.txt", "generation_config.json")
+EXAMPLE_BATCH = 2
+PAST, NEW = 4, 3  # a decode step exports the one model that serves prefill (past 0) and decode
+
+
+def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
+              *, opset: int | None = None, progress: bool = False) -> OnnxProgram:
+    """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program."""
+    directory = os.fspath(directory)
+    if not os.path.isfile(os.path.join(directory, "config.json")):
+        raise InvalidInputError(f"{directory} has no config.json", fix="point at a transformers model directory "
+                                "(config.json and safetensors weights, as save_pretrained writes it)")
+    if task not in TASKS:
+        raise InvalidInputError(f"task {task!r} is not one onnxport exports from a directory",
+                                fix=f"use one of {', '.join(TASKS)}")
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
+    auto, inputs, dynamic = TASKS[task]
+    try:
+        model = getattr(transformers, auto).from_pretrained(directory, local_files_only=True).eval()
+    except (ValueError, OSError) as exc:
+        raise InvalidInputError(f"transformers cannot load {directory} as {auto}: {exc}",
+                                fix=f"check that the directory holds a model for {task}") from None
+    import onnxport
+
+    prog = onnxport.export(model, (), inputs(model, config), dynamic_shapes=dynamic, opset=opset, progress=progress)
+    os.makedirs(out, exist_ok=True)
+    prog.save(os.path.join(out, "model.onnx"))
+    if task == "text-generation":
+        with open(os.path.join(out, "genai_config.json"), "w", encoding="utf-8") as f:
+            json.dump(genai_config(config, model), f, indent=2)
+    for name in TOKENIZER_FILES:
+        if os.path.isfile(os.path.join(directory, name)):
+            shutil.copyfile(os.path.join(directory, name), os.path.join(out, name))
+    return prog
+
+
+def _ids(config: Any, batch: int, length: int, seed: int = 0) -> torch.Tensor:
+    vocab = getattr(config, "vocab_size", None) or 100
+    low = min(3, vocab - 1)  # clear of the usual special ids
+    return torch.randint(low, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def _text_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    ids = _ids(config, EXAMPLE_BATCH, 8)
+    mask = torch.ones_like(ids)
+    mask[-1, -3:] = 0  # a padded row, as a tokenizer pads a batch
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """A decode step: the cache of a ``PAST``-token prefill, then ``NEW`` tokens."""
+    prompt = _ids(config, EXAMPLE_BATCH, PAST)
+    with torch.no_grad():
+        cache = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True).past_key_values
+    inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, NEW, seed=1),
+              "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64)}
+    if _takes_positions(model):
+        inputs["position_ids"] = torch.arange(PAST, PAST + NEW).expand(EXAMPLE_BATCH, NEW).clone()
+    inputs["past_key_values"] = cache
+    return inputs
+
+
+def _image_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    side = getattr(config, "image_size", 224)
+    side = side[0] if isinstance(side, (list, tuple)) else side
+    channels = getattr(config, "num_channels", 3)
+    return {"pixel_values": torch.randn(EXAMPLE_BATCH, channels, side, side, generator=torch.Generator().manual_seed(0))}
+
+
+# task -> (transformers auto class, example inputs from the model and config, dynamic_shapes)
+TASKS: dict[str, tuple[str, Callable[[torch.nn.Module, Any], dict[str, Any]], Any]] = {
+    "text-generation": ("AutoModelForCausalLM", _generation_inputs, "auto"),
+    "feature-extraction": ("AutoModel", _text_inputs, "auto"),
+    "text-classification": ("AutoModelForSequenceClassification", _text_inputs, "auto"),
+    "image-classification": ("AutoModelForImageClassification", _image_inputs,
+                             {"pixel_values": {0: torch.export.Dim.DYNAMIC}}),
+}
+
+
+def genai_config(config: Any, model: torch.nn.Module) -> dict[str, Any]:
+    """onnxruntime-genai's description of the exported decoder: sizes, token ids, input/output names."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = text.num_attention_heads
+    hidden = text.hidden_size
+    generation = getattr(model, "generation_config", None)
+
+    def token(name: str) -> Any:
+        value = getattr(generation, name, None) if generation is not None else None
+        return value if value is not None else getattr(text, name, None)
+
+    eos = token("eos_token_id")
+    return {
+        "model": {
+            "bos_token_id": token("bos_token_id") if token("bos_token_id") is not None else 0,
+            "context_length": getattr(text, "max_position_embeddings", 2048),
+            "decoder": {
+                "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
+                "filename": "model.onnx",
+                "head_size": getattr(text, "head_dim", None) or hidden // heads,
+                "hidden_size": hidden,
+                "inputs": {
+                    "input_ids": "input_ids",
+                    "attention_mask": "attention_mask",
+                    **({"position_ids": "position_ids"} if _takes_positions(model) else {}),
+                    "past_key_names": "past_key_values.%d.key",
+                    "past_value_names": "past_key_values.%d.value",
+                },
+                "outputs": {"logits": "logits", "present_key_names": "present.%d.key",
+                            "present_value_names": "present.%d.value"},
+                "num_attention_heads": heads,
+                "num_hidden_layers": text.num_hidden_layers,
+                "num_key_value_heads": getattr(text, "num_key_value_heads", None) or heads,
+            },
+            "eos_token_id": eos if eos is not None else 0,
+            "pad_token_id": token("pad_token_id") if token("pad_token_id") is not None else (
+                eos[0] if isinstance(eos, list) else eos or 0),
+            "type": config.model_type,
+            "vocab_size": text.vocab_size,
+        },
+        "search": {
+            "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True, "length_penalty": 1.0,
+            "max_length": getattr(text, "max_position_embeddings", 2048), "min_length": 0,
+            "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
+            "past_present_share_buffer": False, "repetition_penalty": 1.0, "temperature": 1.0, "top_k": 1,
+            "top_p": 1.0,
+        },
+    }
+
+
+def _takes_positions(model: torch.nn.Module) -> bool:
+    return "position_ids" in inspect.signature(model.forward).parameters
