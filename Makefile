@@ -8,7 +8,7 @@ PIP_VERSION := 26.3
 # The newest-releases run keeps torch's CPU build unless told otherwise (a plain torch pulls CUDA).
 LATEST_TORCH ?= torch==2.13.0
 
-.PHONY: demo test test-latest bench bench-zoo setup clean
+.PHONY: demo test test-latest bench bench-zoo bench-llm setup clean
 
 demo: $(VENV)/.installed
 	$(BIN)/onnxport demo
@@ -28,6 +28,9 @@ bench: $(VENV)/.installed-bench
 
 bench-zoo: $(VENV)/.installed
 	$(BIN)/python bench/zoo.py --out bench/zoo.md
+
+bench-llm: $(VENV)/.installed
+	$(BIN)/python bench/llm.py --out bench/llm.md
 
 setup: $(VENV)/.installed
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -11,21 +10,9 @@ import torch
 
 import onnxport
 from onnxport.hf import export_hf
+from tests.hf_dirs import write_tokenizer
 
 transformers = pytest.importorskip("transformers")
-
-
-def _tokenizer_files(directory: str, vocab_size: int) -> None:
-    """A word-level tokenizer made with the tokenizers package, as transformers and onnxruntime-genai read it."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, **{f"w{i}": i for i in range(3, vocab_size)}}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.save(os.path.join(directory, "tokenizer.json"))
-    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
-                   "pad_token": "<pad>"}, f)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +24,7 @@ def llama_dir(tmp_path_factory) -> tuple[str, torch.nn.Module]:
                                       bos_token_id=1, eos_token_id=2, pad_token_id=0)
     model = transformers.LlamaForCausalLM(config).eval()
     model.save_pretrained(directory)
-    _tokenizer_files(directory, 99)
+    write_tokenizer(directory, 99)
     return directory, model
 
 
