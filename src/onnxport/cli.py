@@ -4,95 +4,43 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.util
 import os
-import re
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from onnxport._cli_inputs import Inputs, Target, example_inputs, load_target, load_weights
 from onnxport.errors import InvalidInputError, OnnxportError
 
-_DTYPES = {
-    "float32": torch.float32, "float": torch.float32, "float16": torch.float16, "half": torch.float16,
-    "bfloat16": torch.bfloat16, "float64": torch.float64, "int64": torch.int64, "long": torch.int64,
-    "int32": torch.int32, "int": torch.int32, "bool": torch.bool,
-}
-_INPUT_RE = re.compile(r"^(?:(?P<name>[A-Za-z_]\w*)=)?(?P<dtype>\w+)\[(?P<dims>[\d,\s]*)\](?:~(?P<lo>-?\d+):(?P<hi>-?\d+))?$")
 
-
-def parse_input(text: str, generator: torch.Generator) -> tuple[str | None, torch.Tensor]:
-    """``x=float32[2,3]`` -> ("x", random tensor); ``ids=int64[1,8]~0:1000`` draws ints in [0, 1000)."""
-    m = _INPUT_RE.match(text.strip())
-    if m is None or m["dtype"] not in _DTYPES:
-        raise InvalidInputError(
-            f"cannot read --input {text!r}",
-            fix="write NAME=DTYPE[D0,D1,...], e.g. x=float32[1,3,224,224] or ids=int64[1,16]~0:30522; "
-            f"dtypes: {', '.join(sorted(_DTYPES))}",
-        )
-    shape = [int(d) for d in m["dims"].replace(" ", "").split(",") if d]
-    dtype = _DTYPES[m["dtype"]]
-    if dtype.is_floating_point:
-        tensor = torch.randn(shape, generator=generator).to(dtype)
-    elif dtype == torch.bool:
-        tensor = torch.randint(0, 2, shape, generator=generator).bool()
-    else:
-        lo, hi = int(m["lo"] or 0), int(m["hi"] or 10)
-        tensor = torch.randint(lo, hi, shape, generator=generator, dtype=dtype)
-    return m["name"], tensor
-
-
-def load_target(spec: str) -> tuple[torch.nn.Module, Any]:
-    """``FILE.py:NAME``: a module class (built with no arguments), an instance, or a function
-    returning a model or ``(model, example_args)``. Returns the model and its example args (or None)."""
-    path, sep, name = spec.rpartition(":")
-    if not sep or not path.endswith(".py") or not name:
-        raise InvalidInputError(f"cannot read {spec!r}", fix="write FILE.py:NAME, e.g. models/net.py:Net")
-    if not os.path.isfile(path):
-        raise InvalidInputError(f"{path} does not exist", fix="check the path (relative to the current folder)")
-    module_name = f"_onnxport_user_{os.path.splitext(os.path.basename(path))[0]}"
-    loader_spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(loader_spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    sys.modules[module_name] = module
-    loader_spec.loader.exec_module(module)
-    if not hasattr(module, name):
-        raise InvalidInputError(f"{path} has no {name!r}", fix=f"pick one of: {', '.join(n for n in dir(module) if not n.startswith('_'))}")
-    obj = getattr(module, name)
-    if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
-        obj = obj()
-    elif not isinstance(obj, torch.nn.Module) and callable(obj):
-        obj = obj()
-    example = None
-    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], torch.nn.Module):
-        obj, example = obj
-    if not isinstance(obj, torch.nn.Module):
-        raise InvalidInputError(f"{spec} gave a {type(obj).__name__}, not a torch.nn.Module", fix="point NAME at a module class, instance, or a function returning one")
-    return obj.eval(), example
-
-
-def example_inputs(ns: argparse.Namespace, example: Any) -> tuple[tuple, list[str] | None]:
-    """The example args from ``--input`` (with their names when all are named), else the target's own."""
-    generator = torch.Generator().manual_seed(ns.seed)
-    parsed = [parse_input(text, generator) for text in ns.input]
-    if parsed:
-        names = [n for n, _ in parsed]
-        return tuple(t for _, t in parsed), names if all(names) else None
-    if example is not None:
-        return (example if isinstance(example, tuple) else (example,)), None
-    raise InvalidInputError("no example inputs", fix="give --input NAME=DTYPE[DIMS] for each input of forward")
+def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
+    """The target, its weights (``--weights``) and its example inputs, with a progress line."""
+    start = time.perf_counter()
+    target = load_target(ns.target)
+    if ns.weights:
+        load_weights(target.model, ns.weights)
+    inputs = example_inputs(ns.input, ns.seed, getattr(ns, "dynamic", None), target)
+    if progress:
+        print(f"[onnxport] {'load':<10} {time.perf_counter() - start:7.3f}s  {ns.target}", file=sys.stderr, flush=True)
+    return target, inputs
 
 
 def _export(ns: argparse.Namespace) -> int:
     from onnxport.api import export
 
-    model, example = load_target(ns.target)
-    args, input_names = example_inputs(ns, example)
+    folder = os.path.dirname(os.path.abspath(ns.output))
+    if not os.path.isdir(folder):
+        raise InvalidInputError(f"cannot write {ns.output}: the folder {folder} does not exist", fix="create it first")
+    # One line per stage as it ends: on by default where someone watches (a terminal), off in logs and pipes.
+    progress = ns.progress if ns.progress is not None else sys.stderr.isatty() and not ns.quiet
+    target, inputs = _load(ns, progress)
     prog = export(
-        model, args, input_names=input_names, output_names=ns.output_names, opset=ns.opset,
-        optimize=not ns.no_optimize, verify=not ns.no_verify, progress=not ns.quiet,
+        target.model, inputs.args, inputs.kwargs, dynamic_shapes=inputs.dynamic_shapes, input_names=inputs.input_names,
+        output_names=ns.output_names, opset=ns.opset, optimize=not ns.no_optimize, verify=not ns.no_verify,
+        progress=progress,
     )
     prog.save(ns.output, external_data=True if ns.external_data else None)
     if not ns.quiet:
@@ -104,9 +52,8 @@ def _export(ns: argparse.Namespace) -> int:
 def _doctor(ns: argparse.Namespace) -> int:
     from onnxport.capture.diagnose import diagnose
 
-    model, example = load_target(ns.target)
-    args, _ = example_inputs(ns, example)
-    diagnosis = diagnose(model, args)
+    target, inputs = _load(ns, progress=False)
+    diagnosis = diagnose(target.model, inputs.args, inputs.kwargs)
     print(diagnosis)
     # Like a linter: a non-zero exit tells scripts and CI that something needs attention.
     return 1 if diagnosis.issues else 0
@@ -186,25 +133,40 @@ def _tensor_bytes(t: Any) -> int:
     return int(np.prod(t.dims, dtype=np.int64)) * itemsize
 
 
+_TARGET_HELP = (
+    "FILE.py:NAME (a module class, instance, or function returning a model [and inputs]) or a torch.export FILE.pt2"
+)
+_INPUT_HELP = ("example input, once per input, e.g. x=float32[2,3,224,224]; a name makes a dim dynamic: "
+               "x=float32[batch,3,224,224] (example size 2, or batch=1); ints: ids=int64[1,8]~0:1000")
+
+
+def _add_target_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", help=_TARGET_HELP)
+    p.add_argument("--input", action="append", default=[], metavar="NAME=DTYPE[DIMS]", help=_INPUT_HELP)
+    p.add_argument("--weights", metavar="FILE",
+                   help="state dict (torch.save, read with weights_only=True) or .safetensors to load first")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onnxport", description="Export PyTorch models to ONNX.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("export", help="export FILE.py:NAME to ONNX")
-    p.add_argument("target", help="FILE.py:NAME, a module class, instance, or function returning a model [and inputs]")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=DTYPE[DIMS]", help="example input, once per input, e.g. x=float32[2,3,224,224]; ints: ids=int64[1,8]~0:1000")
+    p = sub.add_parser("export", help="export FILE.py:NAME or FILE.pt2 to ONNX")
+    _add_target_args(p)
     p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
+    p.add_argument("--dynamic", choices=["auto", "static"], default=None,
+                   help="auto: every dim may vary (named dims stay shared); static: none does (also for a .pt2)")
     p.add_argument("--output-names", nargs="+", default=None, help="names of the flattened outputs")
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 23, up to the newest onnxruntime runs)")
     p.add_argument("--no-verify", action="store_true", help="skip the onnxruntime vs eager check")
     p.add_argument("--no-optimize", action="store_true", help="skip the ONNX graph optimizations")
     p.add_argument("--external-data", action="store_true", help="write weights to FILE.onnx.data")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="one line per stage on stderr (default: on when stderr is a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the saved path")
     p.set_defaults(run=_export)
     p = sub.add_parser("doctor", help="list every graph break of FILE.py:NAME at once, each with its line and fix")
-    p.add_argument("target", help="FILE.py:NAME, a module class, instance, or function returning a model [and inputs]")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=DTYPE[DIMS]", help="example input, once per input, e.g. x=float32[2,3,224,224]; ints: ids=int64[1,8]~0:1000")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
+    _add_target_args(p)
     p.set_defaults(run=_doctor)
     p = sub.add_parser("demo", help="export, verify and print the bundled default models")
     p.add_argument("-o", "--output-dir", default="onnxport-demo", help="where to save the .onnx files")
