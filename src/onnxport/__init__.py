@@ -15,10 +15,11 @@ from onnxport.errors import (
     UnsupportedOpError,
     VerificationError,
 )
-from onnxport.generate import generate
+from onnxport.generate import generate, generate_seq2seq
 from onnxport.hf import export_hf
 from onnxport.program import OnnxProgram
 from onnxport.report import Report
+from onnxport.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.translate.registry import register_translation
 
 __all__ = [
@@ -29,13 +30,16 @@ __all__ = [
     "OnnxProgram",
     "OnnxportError",
     "Report",
+    "Seq2SeqPrograms",
     "TranslationError",
     "UnsupportedOpError",
     "VerificationError",
     "diagnose",
     "export",
     "export_hf",
+    "export_seq2seq",
     "generate",
+    "generate_seq2seq",
     "infer_dynamic_shapes",
     "register_translation",
     "unsupported_ops",

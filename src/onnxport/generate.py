@@ -6,6 +6,10 @@ and ``past_key_values.{i}.key``/``.value``; outputs ``logits`` and ``present.{i}
 The first step (prefill) runs the prompt on an empty past; each later step (decode) runs the token
 just chosen and feeds ``present.*`` back as ``past_key_values.*``. Positions come from the attention
 mask (``cumsum - 1``), as transformers computes them, so left-padded prompts generate as in PyTorch.
+
+:func:`generate_seq2seq` does the same for an encoder-decoder model exported by ``onnxport.seq2seq``:
+the encoder runs once, the first decoder model runs ``decoder_start_token_id`` on no past, and the
+decoder with past runs each later token, fed the ``present.*`` of the step before.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import torch
 
 from onnxport.errors import InvalidInputError
 
-__all__ = ["generate"]
+__all__ = ["generate", "generate_seq2seq"]
 
 _PAST = re.compile(r"past_key_values\.(\d+)\.(key|value)")
 
@@ -70,6 +74,61 @@ def generate(
         mask = np.concatenate([mask, np.ones((batch, 1), dtype=np.int64)], axis=1)
         past = {name: outputs[name.replace("past_key_values.", "present.", 1)] for name in past}
         step_ids = chosen[:, None]
+        if eos_token_id is not None and finished.all():
+            break
+    return (torch.from_numpy(tokens), scores) if output_logits else torch.from_numpy(tokens)
+
+
+def generate_seq2seq(
+    encoder: Any,
+    decoder: Any,
+    decoder_with_past: Any,
+    inputs: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    decoder_start_token_id: int,
+    max_new_tokens: int = 8,
+    eos_token_id: int | None = None,
+    pad_token_id: int | None = None,
+    output_logits: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+    """Greedy decoding with an exported encoder-decoder: ``(batch, 1 + new)`` decoder tokens, the start token
+    first (as transformers returns them).
+
+    The three models are ``OnnxProgram`` objects or paths (``export_seq2seq``'s result unpacks into them).
+    ``inputs`` is what the encoder takes first: ``input_ids`` (with ``attention_mask``, default all ones) or
+    ``input_features``. ``eos_token_id``, ``pad_token_id`` and ``output_logits`` work as in :func:`generate`.
+    """
+    sessions = [_session(m) for m in (encoder, decoder, decoder_with_past)]
+    names = [{i.name for i in s.get_inputs()} for s in sessions]
+    main = sessions[0].get_inputs()[0].name
+    source = inputs.detach().cpu().numpy()
+    feed = {main: source.astype(np.int64) if main == "input_ids" else source.astype(np.float32)}
+    mask = None
+    if main == "input_ids":
+        mask = np.ones_like(feed[main]) if attention_mask is None else attention_mask.cpu().numpy().astype(np.int64)
+        feed["attention_mask"] = mask
+    states = sessions[0].run(None, {k: v for k, v in feed.items() if k in names[0]})[0]
+    batch = states.shape[0]
+    step = {"encoder_hidden_states": states, "encoder_attention_mask": mask}
+    tokens = np.full((batch, 1), decoder_start_token_id, dtype=np.int64)
+    past: dict[str, np.ndarray] = {}
+    finished = np.zeros(batch, dtype=bool)
+    scores = []
+    pad = eos_token_id if pad_token_id is None else pad_token_id
+    for i in range(max_new_tokens):
+        session, taken = (sessions[1], names[1]) if i == 0 else (sessions[2], names[2])
+        feed = {"input_ids": tokens[:, -1:], **step, **past}
+        outputs = dict(zip([o.name for o in session.get_outputs()],
+                           session.run(None, {k: v for k, v in feed.items() if k in taken})))
+        scores.append(torch.from_numpy(outputs["logits"][:, -1, :].copy()))
+        chosen = scores[-1].numpy().argmax(-1).astype(np.int64)
+        if eos_token_id is not None:
+            chosen = np.where(finished, pad, chosen)
+            finished |= chosen == eos_token_id
+        tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
+        past = {name.replace("present.", "past_key_values.", 1): value for name, value in outputs.items()
+                if name.startswith("present.")}
         if eos_token_id is not None and finished.all():
             break
     return (torch.from_numpy(tokens), scores) if output_logits else torch.from_numpy(tokens)

@@ -12,6 +12,12 @@ tuples. The layer keys (:class:`CacheLayerKey`) name the ONNX values the way onn
 do: inputs ``past_key_values.{i}.key``/``.value``, outputs ``present.{i}.key``/``.value``.
 Only full-attention layers (``DynamicLayer``) are supported: a sliding-window layer keeps a running
 length outside its tensors, which a flat list of tensors cannot carry.
+
+An ``EncoderDecoderCache`` (seq2seq models: a self-attention and a cross-attention ``DynamicCache``)
+flattens to one ``(decoder key, decoder value, encoder key, encoder value)`` tuple per layer, named as
+optimum names them: ``past_key_values.{i}.decoder.key`` ... ``past_key_values.{i}.encoder.value`` in,
+``present.{i}.decoder.key`` ... out. Unflattened, every cross-attention layer counts as filled
+(``is_updated``), so the decoder reads the encoder's keys and values from the cache.
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ from torch.utils import _pytree as pytree
 
 from onnxport.errors import InvalidInputError
 
-__all__ = ["CacheLayerKey", "auto_spec", "conventional_dim_names", "mask_spans_cache", "registered", "supported"]
+__all__ = ["CacheLayerKey", "Seq2SeqLayerKey", "auto_spec", "conventional_dim_names", "mask_spans_cache", "registered", "supported"]
 
 _KINDS = ("key", "value")
+_SEQ2SEQ_KINDS = ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +53,20 @@ class CacheLayerKey(pytree.SequenceKey):
         return f"{'present' if output else 'past_key_values'}.{self.idx}.{kind}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Seq2SeqLayerKey(pytree.SequenceKey):
+    """The key of layer ``idx`` of an ``EncoderDecoderCache``; names its four tensors as optimum does."""
+
+    def __str__(self) -> str:
+        return f".layers[{self.idx}]"
+
+    def leaf_name(self, rest: tuple[Any, ...], output: bool) -> str:
+        """``past_key_values.{i}.decoder.key`` for an input, ``present.{i}.encoder.value`` for an output."""
+        isseq = rest and isinstance(rest[0], pytree.SequenceKey)
+        kind = _SEQ2SEQ_KINDS[rest[0].idx] if isseq else "_".join(map(str, rest))
+        return f"{'present' if output else 'past_key_values'}.{self.idx}.{kind}"
+
+
 def supported() -> bool:
     """Whether the installed transformers is one these registrations were written for (major version 5)."""
     module = sys.modules.get("transformers")
@@ -55,31 +76,38 @@ def supported() -> bool:
 
 @contextlib.contextmanager
 def registered() -> Iterator[None]:
-    """``DynamicCache`` registered as a pytree node inside the block; the registry as it was after it."""
+    """``DynamicCache`` and ``EncoderDecoderCache`` registered as pytree nodes inside the block; the
+    registry as it was after it."""
     if not supported():
         yield
         return
-    from transformers.cache_utils import DynamicCache
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-    saved = pytree.SUPPORTED_NODES.get(DynamicCache)
-    saved_serialized = pytree.SUPPORTED_SERIALIZED_TYPES.get(DynamicCache)
+    nodes = ((DynamicCache, _flatten, _unflatten, _flatten_with_keys),
+             (EncoderDecoderCache, _flatten_seq2seq, _unflatten_seq2seq, _flatten_seq2seq_with_keys))
+    with contextlib.ExitStack() as stack:
+        for cls, flatten, unflatten, with_keys in nodes:
+            stack.enter_context(_node(cls, flatten, unflatten, with_keys))
+        yield
+
+
+@contextlib.contextmanager
+def _node(cls: type, flatten: Any, unflatten: Any, with_keys: Any) -> Iterator[None]:
+    """``cls`` a pytree node inside the block; a registration made before (by anyone) put back after."""
+    saved = pytree.SUPPORTED_NODES.get(cls)
+    saved_serialized = pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
     if saved is not None:
-        pytree._deregister_pytree_node(DynamicCache)
-    pytree._private_register_pytree_node(
-        DynamicCache,
-        _flatten,
-        _unflatten,
-        serialized_type_name="onnxport.DynamicCache",
-        flatten_with_keys_fn=_flatten_with_keys,
-    )
+        pytree._deregister_pytree_node(cls)
+    pytree._private_register_pytree_node(cls, flatten, unflatten, serialized_type_name=f"onnxport.{cls.__name__}",
+                                         flatten_with_keys_fn=with_keys)
     try:
         yield
     finally:
-        pytree._deregister_pytree_node(DynamicCache)
+        pytree._deregister_pytree_node(cls)
         if saved is not None:
-            pytree.SUPPORTED_NODES[DynamicCache] = saved
-            pytree.SUPPORTED_SERIALIZED_TYPES[DynamicCache] = saved_serialized
-            pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[saved_serialized.serialized_type_name] = DynamicCache
+            pytree.SUPPORTED_NODES[cls] = saved
+            pytree.SUPPORTED_SERIALIZED_TYPES[cls] = saved_serialized
+            pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[saved_serialized.serialized_type_name] = cls
 
 
 def _flatten(cache: Any) -> tuple[list[tuple[Any, Any]], int]:
@@ -124,6 +152,34 @@ def _unflatten(children: Any, context: int) -> Any:
     return cache
 
 
+def _flatten_seq2seq(cache: Any) -> tuple[list[tuple[Any, ...]], int]:
+    decoder, _ = _flatten(cache.self_attention_cache)
+    encoder, _ = _flatten(cache.cross_attention_cache)
+    if len(decoder) != len(encoder):
+        raise InvalidInputError(
+            f"past_key_values has {len(decoder)} self-attention layers and {len(encoder)} cross-attention layers",
+            fix="pass the EncoderDecoderCache of a forward pass of the model (use_cache=True)",
+        )
+    children = [(*d, *e) for d, e in zip(decoder, encoder)]
+    return children, len(children)
+
+
+def _flatten_seq2seq_with_keys(cache: Any) -> tuple[list[tuple[Any, Any]], int]:
+    children, context = _flatten_seq2seq(cache)
+    return [(Seq2SeqLayerKey(i), child) for i, child in enumerate(children)], context
+
+
+def _unflatten_seq2seq(children: Any, context: int) -> Any:
+    from transformers.cache_utils import EncoderDecoderCache
+
+    cache = EncoderDecoderCache(_unflatten([], 0), _unflatten([], 0))
+    cache.self_attention_cache = _unflatten([layer[:2] for layer in children], context)
+    cache.cross_attention_cache = _unflatten([layer[2:] for layer in children], context)
+    # Set, not computed from the lengths as __init__ does: no guard on a symbolic encoder length.
+    cache.is_updated = dict.fromkeys(range(len(children)), True)
+    return cache
+
+
 # ONNX dim names of an LLM call, as onnxruntime-genai and optimum write them: input name -> {dim: name}.
 # Cache inputs match by their ONNX name or their FX placeholder's (``past_key_values_0_1``).
 _CACHE_INPUT = re.compile(r"past_key_values[._]\d+[._](key|value|0|1)")
@@ -132,6 +188,7 @@ _DIM_NAMES = (
     (re.compile(r"attention_mask"), {0: "batch_size", 1: "total_sequence_length"}),
     (_CACHE_INPUT, {0: "batch_size", 2: "past_sequence_length"}),
 )
+
 
 
 def conventional_dim_names(input_names: list[str]) -> list[dict[int, str]]:
@@ -178,9 +235,12 @@ def mask_spans_cache(model: Any) -> Iterator[None]:
 def auto_spec(value: Any) -> Any:
     """``"auto"``'s spec for a KV cache: batch and past length dynamic, heads and head size static
     (they are fixed by the weights); None for anything else."""
-    if not supported() or type(value).__name__ != "DynamicCache":
+    kind = type(value).__name__
+    if not supported() or kind not in ("DynamicCache", "EncoderDecoderCache"):
         return None
     from torch.export import Dim
 
     layer = {0: Dim.AUTO, 2: Dim.AUTO}
+    if kind == "EncoderDecoderCache":
+        return [(layer,) * 4 for _ in value.self_attention_cache.layers]
     return [(layer, layer) for _ in value.layers]

@@ -1,0 +1,126 @@
+"""transformers encoder-decoder models (T5, BART, Whisper...) exported for generation, as optimum splits them.
+
+Three ONNX models, so that greedy generation runs entirely in onnxruntime (``onnxport.generate_seq2seq``):
+
+- ``encoder``: ``input_ids``, ``attention_mask`` (or ``input_features`` for speech) -> ``last_hidden_state``;
+- ``decoder`` (the first step, no past): ``input_ids``, ``encoder_attention_mask`` (where the model uses
+  it), ``encoder_hidden_states`` -> ``logits``, ``present.{i}.decoder.key``/``.value`` and
+  ``present.{i}.encoder.key``/``.value`` (the cross-attention keys and values of the encoder's states);
+- ``decoder_with_past``: the same inputs plus ``past_key_values.{i}.decoder.*``/``.encoder.*`` -> the same
+  outputs; the cross-attention part of the cache is read, never recomputed, and returned as it came.
+
+The cache is the model's ``EncoderDecoderCache``; dims are named as optimum names them (``batch_size``,
+``decoder_sequence_length``, ``encoder_sequence_length``, ``past_decoder_sequence_length``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+
+from onnxport.errors import InvalidInputError
+from onnxport.program import OnnxProgram
+
+__all__ = ["Seq2SeqPrograms", "export_seq2seq"]
+
+PAST, NEW = 3, 2  # the with-past decoder is captured from a step of NEW tokens after PAST
+# The ONNX dims, named as optimum names them.
+BATCH = torch.export.Dim("batch_size")
+ENCODER = torch.export.Dim("encoder_sequence_length")
+DECODER = torch.export.Dim("decoder_sequence_length")
+PAST_DECODER = torch.export.Dim("past_decoder_sequence_length")
+
+
+class Seq2SeqPrograms(NamedTuple):
+    """The three exported parts; ``generate_seq2seq(*programs, inputs, ...)`` generates with them."""
+
+    encoder: OnnxProgram
+    decoder: OnnxProgram
+    decoder_with_past: OnnxProgram
+
+
+class EncoderPart(torch.nn.Module):
+    """The model's encoder alone: its inputs -> ``{"last_hidden_state": ...}``."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.encoder = model.get_encoder()
+
+    def forward(self, input_ids: Any = None, attention_mask: Any = None, input_features: Any = None) -> dict[str, Any]:
+        """``input_ids``/``attention_mask`` for text, ``input_features`` for speech."""
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "input_features": input_features}
+        out = self.encoder(**{k: v for k, v in inputs.items() if v is not None}, return_dict=True)
+        return {"last_hidden_state": out.last_hidden_state}
+
+
+class DecoderPart(torch.nn.Module):
+    """One decoder step of the whole model on given encoder states: ``{"logits", "present"}``."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: Any, encoder_attention_mask: Any = None, encoder_hidden_states: Any = None,
+                past_key_values: Any = None) -> dict[str, Any]:
+        """``present`` is the ``EncoderDecoderCache`` after the step."""
+        out = self.model(decoder_input_ids=input_ids, attention_mask=encoder_attention_mask,
+                         encoder_outputs=(encoder_hidden_states,), past_key_values=past_key_values, use_cache=True,
+                         return_dict=True)
+        return {"logits": out.logits, "present": out.past_key_values}
+
+
+def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, opset: int | None = None,
+                   verify: bool = True) -> Seq2SeqPrograms:
+    """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past.
+
+    ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}`` or ``{"input_features"}``,
+    batch 2 or more. Batch, lengths and past lengths are dynamic in all three models.
+    """
+    import onnxport
+
+    model = model.eval()
+    start = _start_token(model)
+    encoder, decoder = EncoderPart(model), DecoderPart(model)
+    kw = dict(opset=opset, verify=verify)
+    text = {0: BATCH, 1: ENCODER}
+    shapes = {name: text if name != "input_features" else {0: BATCH} for name in inputs}
+    encoder_prog = onnxport.export(encoder, (), inputs, dynamic_shapes=shapes, **kw)
+    with torch.no_grad():
+        states = encoder(**inputs)["last_hidden_state"]
+    batch = states.shape[0]
+    step = {"input_ids": torch.full((batch, 1), start, dtype=torch.long)}
+    mask = inputs.get("attention_mask")
+    if mask is not None and _uses_encoder_mask(model):
+        step["encoder_attention_mask"] = mask
+    step["encoder_hidden_states"] = states  # inputs in optimum's order
+    # The first step has one token: torch.export would fix a length of 1, so it is captured with PAST.
+    first = dict(step, input_ids=_ids(model, batch, PAST))
+    shapes = {"input_ids": {0: BATCH, 1: DECODER}, "encoder_hidden_states": text, "encoder_attention_mask": text}
+    decoder_prog = onnxport.export(decoder, (), first, dynamic_shapes={k: shapes[k] for k in first}, **kw)
+    with torch.no_grad():
+        cache = decoder(**first)["present"]
+    with_past = dict(step, input_ids=_ids(model, batch, NEW, seed=1), past_key_values=cache)
+    layer = ({0: BATCH, 2: PAST_DECODER},) * 2 + ({0: BATCH, 2: ENCODER},) * 2
+    shapes = dict(shapes, past_key_values=[layer] * len(cache.self_attention_cache.layers))
+    past_prog = onnxport.export(decoder, (), with_past, dynamic_shapes={k: shapes[k] for k in with_past}, **kw)
+    return Seq2SeqPrograms(encoder_prog, decoder_prog, past_prog)
+
+
+def _start_token(model: torch.nn.Module) -> int:
+    start = getattr(model.generation_config, "decoder_start_token_id", None)
+    start = start if start is not None else getattr(model.config, "decoder_start_token_id", None)
+    if start is None:
+        raise InvalidInputError(f"{type(model).__name__} has no decoder_start_token_id",
+                                fix="set model.generation_config.decoder_start_token_id")
+    return int(start[0] if isinstance(start, (list, tuple)) else start)
+
+
+def _ids(model: torch.nn.Module, batch: int, length: int, seed: int = 0) -> torch.Tensor:
+    vocab = model.config.vocab_size
+    return torch.randint(min(3, vocab - 1), vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def _uses_encoder_mask(model: torch.nn.Module) -> bool:
+    # Whisper's encoder takes no padding mask and its forward ignores ``attention_mask``.
+    return model.config.model_type != "whisper" and "input_features" not in model.main_input_name
