@@ -35,6 +35,9 @@ CASES = [
     LLMCase("mistral", "MistralConfig", "MistralForCausalLM", dict(TINY, num_key_value_heads=2, sliding_window=None)),
     LLMCase("phi3", "Phi3Config", "Phi3ForCausalLM", dict(TINY, num_key_value_heads=2, pad_token_id=0)),
     LLMCase("gemma", "GemmaConfig", "GemmaForCausalLM", dict(TINY, num_key_value_heads=1, head_dim=8)),
+    # Sliding windows shorter than prompt plus generation: the window decides what each token sees.
+    LLMCase("gemma2", "Gemma2Config", "Gemma2ForCausalLM", dict(TINY, num_key_value_heads=2, head_dim=8, sliding_window=5)),
+    LLMCase("mistral_window", "MistralConfig", "MistralForCausalLM", dict(TINY, num_key_value_heads=2, sliding_window=6)),
     LLMCase("qwen3", "Qwen3Config", "Qwen3ForCausalLM", dict(TINY, num_key_value_heads=2, head_dim=8)),
     LLMCase("falcon", "FalconConfig", "FalconForCausalLM", dict(vocab_size=99, hidden_size=32, num_hidden_layers=2,
                                                                  num_attention_heads=4)),
@@ -123,6 +126,27 @@ def test_explicit_dynamic_shapes_for_the_cache() -> None:
     prog = onnxport.export(model, (), _decode_inputs(model), dynamic_shapes=shapes)
     dims = [str(d) for d in prog.model.graph.inputs[3].shape]
     assert dims == ["batch", "2", "past", "8"]
+
+
+def test_sliding_layers_take_the_whole_past() -> None:
+    """A sliding-window layer's ONNX cache holds every past token (the mask applies the window), so all layers
+    share one past length, and the model's present is its past plus the new tokens."""
+    model, prog = _exported(next(c for c in CASES if c.name == "gemma2"))
+    inputs = _decode_inputs(model, batch=2, past=3, new=2)
+    assert [layer.is_sliding for layer in inputs["past_key_values"].layers] == [True, False]
+    shapes = {v.name: [str(d) for d in v.shape] for v in [*prog.model.graph.inputs, *prog.model.graph.outputs]}
+    assert shapes["past_key_values.0.key"] == shapes["past_key_values.1.key"]
+    assert shapes["present.0.key"] == ["batch_size", "2", "past_sequence_length + sequence_length", "8"]
+    out = prog(**inputs)
+    assert out.past_key_values.layers[0].keys.shape[2] == 5
+
+
+def test_sliding_cache_that_dropped_tokens_is_refused() -> None:
+    model = _build(next(c for c in CASES if c.name == "gemma2"))
+    inputs = _decode_inputs(model, past=6)  # more than the window of 5: layer 0 kept only the last 4
+    with pytest.raises(onnxport.InvalidInputError, match="layer 0 is a sliding-window layer that has dropped") as err:
+        onnxport.export(model, (), inputs, dynamic_shapes="auto")
+    assert "fewer than 5 tokens" in err.value.fix
 
 
 def test_registration_is_undone_after_export_and_failed_export() -> None:

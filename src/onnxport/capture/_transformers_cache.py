@@ -10,8 +10,11 @@ A cache flattens to one ``(key, value)`` tuple per layer, each ``[batch, kv_head
 so a ``dynamic_shapes`` spec for ``past_key_values`` is a list of per-layer ``(key_spec, value_spec)``
 tuples. The layer keys (:class:`CacheLayerKey`) name the ONNX values the way onnxruntime-genai and optimum
 do: inputs ``past_key_values.{i}.key``/``.value``, outputs ``present.{i}.key``/``.value``.
-Only full-attention layers (``DynamicLayer``) are supported: a sliding-window layer keeps a running
-length outside its tensors, which a flat list of tensors cannot carry.
+Full-attention layers (``DynamicLayer``) and sliding-window ones (``DynamicSlidingWindowLayer``, as
+Gemma 2 and Mistral build them) are supported. In the ONNX model a sliding layer keeps every past token,
+like a full one, and the model's sliding mask leaves out those beyond the window: all layers share one
+past length, and a present is always the past plus the new tokens (what onnxruntime-genai feeds back).
+The example cache must therefore still hold every token (a past shorter than the window).
 
 An ``EncoderDecoderCache`` (seq2seq models: a self-attention and a cross-attention ``DynamicCache``)
 flattens to one ``(decoder key, decoder value, encoder key, encoder value)`` tuple per layer, named as
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import re
 import sys
 from collections.abc import Iterator
@@ -110,17 +114,17 @@ def _node(cls: type, flatten: Any, unflatten: Any, with_keys: Any) -> Iterator[N
             pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[saved_serialized.serialized_type_name] = cls
 
 
-def _flatten(cache: Any) -> tuple[list[tuple[Any, Any]], int]:
-    from transformers.cache_utils import DynamicLayer
+def _flatten(cache: Any) -> tuple[list[tuple[Any, Any]], tuple[int | None, ...]]:
+    """One ``(keys, values)`` child per layer; the context holds each layer's sliding window (None: full)."""
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
-    children = []
+    children, windows = [], []
     for i, layer in enumerate(cache.layers):
-        if type(layer) is not DynamicLayer:
+        if type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer, _window_layer_class()):
             raise InvalidInputError(
-                f"past_key_values layer {i} is a {type(layer).__name__}; onnxport exports DynamicCache layers of "
-                "full attention (DynamicLayer) only",
-                fix="build the cache without the config (DynamicCache() or DynamicCache(ddp_cache_data=...)), "
-                "or export the model without a cache",
+                f"past_key_values layer {i} is a {type(layer).__name__}; onnxport exports DynamicCache layers "
+                "(DynamicLayer, DynamicSlidingWindowLayer)",
+                fix="pass the DynamicCache of a forward pass (use_cache=True), or export the model without a cache",
             )
         if layer.keys is None:
             raise InvalidInputError(
@@ -128,22 +132,31 @@ def _flatten(cache: Any) -> tuple[list[tuple[Any, Any]], int]:
                 fix="pass a cache filled by a forward pass, or one built with empty tensors: "
                 "DynamicCache([(torch.zeros(batch, kv_heads, 0, head_dim),) * 2 for _ in range(num_layers)])",
             )
+        window = getattr(layer, "sliding_window", None)
+        if type(layer) is DynamicSlidingWindowLayer and layer.cumulative_length > layer.keys.shape[-2]:
+            raise InvalidInputError(
+                f"past_key_values layer {i} is a sliding-window layer that has dropped its oldest tokens "
+                f"({layer.cumulative_length} seen, {layer.keys.shape[-2]} kept): the ONNX model keeps every past "
+                "token and masks the window, so its cache must hold them all",
+                fix=f"export from a cache of fewer than {window} tokens (the sliding window)",
+            )
         children.append((layer.keys, layer.values))
-    return children, len(children)
+        windows.append(window)
+    return children, tuple(windows)
 
 
-def _flatten_with_keys(cache: Any) -> tuple[list[tuple[Any, Any]], int]:
+def _flatten_with_keys(cache: Any) -> tuple[list[tuple[Any, Any]], tuple[int | None, ...]]:
     children, context = _flatten(cache)
     return [(CacheLayerKey(i), child) for i, child in enumerate(children)], context
 
 
-def _unflatten(children: Any, context: int) -> Any:
+def _unflatten(children: Any, context: tuple[int | None, ...]) -> Any:
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
     layers = []
-    for keys, values in children:
+    for (keys, values), window in zip(children, context):
         # Filled directly, not through update(): no concatenation with an empty tensor in the graph.
-        layer = DynamicLayer()
+        layer = DynamicLayer() if window is None else _window_layer_class()(window)
         layer.dtype, layer.device = getattr(keys, "dtype", None), getattr(keys, "device", None)
         layer.keys, layer.values, layer.is_initialized = keys, values, True
         layers.append(layer)
@@ -152,29 +165,45 @@ def _unflatten(children: Any, context: int) -> Any:
     return cache
 
 
-def _flatten_seq2seq(cache: Any) -> tuple[list[tuple[Any, ...]], int]:
-    decoder, _ = _flatten(cache.self_attention_cache)
-    encoder, _ = _flatten(cache.cross_attention_cache)
+@functools.cache
+def _window_layer_class() -> type:
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    class WindowLayer(DynamicSlidingWindowLayer):
+        """A sliding-window layer that keeps every token: the model's sliding mask, not the cache, drops the
+        old ones. One past length for all layers, and a present that is the past plus the new tokens, as
+        onnxruntime-genai feeds it back; what the model computes is the same as with a trimmed cache."""
+
+        update = DynamicLayer.update
+        get_mask_sizes = DynamicLayer.get_mask_sizes
+        get_seq_length = DynamicLayer.get_seq_length
+
+    return WindowLayer
+
+
+def _flatten_seq2seq(cache: Any) -> tuple[list[tuple[Any, ...]], tuple[Any, Any]]:
+    decoder, decoder_windows = _flatten(cache.self_attention_cache)
+    encoder, encoder_windows = _flatten(cache.cross_attention_cache)
     if len(decoder) != len(encoder):
         raise InvalidInputError(
             f"past_key_values has {len(decoder)} self-attention layers and {len(encoder)} cross-attention layers",
             fix="pass the EncoderDecoderCache of a forward pass of the model (use_cache=True)",
         )
     children = [(*d, *e) for d, e in zip(decoder, encoder)]
-    return children, len(children)
+    return children, (decoder_windows, encoder_windows)
 
 
-def _flatten_seq2seq_with_keys(cache: Any) -> tuple[list[tuple[Any, Any]], int]:
+def _flatten_seq2seq_with_keys(cache: Any) -> tuple[list[tuple[Any, Any]], tuple[Any, Any]]:
     children, context = _flatten_seq2seq(cache)
     return [(Seq2SeqLayerKey(i), child) for i, child in enumerate(children)], context
 
 
-def _unflatten_seq2seq(children: Any, context: int) -> Any:
+def _unflatten_seq2seq(children: Any, context: tuple[Any, Any]) -> Any:
     from transformers.cache_utils import EncoderDecoderCache
 
-    cache = EncoderDecoderCache(_unflatten([], 0), _unflatten([], 0))
-    cache.self_attention_cache = _unflatten([layer[:2] for layer in children], context)
-    cache.cross_attention_cache = _unflatten([layer[2:] for layer in children], context)
+    cache = EncoderDecoderCache(_unflatten([], ()), _unflatten([], ()))
+    cache.self_attention_cache = _unflatten([layer[:2] for layer in children], context[0])
+    cache.cross_attention_cache = _unflatten([layer[2:] for layer in children], context[1])
     # Set, not computed from the lengths as __init__ does: no guard on a symbolic encoder length.
     cache.is_updated = dict.fromkeys(range(len(children)), True)
     return cache
