@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import onnxport
+from onnxport.cli import main
 from onnxport.hf import export_hf
 from tests.hf_dirs import write_tokenizer
 
@@ -92,3 +93,67 @@ def test_bad_directory_and_task(llama_dir, tmp_path) -> None:
         export_hf(tmp_path, "text-generation", tmp_path / "out")
     with pytest.raises(onnxport.InvalidInputError, match="task 'translation'"):
         export_hf(llama_dir[0], "translation", tmp_path / "out")
+
+
+def _seq2seq_dir(tmp_path, kind: str) -> tuple[str, torch.nn.Module]:
+    directory = str(tmp_path / kind)
+    torch.manual_seed(0)
+    sizes = dict(vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)
+    if kind == "t5":
+        config = transformers.T5Config(vocab_size=99, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                                       decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        model = transformers.T5ForConditionalGeneration(config)
+    else:
+        config = transformers.WhisperConfig(**sizes, num_mel_bins=8, max_source_positions=16, max_target_positions=32,
+                                            decoder_start_token_id=1, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                            suppress_tokens=None, begin_suppress_tokens=None)
+        model = transformers.WhisperForConditionalGeneration(config)
+    model.eval().save_pretrained(directory)
+    write_tokenizer(directory, 99)
+    model.generation_config.eos_token_id = None  # eight new tokens on both sides
+    model.generation_config.forced_eos_token_id = None
+    return directory, model
+
+
+@pytest.mark.parametrize(("kind", "task"), [("t5", "text2text-generation"), ("whisper", "automatic-speech-recognition")])
+def test_seq2seq_tasks_write_three_models_that_generate(kind: str, task: str, tmp_path, capsys) -> None:
+    directory, model = _seq2seq_dir(tmp_path, kind)
+    out = tmp_path / "out"
+    assert main(["export-hf", directory, "--task", task, "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("verification (onnxruntime vs eager PyTorch): passed") == 3
+    files = ["encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"]
+    assert set(files) <= set(os.listdir(out)) and "tokenizer.json" in os.listdir(out)
+    if kind == "t5":
+        ids = torch.randint(3, 99, (2, 9), generator=torch.Generator().manual_seed(5))
+        mask = torch.ones_like(ids)
+        mask[0, -3:] = 0
+        inputs = {"input_ids": ids, "attention_mask": mask}
+    else:
+        inputs = {"input_features": torch.randn(3, 8, 32, generator=torch.Generator().manual_seed(5))}
+    start = model.generation_config.decoder_start_token_id
+    tokens = onnxport.generate_seq2seq(*(str(out / f) for f in files), *inputs.values(), decoder_start_token_id=start,
+                                       max_new_tokens=8)
+    expected = model.generate(**inputs, do_sample=False, num_beams=1, max_new_tokens=8)
+    assert tokens.shape == (len(expected), 9)  # the start token, then 8 new ones
+    # The new tokens: Whisper's generate leaves the start token out of its plain result.
+    assert tokens[:, 1:].tolist() == expected[:, -8:].tolist()
+
+
+def test_cli_text_generation(llama_dir, tmp_path, capsys) -> None:
+    directory, model = llama_dir
+    out = tmp_path / "out"
+    assert main(["export-hf", directory, "-o", str(out), "-q"]) == 0
+    printed = capsys.readouterr().out
+    assert f"saved {out / 'model.onnx'}" in printed and f"saved {out / 'genai_config.json'}" in printed
+    ids = torch.tensor([[5, 17, 33, 8]])
+    model.generation_config.eos_token_id = None
+    expected = model.generate(ids, max_new_tokens=4, do_sample=False)
+    assert onnxport.generate(str(out / "model.onnx"), ids, max_new_tokens=4).tolist() == expected.tolist()
+
+
+def test_cli_bad_directory_is_a_clean_error(tmp_path, capsys) -> None:
+    assert main(["export-hf", str(tmp_path), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "has no config.json" in err and "Traceback" not in err

@@ -14,6 +14,7 @@ import torch
 
 from onnxport._cli_inputs import Inputs, Target, example_inputs, load_target, load_weights
 from onnxport.errors import InvalidInputError, OnnxportError
+from onnxport.hf import TASKS, export_hf
 
 
 def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
@@ -34,8 +35,7 @@ def _export(ns: argparse.Namespace) -> int:
     folder = os.path.dirname(os.path.abspath(ns.output))
     if not os.path.isdir(folder):
         raise InvalidInputError(f"cannot write {ns.output}: the folder {folder} does not exist", fix="create it first")
-    # One line per stage as it ends: on by default where someone watches (a terminal), off in logs and pipes.
-    progress = ns.progress if ns.progress is not None else sys.stderr.isatty() and not ns.quiet
+    progress = _progress(ns)
     target, inputs = _load(ns, progress)
     prog = export(
         target.model, inputs.args, inputs.kwargs, dynamic_shapes=inputs.dynamic_shapes, input_names=inputs.input_names,
@@ -46,6 +46,22 @@ def _export(ns: argparse.Namespace) -> int:
     if not ns.quiet:
         print(prog.report)
     print(f"saved {ns.output}")
+    return 0
+
+
+def _progress(ns: argparse.Namespace) -> bool:
+    # One line per stage as it ends: on by default where someone watches (a terminal), off in logs and pipes.
+    return ns.progress if ns.progress is not None else sys.stderr.isatty() and not ns.quiet
+
+
+def _export_hf(ns: argparse.Namespace) -> int:
+    result = export_hf(ns.directory, ns.task, ns.output, opset=ns.opset, progress=_progress(ns))
+    programs = result if isinstance(result, tuple) else (result,)
+    if not ns.quiet:
+        for prog in programs:
+            print(prog.report.verification)
+    for name in sorted(os.listdir(ns.output)):
+        print(f"saved {os.path.join(ns.output, name)}")
     return 0
 
 
@@ -165,6 +181,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one line per stage on stderr (default: on when stderr is a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the saved path")
     p.set_defaults(run=_export)
+    p = sub.add_parser("export-hf", help="export a local transformers model directory for a task")
+    p.add_argument("directory", help="a transformers model directory: config.json and safetensors weights")
+    p.add_argument("--task", default="text-generation", choices=list(TASKS),
+                   help="what the model is exported for (default: text-generation, with its KV cache)")
+    p.add_argument("-o", "--output", required=True, help="the folder to write the model(s) and their files into")
+    p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 23, up to the newest onnxruntime runs)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="one line per stage on stderr (default: on when stderr is a terminal)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the saved paths")
+    p.set_defaults(run=_export_hf)
     p = sub.add_parser("doctor", help="list every graph break of FILE.py:NAME at once, each with its line and fix")
     _add_target_args(p)
     p.set_defaults(run=_doctor)

@@ -4,7 +4,9 @@
 config, exports it with dynamic batch and sequence, and writes ``OUT/model.onnx``. For
 ``text-generation`` the model takes and returns its KV cache (names as onnxruntime-genai and optimum
 use them), and OUT/ also gets a ``genai_config.json`` and the tokenizer files found in the directory,
-so that onnxruntime-genai loads OUT/ as it is.
+so that onnxruntime-genai loads OUT/ as it is. The seq2seq tasks (``text2text-generation``,
+``automatic-speech-recognition``) write three models as optimum names them: ``encoder_model.onnx``,
+``decoder_model.onnx`` and ``decoder_with_past_model.onnx`` (see ``onnxport.seq2seq``).
 """
 
 from __future__ import annotations
@@ -14,25 +16,29 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
+from onnxport.seq2seq import Seq2SeqPrograms
 
-__all__ = ["TASKS", "export_hf"]
+__all__ = ["TASKS", "Task", "export_hf"]
 
-# Files onnxruntime-genai and transformers' tokenizers read, copied to OUT/ when the directory has them.
+# Files onnxruntime-genai and transformers' tokenizers and processors read, copied to OUT/ when the directory
+# has them.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "vocab.json", "merges.txt", "generation_config.json")
+                   "vocab.json", "merges.txt", "spiece.model", "generation_config.json", "preprocessor_config.json")
+SEQ2SEQ_FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
 EXAMPLE_BATCH = 2
 PAST, NEW = 4, 3  # a decode step exports the one model that serves prefill (past 0) and decode
 
 
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
-              *, opset: int | None = None, progress: bool = False) -> OnnxProgram:
-    """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program."""
+              *, opset: int | None = None, progress: bool = False) -> OnnxProgram | Seq2SeqPrograms:
+    """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
+    programs of a seq2seq task)."""
     directory = os.fspath(directory)
     if not os.path.isfile(os.path.join(directory, "config.json")):
         raise InvalidInputError(f"{directory} has no config.json", fix="point at a transformers model directory "
@@ -43,24 +49,31 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
-    auto, inputs, dynamic = TASKS[task]
+    spec = TASKS[task]
     try:
-        model = getattr(transformers, auto).from_pretrained(directory, local_files_only=True).eval()
+        model = getattr(transformers, spec.auto).from_pretrained(directory, local_files_only=True).eval()
     except (ValueError, OSError) as exc:
-        raise InvalidInputError(f"transformers cannot load {directory} as {auto}: {exc}",
+        raise InvalidInputError(f"transformers cannot load {directory} as {spec.auto}: {exc}",
                                 fix=f"check that the directory holds a model for {task}") from None
     import onnxport
 
-    prog = onnxport.export(model, (), inputs(model, config), dynamic_shapes=dynamic, opset=opset, progress=progress)
+    inputs = spec.inputs(model, config)
+    if spec.seq2seq:
+        result = onnxport.export_seq2seq(model, inputs, opset=opset, progress=progress)
+        files = dict(zip(SEQ2SEQ_FILES, result))
+    else:
+        result = onnxport.export(model, (), inputs, dynamic_shapes=spec.dynamic, opset=opset, progress=progress)
+        files = {"model.onnx": result}
     os.makedirs(out, exist_ok=True)
-    prog.save(os.path.join(out, "model.onnx"))
+    for name, prog in files.items():
+        prog.save(os.path.join(out, name))
     if task == "text-generation":
         with open(os.path.join(out, "genai_config.json"), "w", encoding="utf-8") as f:
             json.dump(genai_config(config, model), f, indent=2)
     for name in TOKENIZER_FILES:
         if os.path.isfile(os.path.join(directory, name)):
             shutil.copyfile(os.path.join(directory, name), os.path.join(out, name))
-    return prog
+    return result
 
 
 def _ids(config: Any, batch: int, length: int, seed: int = 0) -> torch.Tensor:
@@ -96,13 +109,36 @@ def _image_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     return {"pixel_values": torch.randn(EXAMPLE_BATCH, channels, side, side, generator=torch.Generator().manual_seed(0))}
 
 
-# task -> (transformers auto class, example inputs from the model and config, dynamic_shapes)
-TASKS: dict[str, tuple[str, Callable[[torch.nn.Module, Any], dict[str, Any]], Any]] = {
-    "text-generation": ("AutoModelForCausalLM", _generation_inputs, "auto"),
-    "feature-extraction": ("AutoModel", _text_inputs, "auto"),
-    "text-classification": ("AutoModelForSequenceClassification", _text_inputs, "auto"),
-    "image-classification": ("AutoModelForImageClassification", _image_inputs,
-                             {"pixel_values": {0: torch.export.Dim.DYNAMIC}}),
+def _audio_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """Log-mel features of the length the encoder requires (Whisper: twice ``max_source_positions``)."""
+    bins, positions = getattr(config, "num_mel_bins", None), getattr(config, "max_source_positions", None)
+    if bins is None or positions is None:
+        raise InvalidInputError(
+            f"onnxport does not know the audio input of {config.model_type} models",
+            fix="export it from Python with onnxport.export_seq2seq(model, {'input_features': ...})",
+        )
+    generator = torch.Generator().manual_seed(0)
+    return {"input_features": torch.randn(EXAMPLE_BATCH, bins, 2 * positions, generator=generator)}
+
+
+class Task(NamedTuple):
+    """How a task is exported: the auto class that loads it, example inputs from the model and config, the
+    ``dynamic_shapes`` (seq2seq tasks choose their own) and whether it is an encoder-decoder for generation."""
+
+    auto: str
+    inputs: Callable[[torch.nn.Module, Any], dict[str, Any]]
+    dynamic: Any = "auto"
+    seq2seq: bool = False
+
+
+TASKS: dict[str, Task] = {
+    "text-generation": Task("AutoModelForCausalLM", _generation_inputs),
+    "feature-extraction": Task("AutoModel", _text_inputs),
+    "text-classification": Task("AutoModelForSequenceClassification", _text_inputs),
+    "image-classification": Task("AutoModelForImageClassification", _image_inputs,
+                                 {"pixel_values": {0: torch.export.Dim.DYNAMIC}}),
+    "text2text-generation": Task("AutoModelForSeq2SeqLM", _text_inputs, seq2seq=True),
+    "automatic-speech-recognition": Task("AutoModelForSpeechSeq2Seq", _audio_inputs, seq2seq=True),
 }
 
 

@@ -71,7 +71,7 @@ class DecoderPart(torch.nn.Module):
 
 
 def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, opset: int | None = None,
-                   verify: bool = True) -> Seq2SeqPrograms:
+                   verify: bool = True, progress: bool = False) -> Seq2SeqPrograms:
     """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past.
 
     ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}`` or ``{"input_features"}``,
@@ -82,7 +82,7 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
     model = model.eval()
     start = _start_token(model)
     encoder, decoder = EncoderPart(model), DecoderPart(model)
-    kw = dict(opset=opset, verify=verify)
+    kw = dict(opset=opset, verify=verify, progress=progress)
     text = {0: BATCH, 1: ENCODER}
     shapes = {name: text if name != "input_features" else {0: BATCH} for name in inputs}
     encoder_prog = onnxport.export(encoder, (), inputs, dynamic_shapes=shapes, **kw)
