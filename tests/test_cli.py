@@ -114,17 +114,21 @@ def test_inspect_not_onnx(tmp_path, capsys) -> None:
     assert "not an ONNX model" in capsys.readouterr().err
 
 
-def test_demo_exports_verifies_and_prints_both_models(tmp_path, capsys) -> None:
+def test_demo_exports_verifies_and_prints_its_models(tmp_path, capsys) -> None:
     assert main(["demo", "-o", str(tmp_path)]) == 0
     captured = capsys.readouterr()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["control_flow.onnx", "small_cnn.onnx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["control_flow.onnx", "small_cnn.onnx", "tiny_llama.onnx"]
     # The control-flow model is verified on two inputs (one per branch), and its text shows the If.
     control_flow = captured.out.split("== small_cnn")[0]
     assert control_flow.count("  inputs: example: x=float32[3]") == 1
     assert control_flow.count("  inputs: verify_inputs[0]: x=float32[3]") == 1
     assert " = If (" in control_flow and "then_branch" in control_flow
-    assert captured.out.count("verification (onnxruntime vs eager PyTorch): passed") == 2
-    assert captured.err.count("[onnxport] verify") == 2
+    assert captured.out.count("verification (onnxruntime vs eager PyTorch): passed") == 3
+    assert captured.err.count("[onnxport] verify") == 3
+    # The Llama with its cache generates in onnxruntime the tokens transformers generates.
+    llama = captured.out.split("== tiny_llama")[1]
+    assert "past_key_values.0.key['batch_size', '2', 'past_sequence_length', '16']" in llama
+    assert "transformers model.generate: the same tokens" in llama
     for path in tmp_path.iterdir():
         onnx.checker.check_model(str(path), full_check=True)
     # Weights are elided from the printed text, not from the saved files.

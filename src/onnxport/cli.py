@@ -77,7 +77,7 @@ def _doctor(ns: argparse.Namespace) -> int:
 
 def _demo(ns: argparse.Namespace) -> int:
     from onnxport.api import export
-    from onnxport.demo import DEMOS
+    from onnxport.demo import DEMOS, generation_demo
 
     os.makedirs(ns.output_dir, exist_ok=True)
     torch.manual_seed(0)
@@ -93,6 +93,12 @@ def _demo(ns: argparse.Namespace) -> int:
         if not ns.no_text:
             print(prog.text())
         print(f"saved {path}\n", flush=True)
+    path = os.path.join(ns.output_dir, "tiny_llama.onnx")
+    print("== tiny_llama: LlamaForCausalLM with its KV cache, one model for prefill and decode", flush=True)
+    for line in generation_demo(path):
+        print(line)
+    if os.path.isfile(path):
+        print(f"saved {path}", flush=True)
     return 0
 
 
