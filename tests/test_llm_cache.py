@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import types
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from torch.utils import _pytree as pytree
 import onnxport
 
 transformers = pytest.importorskip("transformers")
-from transformers import DynamicCache  # noqa: E402
+from transformers import DynamicCache, StaticCache  # noqa: E402
 
 TINY = dict(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
             max_position_embeddings=128)
@@ -149,12 +151,67 @@ def test_sliding_cache_that_dropped_tokens_is_refused() -> None:
     assert "fewer than 5 tokens" in err.value.fix
 
 
+def _static_decode_inputs(model: torch.nn.Module, batch: int = 2, past: int = 4, new: int = 3) -> dict[str, Any]:
+    cache = StaticCache(config=model.config, max_cache_len=16)
+    with torch.no_grad():
+        model(input_ids=torch.randint(3, 99, (batch, past)), past_key_values=cache, use_cache=True)
+    return {"input_ids": torch.randint(3, 99, (batch, new)), "attention_mask": torch.ones(batch, past + new, dtype=torch.long),
+            "position_ids": torch.arange(past, past + new).expand(batch, new), "past_key_values": cache}
+
+
+def test_static_cache_generates_as_transformers() -> None:
+    """Fixed-length buffers written in place (torch functionalizes the writes) and a count of the tokens
+    written, ``past_key_values.length``; generation feeds ``present.length`` back."""
+    model = _build(CASES[0])
+    prog = onnxport.export(model, (), _static_decode_inputs(model), dynamic_shapes="auto")
+    shapes = {v.name: [str(d) for d in v.shape] for v in [*prog.model.graph.inputs, *prog.model.graph.outputs]}
+    assert shapes["past_key_values.0.key"] == ["batch_size", "2", "16", "8"] and shapes["past_key_values.length"] == []
+    assert shapes["present.1.value"] == ["batch_size", "2", "16", "8"] and shapes["present.length"] == []
+    inputs = _static_decode_inputs(model, batch=3, past=6, new=1)  # another batch and fill level
+    out = prog(**copy.deepcopy(inputs))
+    with torch.no_grad():
+        expected = model(**inputs)
+    assert isinstance(out.past_key_values, StaticCache) and int(out.past_key_values.layers[1].cumulative_length) == 7
+    torch.testing.assert_close(out.logits, expected.logits, atol=1e-4, rtol=1e-3)
+    torch.manual_seed(2)
+    ids = torch.randint(3, 99, (2, 6))
+    mask = torch.ones_like(ids)
+    mask[1, :2], ids[1, :2] = 0, 0
+    tokens, logits = onnxport.generate(prog, ids, mask, max_new_tokens=8, output_logits=True)
+    want = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=8, output_logits=True,
+                          return_dict_in_generate=True, cache_implementation="static")
+    assert torch.equal(tokens, want.sequences)
+    for got, exp in zip(logits, want.logits):
+        torch.testing.assert_close(got, exp, atol=1e-4, rtol=1e-3)
+    with pytest.raises(onnxport.InvalidInputError, match="static cache holds 16 tokens"):
+        onnxport.generate(prog, ids, mask, max_new_tokens=11)
+
+
+def test_inputs_onnxport_cannot_pass_are_named() -> None:
+    model = _build(CASES[0])
+    inputs = _decode_inputs(model)
+    inputs["past_key_values"] = types.SimpleNamespace(layers=[])
+    with pytest.raises(onnxport.InvalidInputError, match=r"the input past_key_values is a types.SimpleNamespace") as err:
+        onnxport.export(model, (), inputs)
+    assert "register_dataclass" in err.value.fix
+    sliding = _build(next(c for c in CASES if c.name == "gemma2"))
+    inputs = _static_decode_inputs(sliding)
+    with pytest.raises(onnxport.InvalidInputError, match="layer 0 is a StaticSlidingWindowLayer"):
+        onnxport.export(sliding, (), inputs, dynamic_shapes="auto")
+
+
 def test_registration_is_undone_after_export_and_failed_export() -> None:
     model = _build(CASES[0])
-    assert DynamicCache not in pytree.SUPPORTED_NODES
+
+    def untouched() -> bool:
+        return not {DynamicCache, StaticCache} & set(pytree.SUPPORTED_NODES) and dict(model._forward_pre_hooks) == hooks
+
     hooks = dict(model._forward_pre_hooks)
+    assert untouched()
     onnxport.export(model, (), _decode_inputs(model), dynamic_shapes="auto", verify=False)
-    assert DynamicCache not in pytree.SUPPORTED_NODES and dict(model._forward_pre_hooks) == hooks
+    assert untouched()
     with pytest.raises(onnxport.OnnxportError):
         onnxport.export(model, (), _decode_inputs(model), dynamic_shapes={"input_ids": {1: torch.export.Dim("s", max=2)}})
-    assert DynamicCache not in pytree.SUPPORTED_NODES and dict(model._forward_pre_hooks) == hooks
+    assert untouched()
+    onnxport.export(model, (), _static_decode_inputs(model), dynamic_shapes="auto", verify=False)
+    assert untouched()

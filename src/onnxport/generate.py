@@ -26,6 +26,7 @@ from onnxport.errors import InvalidInputError
 __all__ = ["generate", "generate_seq2seq"]
 
 _PAST = re.compile(r"past_key_values\.(\d+)\.(key|value)")
+_STATIC_LENGTH = "past_key_values.length"  # the tokens a StaticCache holds, fed back from present.length
 
 
 def generate(
@@ -55,7 +56,14 @@ def generate(
         raise InvalidInputError(f"input_ids {list(ids.shape)} and attention_mask {list(mask.shape)} must be (batch, length)",
                                 fix="pass 2-d tensors of the same shape")
     batch = ids.shape[0]
-    past = {name: np.zeros((batch, heads, 0, size), dtype=dtype) for name, (heads, size, dtype) in layers.items()}
+    # A StaticCache model has fixed-length buffers and counts the tokens written; a DynamicCache one grows.
+    length = inputs[next(iter(layers))].shape[2] if _STATIC_LENGTH in inputs else 0
+    past = {name: np.zeros((batch, heads, length, size), dtype=dtype) for name, (heads, size, dtype) in layers.items()}
+    if _STATIC_LENGTH in inputs:
+        if not isinstance(length, int) or ids.shape[1] + max_new_tokens > length:
+            raise InvalidInputError(f"the model's static cache holds {length} tokens; the prompt and {max_new_tokens} "
+                                    "new tokens need more", fix="export with a larger StaticCache(max_cache_len=...)")
+        past[_STATIC_LENGTH] = np.array(0, dtype=np.int64)
     tokens, step_ids = ids, ids
     finished = np.zeros(batch, dtype=bool)
     scores = []

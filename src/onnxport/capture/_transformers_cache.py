@@ -38,7 +38,10 @@ from torch.utils import _pytree as pytree
 
 from onnxport.errors import InvalidInputError
 
-__all__ = ["CacheLayerKey", "Seq2SeqLayerKey", "auto_spec", "conventional_dim_names", "mask_spans_cache", "registered", "supported"]
+# The cache classes exported, each a pytree node inside ``registered()``.
+SUPPORTED = ("DynamicCache", "EncoderDecoderCache", "StaticCache")
+
+__all__ = ["SUPPORTED", "CacheLayerKey", "CacheLengthKey", "Seq2SeqLayerKey", "auto_spec", "conventional_dim_names", "mask_spans_cache", "registered", "supported"]
 
 _KINDS = ("key", "value")
 _SEQ2SEQ_KINDS = ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
@@ -46,10 +49,10 @@ _SEQ2SEQ_KINDS = ("decoder.key", "decoder.value", "encoder.key", "encoder.value"
 
 @dataclasses.dataclass(frozen=True)
 class CacheLayerKey(pytree.SequenceKey):
-    """The key of layer ``idx`` of a KV cache; names its two tensors (``leaf_name``) for the ONNX model."""
+    """The key of layer ``idx`` of a KV cache; names its two tensors (``leaf_name``) for the ONNX model.
 
-    def __str__(self) -> str:
-        return f".layers[{self.idx}]"
+    It prints as a ``SequenceKey`` (``[0]``): torch.export writes its guards with that form
+    (``L['past_key_values'][0][0]``) and matches them to the inputs' key paths as text."""
 
     def leaf_name(self, rest: tuple[Any, ...], output: bool) -> str:
         """``past_key_values.{i}.key`` for an input, ``present.{i}.key`` for an output."""
@@ -61,14 +64,21 @@ class CacheLayerKey(pytree.SequenceKey):
 class Seq2SeqLayerKey(pytree.SequenceKey):
     """The key of layer ``idx`` of an ``EncoderDecoderCache``; names its four tensors as optimum does."""
 
-    def __str__(self) -> str:
-        return f".layers[{self.idx}]"
-
     def leaf_name(self, rest: tuple[Any, ...], output: bool) -> str:
         """``past_key_values.{i}.decoder.key`` for an input, ``present.{i}.encoder.value`` for an output."""
         isseq = rest and isinstance(rest[0], pytree.SequenceKey)
         kind = _SEQ2SEQ_KINDS[rest[0].idx] if isseq else "_".join(map(str, rest))
         return f"{'present' if output else 'past_key_values'}.{self.idx}.{kind}"
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheLengthKey(pytree.SequenceKey):
+    """The key of a ``StaticCache``'s fill level (tokens written so far): ``past_key_values.length`` in,
+    ``present.length`` out."""
+
+    def leaf_name(self, rest: tuple[Any, ...], output: bool) -> str:
+        """``past_key_values.length`` for an input, ``present.length`` for an output."""
+        return "present.length" if output else "past_key_values.length"
 
 
 def supported() -> bool:
@@ -85,10 +95,11 @@ def registered() -> Iterator[None]:
     if not supported():
         yield
         return
-    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache, StaticCache
 
     nodes = ((DynamicCache, _flatten, _unflatten, _flatten_with_keys),
-             (EncoderDecoderCache, _flatten_seq2seq, _unflatten_seq2seq, _flatten_seq2seq_with_keys))
+             (EncoderDecoderCache, _flatten_seq2seq, _unflatten_seq2seq, _flatten_seq2seq_with_keys),
+             (StaticCache, _flatten_static, _unflatten_static, _flatten_static_with_keys))
     with contextlib.ExitStack() as stack:
         for cls, flatten, unflatten, with_keys in nodes:
             stack.enter_context(_node(cls, flatten, unflatten, with_keys))
@@ -209,6 +220,51 @@ def _unflatten_seq2seq(children: Any, context: tuple[Any, Any]) -> Any:
     return cache
 
 
+def _flatten_static(cache: Any) -> tuple[list[Any], tuple[int, int]]:
+    """One ``(keys, values)`` child per layer, each ``[batch, kv_heads, max_cache_len, head_dim]``, then the
+    number of tokens written so far (a 0-d int64 tensor, the same for every layer)."""
+    from transformers.cache_utils import StaticLayer
+
+    for i, layer in enumerate(cache.layers):
+        if type(layer) is not StaticLayer:
+            raise InvalidInputError(
+                f"past_key_values layer {i} is a {type(layer).__name__}; onnxport exports StaticCache layers of full "
+                "attention (StaticLayer) only",
+                fix="use a DynamicCache for a model with sliding-window layers",
+            )
+        if not layer.is_initialized:
+            raise InvalidInputError(
+                f"past_key_values layer {i} has no tensors yet: the ONNX model needs them as inputs",
+                fix="fill the StaticCache with a forward pass, or call cache.early_initialization(batch_size, "
+                "num_kv_heads, head_dim, dtype, device) first",
+            )
+    children = [(layer.keys, layer.values) for layer in cache.layers]
+    return [*children, cache.layers[0].cumulative_length], (len(children), cache.layers[0].max_cache_len)
+
+
+def _flatten_static_with_keys(cache: Any) -> tuple[list[tuple[Any, Any]], tuple[int, int]]:
+    children, context = _flatten_static(cache)
+    keys = [CacheLayerKey(i) for i in range(context[0])] + [CacheLengthKey(context[0])]
+    return list(zip(keys, children)), context
+
+
+def _unflatten_static(children: Any, context: tuple[int, int]) -> Any:
+    from transformers.cache_utils import Cache, StaticCache, StaticLayer
+
+    *layers, length = children
+    cache = StaticCache.__new__(StaticCache)
+    Cache.__init__(cache, layers=[StaticLayer(max_cache_len=context[1]) for _ in layers])
+    for layer, (keys, values) in zip(cache.layers, layers):
+        layer.keys, layer.values, layer.is_initialized = keys, values, True
+        layer.dtype, layer.device = getattr(keys, "dtype", None), getattr(keys, "device", None)
+        if isinstance(keys, torch.Tensor):
+            layer.batch_size, layer.num_heads, _, layer.k_head_dim = keys.shape
+            layer.v_head_dim = values.shape[-1]
+        # Each layer advances its own count (update() adds to it in place), as in a cache transformers builds.
+        layer.cumulative_length = length.clone() if isinstance(length, torch.Tensor) else length
+    return cache
+
+
 # ONNX dim names of an LLM call, as onnxruntime-genai and optimum write them: input name -> {dim: name}.
 # Cache inputs match by their ONNX name or their FX placeholder's (``past_key_values_0_1``).
 _CACHE_INPUT = re.compile(r"past_key_values[._]\d+[._](key|value|0|1)")
@@ -237,20 +293,23 @@ def mask_spans_cache(model: Any) -> Iterator[None]:
     ONNX model mishandles when it differs. With the check, it is ``past_sequence_length + sequence_length``;
     likewise every layer's cache has the batch of ``input_ids`` and one past length.
     """
-    from transformers.cache_utils import DynamicCache
+    from transformers.cache_utils import DynamicCache, StaticCache
 
     def check(module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
         ids, mask, cache = kwargs.get("input_ids"), kwargs.get("attention_mask"), kwargs.get("past_key_values")
-        if ids is None or mask is None or mask.dim() != 2 or not isinstance(cache, DynamicCache) or not cache.layers:
+        if ids is None or mask is None or mask.dim() != 2 or not isinstance(cache, (DynamicCache, StaticCache)):
             return
         tensors = [t for layer in cache.layers for t in (layer.keys, layer.values) if t is not None and t.dim() == 4]
         if not tensors:
             return
-        past = tensors[0].shape[2]
         torch._check(mask.shape[0] == ids.shape[0])
-        torch._check(mask.shape[1] == past + ids.shape[1])
-        for t in tensors:  # one batch and one past length for every layer
+        for t in tensors:  # one batch for every layer
             torch._check(t.shape[0] == ids.shape[0])
+        if isinstance(cache, StaticCache):  # fixed buffers: the mask spans the tokens written so far
+            return
+        past = tensors[0].shape[2]
+        torch._check(mask.shape[1] == past + ids.shape[1])
+        for t in tensors:  # and one past length
             torch._check(t.shape[2] == past)
 
     handle = model.register_forward_pre_hook(check, with_kwargs=True) if supported() else None
@@ -265,10 +324,12 @@ def auto_spec(value: Any) -> Any:
     """``"auto"``'s spec for a KV cache: batch and past length dynamic, heads and head size static
     (they are fixed by the weights); None for anything else."""
     kind = type(value).__name__
-    if not supported() or kind not in ("DynamicCache", "EncoderDecoderCache"):
+    if not supported() or kind not in SUPPORTED:
         return None
     from torch.export import Dim
 
+    if kind == "StaticCache":  # the length is fixed by the cache; the count of tokens is a 0-d tensor
+        return [({0: Dim.AUTO}, {0: Dim.AUTO}) for _ in value.layers] + [None]
     layer = {0: Dim.AUTO, 2: Dim.AUTO}
     if kind == "EncoderDecoderCache":
         return [(layer,) * 4 for _ in value.self_attention_cache.layers]

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from onnxport.capture import _transformers, dynamic
+from onnxport.capture import _transformers, _transformers_cache, dynamic
 from onnxport.capture.patch import ControlFlowRewriter
 from onnxport.capture.rewrite import RewriteRefused
 from onnxport.errors import CaptureError, InvalidInputError, SourceLocation, location_from_exception, user_frame_here
@@ -71,7 +71,29 @@ def check_inputs(model: Any, args: Any, kwargs: dict[str, Any] | None) -> tuple[
             location=user_frame_here(),
             fix="pass args as a tuple in the order of forward's parameters, and keyword arguments as kwargs",
         ) from None
+    _check_leaves(args, kwargs)
     return model, args, kwargs
+
+
+# What torch.export takes as an input leaf: tensors, and constants it bakes in.
+_LEAVES = (torch.Tensor, int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.memory_format)
+
+
+def _check_leaves(args: tuple, kwargs: dict[str, Any]) -> None:
+    """Every input is a tensor, a constant, or a container of those (a registered pytree node)."""
+    for path, leaf in torch.utils._pytree.tree_flatten_with_path((args, kwargs))[0]:
+        if isinstance(leaf, _LEAVES):
+            continue
+        where = f"args[{path[1].idx}]" if path[0].idx == 0 else str(path[1].key)
+        where += torch.utils._pytree.keystr(path[2:])
+        kind = type(leaf)
+        fix = ("pass tensors, Python numbers, or tuples, lists and dicts of them; for a class of your own, "
+               "register it with torch.export.register_dataclass or torch.utils._pytree.register_pytree_node")
+        if kind.__module__.startswith("transformers.") and kind.__name__.endswith("Cache"):
+            fix = (f"onnxport exports these transformers caches: {', '.join(_transformers_cache.SUPPORTED)}; "
+                   "build one of them (a forward pass with use_cache=True returns a DynamicCache)")
+        raise InvalidInputError(f"the input {where} is a {kind.__module__}.{kind.__qualname__}, which onnxport cannot "
+                                "pass to an ONNX model", location=user_frame_here(), fix=fix)
 
 
 @dataclasses.dataclass
