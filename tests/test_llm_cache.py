@@ -96,6 +96,17 @@ def test_greedy_generation_matches_transformers(case: LLMCase, padded: bool) -> 
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3, msg=lambda m: f"step {step}: {m}")
 
 
+@pytest.mark.parametrize("case", [CASES[0], next(c for c in CASES if c.name == "gemma2")], ids=lambda c: c.name)
+def test_export_under_no_grad_gives_the_same_model(case: LLMCase) -> None:
+    """The other tests export with autograd on, as most users call an exporter; under no_grad it is the same."""
+    model, prog = _exported(case)
+    with torch.no_grad():
+        quiet = onnxport.export(model, (), _decode_inputs(model), dynamic_shapes="auto")
+    ids = torch.randint(3, 99, (2, 5), generator=torch.Generator().manual_seed(4))
+    assert torch.equal(onnxport.generate(quiet, ids, max_new_tokens=4), onnxport.generate(prog, ids, max_new_tokens=4))
+    assert [n.op_type for n in quiet.model.graph] == [n.op_type for n in prog.model.graph]
+
+
 def test_names_follow_onnxruntime_genai() -> None:
     _, prog = _exported(CASES[0])
     layers = [f"{kind}.{i}.{part}" for kind in ("past_key_values", "present") for i in range(2) for part in ("key", "value")]
