@@ -13,6 +13,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 import onnxport
+from onnxport.capture import _transformers_cache
 
 transformers = pytest.importorskip("transformers")
 from transformers import DynamicCache, StaticCache  # noqa: E402
@@ -198,13 +199,18 @@ def test_static_cache_generates_as_transformers() -> None:
         onnxport.generate(prog, ids, mask, max_new_tokens=11)
 
 
-def test_inputs_onnxport_cannot_pass_are_named() -> None:
+def test_inputs_onnxport_cannot_pass_are_named(monkeypatch) -> None:
     model = _build(CASES[0])
     inputs = _decode_inputs(model)
     inputs["past_key_values"] = types.SimpleNamespace(layers=[])
     with pytest.raises(onnxport.InvalidInputError, match=r"the input past_key_values is a types.SimpleNamespace") as err:
         onnxport.export(model, (), inputs)
     assert "register_dataclass" in err.value.fix
+    monkeypatch.setattr(_transformers_cache, "supported", lambda: False)  # as with another transformers major
+    with pytest.raises(onnxport.InvalidInputError, match="past_key_values is a transformers") as err:
+        onnxport.export(model, (), _decode_inputs(model))
+    assert "written for transformers 5.x" in err.value.fix
+    monkeypatch.undo()
     sliding = _build(next(c for c in CASES if c.name == "gemma2"))
     inputs = _static_decode_inputs(sliding)
     with pytest.raises(onnxport.InvalidInputError, match="layer 0 is a StaticSlidingWindowLayer"):

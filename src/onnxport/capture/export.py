@@ -8,6 +8,7 @@ import inspect
 import io
 import linecache
 import logging
+import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -92,6 +93,9 @@ def _check_leaves(args: tuple, kwargs: dict[str, Any]) -> None:
         if kind.__module__.startswith("transformers.") and kind.__name__.endswith("Cache"):
             fix = (f"onnxport exports these transformers caches: {', '.join(_transformers_cache.SUPPORTED)}; "
                    "build one of them (a forward pass with use_cache=True returns a DynamicCache)")
+            if not _transformers_cache.supported():
+                version = getattr(sys.modules.get("transformers"), "__version__", "?")
+                fix = f"onnxport's cache support is written for transformers 5.x, and this is {version}: {fix}"
         raise InvalidInputError(f"the input {where} is a {kind.__module__}.{kind.__qualname__}, which onnxport cannot "
                                 "pass to an ONNX model", location=user_frame_here(), fix=fix)
 
