@@ -255,3 +255,32 @@ def test_training_mode_is_warned_about() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         onnxport.export(model.eval(), (torch.randn(2, 4),))
+
+
+WITHOUT_TRANSFORMERS = """
+import importlib.abc, sys
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("transformers", "diffusers"):
+            raise ImportError(f"{name} is not installed")
+
+sys.meta_path.insert(0, Block())
+import torch, onnxport
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+prog = onnxport.export(model, (torch.randn(2, 3),), dynamic_shapes=({0: torch.export.Dim("batch")},))
+x = torch.randn(5, 3)
+torch.testing.assert_close(prog(x), model(x))
+assert prog.report.verification.ok and "transformers" not in sys.modules
+print("exported without transformers")
+"""
+
+
+def test_exports_without_transformers_installed() -> None:
+    """The plain ``pip install`` route has no transformers: nothing on the export path may need it."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", WITHOUT_TRANSFORMERS], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "exported without transformers" in result.stdout

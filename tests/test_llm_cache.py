@@ -108,6 +108,26 @@ def test_export_under_no_grad_gives_the_same_model(case: LLMCase) -> None:
     assert [n.op_type for n in quiet.model.graph] == [n.op_type for n in prog.model.graph]
 
 
+ONE_TOKEN = ["llama", "gemma2", "gpt2", "opt", "falcon", "phi3"]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ONE_TOKEN], ids=lambda c: c.name)
+def test_export_from_one_token_decode_step_at_batch_one(case: LLMCase) -> None:
+    """The call a user writes: a cache from a first forward pass, one new token, batch 1, no position_ids.
+    Both sizes of 1 stay dynamic, and the model generates transformers' tokens for a padded batch of 2."""
+    model = _build(case)
+    inputs = _decode_inputs(model, batch=1, past=4, new=1)
+    del inputs["position_ids"]
+    prog = onnxport.export(model, (), inputs, dynamic_shapes="auto")
+    assert [str(d) for d in prog.model.graph.inputs[0].shape] == ["batch_size", "sequence_length"]
+    assert any("widened to two tokens" in note for note in prog.report.notes)
+    ids = torch.randint(3, 99, (2, 6), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(ids)
+    mask[0, :3], ids[0, :3] = 0, 0
+    expected = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=6)
+    assert torch.equal(onnxport.generate(prog, ids, mask, max_new_tokens=6), expected)
+
+
 def test_names_follow_onnxruntime_genai() -> None:
     _, prog = _exported(CASES[0])
     layers = [f"{kind}.{i}.{part}" for kind in ("past_key_values", "present") for i in range(2) for part in ("key", "value")]

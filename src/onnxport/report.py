@@ -43,6 +43,7 @@ class Report:
     sizes_verified: list[str] = dataclasses.field(default_factory=list)
     decomposed: dict[str, int] = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)  # what onnxport did for the user, for the record
     verification: Any = None
     progress: bool = False
 
@@ -83,6 +84,9 @@ class Report:
         if self.decomposed:
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(self.decomposed.items()))
             lines.append(f"decomposed (no direct translation): {ops}")
+        if self.notes:
+            lines.append("notes:")
+            lines.extend(f"  - {n}" for n in self.notes)
         if self.warnings:
             lines.append("warnings:")
             lines.extend(f"  - {w}" for w in self.warnings)

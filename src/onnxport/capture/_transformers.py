@@ -5,19 +5,27 @@ the default ``"grouped_mm"`` runs, on CPU, an opaque custom op (``transformers::
 fed by ``torch.histc``, which no ONNX runtime has. ``"batched_mm"`` computes the same with gathers and
 batched matmuls, which translate to plain ONNX. The switch is made on the model's configs for the
 duration of the capture and undone on every path; the user's model is left as it was.
+
+A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
+transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
+behind ``.contiguous()``) fix a length whose example is 1 for the rest of the graph. So such a step is
+captured from the same step widened to two tokens (:func:`widened_decode_step`), a size torch keeps symbolic
+like any other; verification still runs the user's one-token example.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
 from onnxport.capture import _transformers_cache
 
-__all__ = ["patched"]
+__all__ = ["patched", "widened_decode_step"]
 
 _EXPORTABLE_EXPERTS = "batched_mm"
 _OPAQUE_EXPERTS = ("grouped_mm",)
@@ -25,24 +33,68 @@ _OPAQUE_EXPERTS = ("grouped_mm",)
 
 @contextlib.contextmanager
 def patched(model: torch.nn.Module) -> Iterator[None]:
-    """Capture-friendly settings on ``model``'s transformers configs, restored on exit."""
+    """Capture-friendly settings on ``model``'s transformers configs, restored on exit. Nothing at all when
+    transformers is not loaded (the model cannot be one of its models) or is not a version this was written for."""
+    transformers = sys.modules.get("transformers")
+    if transformers is None or not _supported(getattr(transformers, "__version__", "")):
+        yield
+        return
     saved = []
-    if "transformers" in sys.modules and _supported(sys.modules["transformers"].__version__):
-        seen = set()
-        for module in model.modules():
-            config = getattr(module, "config", None)
-            if config is None or id(config) in seen:
-                continue
-            seen.add(id(config))
-            if getattr(config, "_experts_implementation", None) in _OPAQUE_EXPERTS:
-                saved.append((config, config._experts_implementation))
-                config._experts_implementation = _EXPORTABLE_EXPERTS
+    seen = set()
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if config is None or id(config) in seen:
+            continue
+        seen.add(id(config))
+        if getattr(config, "_experts_implementation", None) in _OPAQUE_EXPERTS:
+            saved.append((config, config._experts_implementation))
+            config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
         with _transformers_cache.mask_spans_cache(model):
             yield
     finally:
         for config, value in saved:
             config._experts_implementation = value
+
+
+# Inputs of a causal LM's step that run along the new tokens: how each widens from one token to two.
+_ALONG_TOKENS = {
+    "input_ids": lambda t: torch.cat([t, t], dim=1),
+    "inputs_embeds": lambda t: torch.cat([t, t], dim=1),
+    "attention_mask": lambda t: torch.cat([t, t[:, -1:]], dim=1),
+    "position_ids": lambda t: torch.cat([t, t + 1], dim=1),
+    "cache_position": lambda t: torch.cat([t, t + 1]),
+    "token_type_ids": lambda t: torch.cat([t, t], dim=1),
+}
+
+
+def widened_decode_step(
+    model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], small: list[str]
+) -> tuple[tuple, dict[str, Any]] | None:
+    """The example widened to two new tokens when it is a transformers causal LM's step of one token whose
+    length is asked to be dynamic (``small`` lists ``input_ids.shape[1]``); None otherwise. The same tokens
+    twice, the mask one column longer, the positions one further; the cache as it is."""
+    transformers = sys.modules.get("transformers")
+    if transformers is None or not _supported(getattr(transformers, "__version__", "")):
+        return None
+    if not {"input_ids.shape[1]", "inputs_embeds.shape[1]"} & set(small):
+        return None
+    from transformers.cache_utils import Cache
+
+    parameters = list(inspect.signature(model.forward).parameters)
+    bound = {**dict(zip(parameters, args)), **kwargs}
+    if not isinstance(bound.get("past_key_values"), Cache):
+        return None
+    args, kwargs = list(args), dict(kwargs)
+    for name, widen in _ALONG_TOKENS.items():
+        value = bound.get(name)
+        if not isinstance(value, torch.Tensor) or value.dim() < 1:
+            continue
+        if name in kwargs:
+            kwargs[name] = widen(value)
+        else:
+            args[parameters.index(name)] = widen(value)
+    return tuple(args), kwargs
 
 
 def _supported(version: str) -> bool:

@@ -161,6 +161,12 @@ def capture(
     # Malformed dynamic_shapes fail here, once, rather than once per strategy inside torch.export.
     specs = dynamic.input_dim_specs(model, args, kwargs, dynamic_shapes) if dynamic_shapes is not None else []
     small = dynamic.small_dynamic_dims(model, args, kwargs, specs)
+    widened = _transformers.widened_decode_step(model, args, kwargs, small)
+    if widened is not None:
+        args, kwargs = widened
+        small = dynamic.small_dynamic_dims(model, args, kwargs, specs)
+        report.notes.append("captured from the one-token step widened to two tokens (torch fixes a one-token "
+                            "length in attention); verified on the example itself")
     while True:
         errors: list[tuple[str, BaseException]] = []
         for name, strict in STRATEGIES:
