@@ -129,7 +129,7 @@ def test_single_tensor_args() -> None:
 def test_custom_translation_for_custom_op() -> None:
     @torch.library.custom_op("onnxport_test::scaled", mutates_args=())
     def scaled(x: torch.Tensor, factor: float) -> torch.Tensor:
-        return x * factor
+        return torch.from_numpy(x.numpy() * factor)  # numpy: not traceable, so it needs a translation
 
     @scaled.register_fake
     def _(x: torch.Tensor, factor: float) -> torch.Tensor:

@@ -1,7 +1,9 @@
 """Stage 2: decompose only the ops that have no translator, then list whatever is still missing.
 
 A full ``run_decompositions()`` costs several times the capture itself; translating the ops
-torch.export emits directly and decomposing the rest selectively keeps export cheap.
+torch.export emits directly and decomposing the rest selectively keeps export cheap. A custom op
+(``torch.library``) with no translation is traced through its own implementation into ATen ops,
+when that implementation traces on fake inputs; a translation, when registered, always wins.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import io
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -78,28 +81,113 @@ def decompose(
                 "constant, or register the tensor as a buffer",
             ) from None
         report.warn("in-place writes through views or into inputs: the graph was functionalized")
+    untraceable: dict[Any, str] = {}  # custom op -> why its implementation cannot be traced
     for _ in range(_MAX_ROUNDS):
         missing = untranslated_ops(ep.graph_module, custom)
-        table = {t: fn for t in missing if (fn := _core_aten_table().get(t)) is not None}
+        # Custom ops first, in a round of their own: a failure then says whose implementation failed.
+        traced = _custom_op_table(missing, untraceable)
+        table = traced or {t: fn for t in missing if (fn := _core_aten_table().get(t)) is not None}
         if not table:
             break
         for target, nodes in missing.items():
             if target in table:
-                report.decomposed[target_name(target)] = report.decomposed.get(target_name(target), 0) + len(nodes)
+                record = report.traced_ops if target in traced else report.decomposed
+                record[target_name(target)] = record.get(target_name(target), 0) + len(nodes)
         try:
             with warnings.catch_warnings(), _keep_small_dims_dynamic():
                 warnings.simplefilter("ignore")
                 ep = ep.run_decompositions(table)
         except Exception as exc:  # torch's decompositions fail in many ways; the ops stay untranslated
             names = ", ".join(sorted(target_name(t) for t in table))
-            report.warn(f"torch could not decompose {names}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            report.warn(f"torch could not decompose {names}: {why}")
             for target in table:
                 report.decomposed.pop(target_name(target), None)
+                report.traced_ops.pop(target_name(target), None)
+            untraceable.update({t: f"tracing its implementation in the program failed: {why}" for t in traced})
+            if traced:
+                continue  # the ATen ops still get their round
             break
     missing = untranslated_ops(ep.graph_module, custom)
     if missing:
-        raise unsupported_error(missing, opset)
+        raise unsupported_error(missing, opset, untraceable)
     return ep
+
+
+# -- custom ops without a translation: trace their own implementation ----------------------------
+
+_BUILTIN_NAMESPACES = frozenset({"aten", "prims", "prim"})
+
+
+def _custom_op_table(missing: Mapping[Any, list[torch.fx.Node]], untraceable: dict[Any, str]) -> dict[Any, Any]:
+    """Decompositions that call each untranslated custom op's own implementation, for the ops whose
+    implementation traces on the node's fake inputs; ``untraceable`` gets why the others do not."""
+    table = {}
+    for target, nodes in missing.items():
+        if not isinstance(target, torch._ops.OpOverload) or target.namespace in _BUILTIN_NAMESPACES:
+            continue
+        if target not in untraceable:
+            why = _why_untraceable(target, nodes[0])
+            if why is None:
+                table[target] = _call_implementation(target)
+            else:
+                untraceable[target] = why
+    return table
+
+
+def _call_implementation(target: torch._ops.OpOverload) -> Any:
+    """A decomposition of ``target``: its kernel for the inputs' device, below the tracing modes, so the
+    torch calls of a Python implementation (``torch.library.custom_op``, ``Library.impl``) are traced."""
+
+    def call_implementation(*args: Any, **kwargs: Any) -> Any:
+        tensors = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        device = tensors[0].device.type if tensors else "cpu"
+        key = getattr(torch._C.DispatchKey, torch._C._dispatch_key_for_device(device))
+        return target.redispatch(torch._C.DispatchKeySet(key), *args, **kwargs)
+
+    return call_implementation
+
+
+def _why_untraceable(target: torch._ops.OpOverload, node: torch.fx.Node) -> str | None:
+    """None when ``target``'s implementation traces on fake copies of ``node``'s inputs into a result
+    of the shapes and dtypes its fake kernel promised; else the reason, for the error message."""
+    schema = target._schema
+    if schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
+        return "it writes into its inputs or returns a view of them (onnxport traces functional ops only)"
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv, optimization_hint
+
+    def hint(v: Any) -> Any:
+        return optimization_hint(v, fallback=2) if isinstance(v, torch.SymInt) else v
+
+    expected = node.meta.get("val")
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+    try:
+        with FakeTensorMode(shape_env=ShapeEnv()), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            args, kwargs = torch.utils._pytree.tree_map(
+                lambda v: torch.empty([hint(d) for d in v.shape], dtype=v.dtype, device=v.device)
+                if isinstance(v, torch.Tensor) else hint(v),
+                (args, kwargs),
+            )
+            result = _call_implementation(target)(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - whatever the user's implementation raises on fake tensors
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"its implementation cannot be traced into ATen ops: {type(exc).__name__}: {first[:200]}"
+    # A size the implementation computes from tensor values (nonzero, unique) has no fixed value: "?".
+    got = [([d if isinstance(d, int) else "?" for d in t.shape], t.dtype)
+           for t in torch.utils._pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
+    want = [([hint(d) for d in t.shape], t.dtype) for t in torch.utils._pytree.tree_leaves(expected)
+            if isinstance(t, torch.Tensor)]
+    if got != want:
+        return (f"its implementation returns {_describe(got)} where its fake kernel (register_fake) says "
+                f"{_describe(want)}")
+    return None
+
+
+def _describe(metas: list[tuple[list[Any], torch.dtype]]) -> str:
+    shown = [f"{str(dtype).replace('torch.', '')}[{', '.join(map(str, shape))}]" for shape, dtype in metas]
+    return ", ".join(shown) or "no tensor"
 
 
 def missing_ops(missing: Mapping[Any, list[torch.fx.Node]]) -> dict[str, list[SourceLocation | None]]:
@@ -110,21 +198,53 @@ def missing_ops(missing: Mapping[Any, list[torch.fx.Node]]) -> dict[str, list[So
     }
 
 
-def unsupported_error(missing: Mapping[Any, list[torch.fx.Node]], opset: int) -> UnsupportedOpError:
+def unsupported_error(
+    missing: Mapping[Any, list[torch.fx.Node]], opset: int, untraceable: Mapping[Any, str] | None = None
+) -> UnsupportedOpError:
+    """Every op still without a translation, with its call sites; for a custom op also its schema,
+    why its implementation was not traced, and the registration code to write."""
+    untraceable = untraceable or {}
     ops = missing_ops(missing)
+    by_name = {target_name(t): t for t in missing}
     lines = []
     for name, locations in ops.items():
+        target = by_name[name]
         lines.append(f"  {name} x{len(locations)}")
+        if target in untraceable:
+            lines.append(f"      schema: {target._schema}")
         seen = collections.OrderedDict((str(loc), None) for loc in locations if loc is not None)
         lines.extend(f"      at {loc}".replace("\n", "\n      ") for loc in list(seen)[:3])
+        if target in untraceable:
+            lines.append(f"      not traced: {untraceable[target]}")
     first = next((loc for locs in ops.values() for loc in locs if loc is not None), None)
     noun = "operator has" if len(ops) == 1 else "operators have"
+    custom = next((t for t in missing if t in untraceable), None)
+    fix = (
+        "register one with @onnxport.register_translation('namespace::op') or pass "
+        "custom_translations={op: fn} (README 'Custom operators')"
+    )
+    if custom is not None:
+        fix = _registration_code(custom)
     return UnsupportedOpError(
         f"{len(ops)} {noun} no ONNX translation (opset {opset}):\n" + "\n".join(lines),
         ops=ops,
         location=first,
-        fix="register one with @onnxport.register_translation('namespace::op') or pass "
-        "custom_translations={op: fn} (README 'Custom operators')",
+        fix=fix,
+    )
+
+
+def _registration_code(target: torch._ops.OpOverload) -> str:
+    """The translation to write for ``target``, as code to paste (README 'Custom operators')."""
+    name = target_name(target)
+    params = ", ".join(["ctx", *(a.name for a in target._schema.arguments)])
+    first = next((a.name for a in target._schema.arguments if "Tensor" in str(a.type)), "...")
+    fn = f"{target._schema.name.split('::')[-1]}_to_onnx"
+    return (
+        "give it an implementation in torch ops that traces, or register a translation (README 'Custom operators'):\n"
+        f"    @onnxport.register_translation(\"{name}\")\n"
+        f"    def {fn}({params}):\n"
+        f"        return ctx.op.Identity({first})  # the ONNX ops computing it\n"
+        f"or pass custom_translations={{\"{name}\": {fn}}} to onnxport.export"
     )
 
 

@@ -42,6 +42,7 @@ class Report:
     rewrites: list[Any] = dataclasses.field(default_factory=list)
     sizes_verified: list[str] = dataclasses.field(default_factory=list)
     decomposed: dict[str, int] = dataclasses.field(default_factory=dict)
+    traced_ops: dict[str, int] = dataclasses.field(default_factory=dict)  # custom ops traced through their code
     warnings: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)  # what onnxport did for the user, for the record
     verification: Any = None
@@ -79,11 +80,14 @@ class Report:
                 status = "ok" if a.ok else f"failed: {a.error}"
                 lines.append(f"  {a.strategy}: {status}")
         if self.rewrites:
-            lines.append(f"control flow rewritten into torch.cond ({len(self.rewrites)}):")
+            lines.append(f"source rewritten for capture, during export only ({len(self.rewrites)}):")
             lines.extend("  " + str(r).replace("\n", "\n  ") for r in self.rewrites)
         if self.decomposed:
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(self.decomposed.items()))
             lines.append(f"decomposed (no direct translation): {ops}")
+        if self.traced_ops:
+            ops = ", ".join(f"{k} x{v}" for k, v in sorted(self.traced_ops.items()))
+            lines.append(f"custom ops traced through their implementation (no translation registered): {ops}")
         if self.notes:
             lines.append("notes:")
             lines.extend(f"  - {n}" for n in self.notes)

@@ -289,6 +289,15 @@ def test_user_code_is_restored(model) -> None:
     assert "__onnxport_rt__" not in globals()
 
 
+def test_export_after_doctor_in_the_same_process() -> None:
+    """TorchDynamo (run by the doctor) leaves resume functions of the same file among the globals: the
+    rewrite must still find the user's own function."""
+    from onnxport.capture.diagnose import diagnose
+
+    diagnose(IfElseReturn(), (POS,))
+    check(IfElseReturn(), (POS,), (NEG,), n_rewrites=1)
+
+
 def test_rewrite_can_be_turned_off() -> None:
     with pytest.raises(onnxport.CaptureError, match="data-dependent") as info:
         onnxport.export(IfElseReturn(), (POS,), rewrite_control_flow=False)
@@ -324,22 +333,14 @@ class SideEffect(torch.nn.Module):
         return x
 
 
-class WhileOnData(torch.nn.Module):
-    def forward(self, x):
-        while x.sum() > 1:
-            x = x / 2
-        return x
-
-
 @pytest.mark.parametrize(
     ("model", "line_text", "reason"),
     [
         (OneBranchOnly(), "if x.sum() > 0", "`y` is assigned in the true branch only"),
         (DifferentShapes(), "if x.sum() > 0", "same shapes and dtypes"),
         (SideEffect(), "if x.sum() > 0", "assigns `self.calls`"),
-        (WhileOnData(), "while x.sum() > 1", "a while loop"),
     ],
-    ids=["one_branch_only", "different_shapes", "side_effect", "while_loop"],
+    ids=["one_branch_only", "different_shapes", "side_effect"],
 )
 def test_refusals_say_why_where_and_what_to_write(model, line_text, reason) -> None:
     forward = type(model).forward
@@ -350,7 +351,7 @@ def test_refusals_say_why_where_and_what_to_write(model, line_text, reason) -> N
     assert reason in str(err)
     assert err.location.file == THIS and err.location.line == line_of(type(model), line_text)
     assert line_text in err.location.code
-    assert "torch.cond" in err.fix or "while_loop" in err.fix
+    assert "torch.cond" in err.fix
     assert forward.__code__ is code
 
 

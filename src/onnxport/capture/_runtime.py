@@ -1,19 +1,22 @@
-"""What rewritten code calls at run time: ``cond`` dispatches a rewritten ``if`` to ``torch.cond``.
+"""What rewritten code calls at run time: ``cond`` dispatches a rewritten ``if`` to ``torch.cond``,
+``while_loop`` a rewritten ``while`` to ``torch._higher_order_ops.while_loop``, ``data`` reads ``t.data``.
 
 A test that turns out to be a plain Python bool (a static shape, a flag) runs the chosen branch
 directly, as the original ``if`` would. Eager runs (outside tracing) record which branch each
-rewritten site took, so verification can look for inputs that exercise both.
+rewritten site took (for a loop: whether it ran at least once), so verification can look for inputs
+that exercise both.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["NAME", "cond", "logical_and", "logical_not", "logical_or", "recording"]
+__all__ = ["NAME", "Refused", "cond", "data", "logical_and", "logical_not", "logical_or", "recording", "while_loop"]
 
 # The name under which rewritten functions find this module in their globals while patched.
 NAME = "__onnxport_rt__"
@@ -100,3 +103,91 @@ def cond(test: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], e
         return branch
 
     return torch.cond(pred, bind(true_fn), bind(false_fn), tuple(env[n] for n in names))
+
+
+def data(value: Any) -> Any:
+    """``value.data`` as torch.export can trace it: ``detach()`` for a tensor (same storage, no autograd
+    history); any other object's own ``.data`` attribute as it is."""
+    return value.detach() if isinstance(value, torch.Tensor) else value.data
+
+
+class Refused(Exception):
+    """A rewritten loop that ``while_loop`` cannot hold, found while tracing it: why, and where (``file:line``)."""
+
+    def __init__(self, reason: str, site: str):
+        self.reason, self.site = reason, site
+        super().__init__(f"{site}: {reason}")
+
+
+def while_loop(
+    test_fn: Callable[..., Any], body_fn: Callable[..., Any], env: dict[str, Any], carried: tuple[str, ...], site: str
+) -> tuple[Any, ...]:
+    """Run a rewritten ``while``: ``torch._higher_order_ops.while_loop`` over the ``carried`` names of
+    ``env`` when the test is a traced tensor, a Python loop otherwise.
+
+    ``test_fn``/``body_fn`` take the names of ``env`` as keyword arguments; ``body_fn`` returns the new
+    values of ``carried``. The other names are bound as they are (tensors among them are read by the
+    loop, not carried).
+    """
+    first = predicate(test_fn(**env))
+    if not isinstance(first, torch.Tensor) or _is_concrete(first):
+        return _python_loop(first, test_fn, body_fn, env, carried, site)
+    fixed = {k: v for k, v in env.items() if k not in carried}
+    init = tuple(env[n] for n in carried)
+    for name, value in zip(carried, init):
+        if isinstance(value, bool) or not isinstance(value, (torch.Tensor, int, torch.SymInt)):
+            raise Refused(
+                f"the loop carries `{name}`, a {type(value).__name__} before the loop; while_loop carries tensors "
+                f"and ints (make it a tensor before the loop: {name} = torch.tensor({name}))",
+                site,
+            )
+
+    def test(*values: Any) -> Any:
+        pred = predicate(test_fn(**dict(zip(carried, values)), **fixed))
+        # while_loop refuses a test result that is one of its inputs (a carried bool tensor).
+        return pred.clone() if any(pred is v for v in values) else pred
+
+    def body(*values: Any) -> tuple[Any, ...]:
+        out = body_fn(**dict(zip(carried, values)), **fixed)
+        ids = {id(v) for v in values if isinstance(v, torch.Tensor)}
+        return tuple(v.clone() if id(v) in ids else v for v in out)
+
+    try:
+        return tuple(torch._higher_order_ops.while_loop(test, body, init))
+    except Exception as exc:
+        refusal = _metadata_refusal(exc, carried, site)
+        if refusal is None:
+            raise
+        raise refusal from None
+
+
+def _python_loop(
+    pred: Any, test_fn: Callable[..., Any], body_fn: Callable[..., Any], env: dict[str, Any],
+    carried: tuple[str, ...], site: str,
+) -> tuple[Any, ...]:
+    """The loop as Python runs it (a concrete or Python-valued test); records whether it ran at all."""
+    state = dict(env)
+    passes = 0
+    while bool(pred):
+        state.update(zip(carried, body_fn(**state)))
+        passes += 1
+        pred = predicate(test_fn(**state))
+    if _taken is not None:
+        _taken.setdefault(site, set()).add(passes > 0)
+    return tuple(state[n] for n in carried)
+
+
+_METADATA = re.compile(r"pair\[(\d+)\] differ in '(\w+): ([^']*)'")
+
+
+def _metadata_refusal(exc: BaseException, carried: tuple[str, ...], site: str) -> Refused | None:
+    """torch's "body_fn output and carried_inputs ... same metadata" error, said with the variable's name."""
+    text = str(exc)
+    if "same metadata" not in text:
+        return None
+    match = _METADATA.search(text)
+    if match is None or int(match.group(1)) >= len(carried):
+        return Refused("the loop body changes the shape or dtype of a carried variable", site)
+    name, what, detail = carried[int(match.group(1))], match.group(2), match.group(3)
+    detail = detail.replace(" vs ", " after a pass, ")
+    return Refused(f"the loop body changes the {what} of `{name}` ({detail} before)", site)

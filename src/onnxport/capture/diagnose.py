@@ -36,6 +36,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 from onnxport.capture.export import check_inputs
+from onnxport.capture.patch import ControlFlowRewriter
+from onnxport.capture.rewrite import FunctionRewrite, RewriteRefused
 from onnxport.errors import SourceLocation, _is_user_file, location_from_exception
 
 __all__ = ["Diagnosis", "Issue", "diagnose"]
@@ -46,6 +48,10 @@ __all__ = ["Diagnosis", "Issue", "diagnose"]
 _NON_STRICT = "non-strict export (torch.export.export(strict=False))"
 _STRICT = "strict export (torch.export.export(strict=True), TorchDynamo)"
 _REWRITE = "automatic rewrite of the `if` into torch.cond (export(rewrite_control_flow=True), the default)"
+_WHILE_REWRITE = "automatic rewrite of the `while` into while_loop (export(rewrite_control_flow=True), the default)"
+_DATA_REWRITE = (
+    "automatic reading of `t.data` as `t.detach()` during export (export(rewrite_control_flow=True), the default)"
+)
 
 CONTROL_FLOW = "data-dependent control flow"
 SCALAR = "tensor to Python scalar"
@@ -98,7 +104,9 @@ RULES: tuple[_Rule, ...] = (
         DATA,
         (r"\.data\b", r"fake tensor in the exported program constant"),
         "error",
-        "use x.detach() or operate on x directly; .data bypasses tracing",
+        "use x.detach() or operate on x directly; .data bypasses tracing (onnxport reads it as .detach() during "
+        "export, except an assignment to .data or a write through it into the model's parameters)",
+        (_DATA_REWRITE, _NON_STRICT, _STRICT),
     ),
     _Rule(
         NUMPY,
@@ -125,6 +133,10 @@ _BY_CATEGORY = {rule.category: rule for rule in (*RULES, _OTHER_RULE)}
 _LOOP_FIX = (
     "only an `if` can become torch.cond: write a loop on a tensor value with "
     "torch._higher_order_ops.while_loop(cond_fn, body_fn, carried_inputs), or keep the decision out of forward"
+)
+_WHILE_FIX = (
+    "onnxport rewrites the `while` into torch._higher_order_ops.while_loop, which needs every variable the loop "
+    "updates to keep its shape and dtype; or write the while_loop(cond_fn, body_fn, carried_inputs) yourself"
 )
 
 
@@ -231,21 +243,21 @@ def diagnose(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None) -
         findings += _runtime_findings(model, args, kwargs)
     findings += _source_findings(model)
     captured = any(err is None for err in attempts.values())
-    issues = _dedupe([_issue(f, captured) for f in findings])
+    issues = _dedupe([_issue(f, captured, model) for f in findings])
     return Diagnosis(issues, capturable=attempts["non-strict export"] is None, attempts=attempts)
 
 
-def _issue(finding: _Finding, captured: bool) -> Issue:
+def _issue(finding: _Finding, captured: bool, model: torch.nn.Module) -> Issue:
     """Turn a finding into an issue: look up its rule, then settle severity and fix for this line."""
     rule = _BY_CATEGORY[finding.category] if finding.category else _classify(finding.reason)
     if rule.category == CONTROL_FLOW:
-        return _control_flow_issue(finding, rule)
+        return _control_flow_issue(finding, rule, model)
     # When some export strategy already captures the model, the problem no longer blocks the export.
     severity = "warning" if captured and not rule.wrong_when_captured else rule.severity
     return Issue(rule.category, severity, finding.location, finding.reason, rule.strategies, rule.fix)
 
 
-def _control_flow_issue(finding: _Finding, rule: _Rule) -> Issue:
+def _control_flow_issue(finding: _Finding, rule: _Rule, model: torch.nn.Module) -> Issue:
     """A data-dependent decision: its fix depends on the statement that makes it."""
     kind = _if_kind(finding.location) if finding.location is not None else None
     if kind == "raise":
@@ -254,8 +266,28 @@ def _control_flow_issue(finding: _Finding, rule: _Rule) -> Issue:
         return Issue(check.category, "error", finding.location, finding.reason, check.strategies, check.fix)
     if kind == "if":
         return Issue(rule.category, "warning", finding.location, finding.reason, rule.strategies, rule.fix)
-    # Loops and comprehensions: the torch.cond rewrite does not apply, the export strategies still run.
+    if kind == "while":
+        refused = _while_refusal(model, finding.location)
+        if refused is None:
+            strategies = (_WHILE_REWRITE, *rule.strategies[1:])
+            return Issue(rule.category, "warning", finding.location, finding.reason, strategies, _WHILE_FIX)
+        reason = f"{finding.reason}; onnxport cannot rewrite the while into while_loop: {refused}"
+        return Issue(rule.category, "error", finding.location, reason, rule.strategies[1:], _LOOP_FIX)
+    # Comprehensions and other loops: no rewrite applies, the export strategies still run.
     return Issue(rule.category, "error", finding.location, finding.reason, rule.strategies[1:], _LOOP_FIX)
+
+
+def _while_refusal(model: torch.nn.Module, location: SourceLocation) -> str | None:
+    """Why the export's rewrite would refuse the ``while`` at ``location`` (None when it takes it), tried on
+    a copy of the function's syntax tree: nothing is patched."""
+    try:
+        fn = ControlFlowRewriter(model).function_at(location)
+        if fn is None:
+            return "onnxport does not find the function that holds it"
+        FunctionRewrite(fn).rewrite_at(location.line)
+    except RewriteRefused as refused:
+        return refused.reason
+    return None
 
 
 def _dedupe(issues: list[Issue]) -> list[Issue]:
@@ -391,7 +423,8 @@ def _user_functions(model: torch.nn.Module) -> list[types.FunctionType]:
 
 def _if_kind(location: SourceLocation) -> str | None:
     """What tests on ``location``'s line: "raise" (an ``if`` whose body raises), "if" (an ``if`` statement or
-    conditional expression, which the rewrite turns into torch.cond), or None (a loop, a comprehension)."""
+    conditional expression, which the rewrite turns into torch.cond), "while" (a ``while`` statement, which
+    it turns into while_loop), or None (a ``for`` loop, a comprehension)."""
     try:
         tree = ast.parse("".join(linecache.getlines(location.file)))
     except (SyntaxError, ValueError):
@@ -400,6 +433,8 @@ def _if_kind(location: SourceLocation) -> str | None:
         if isinstance(node, (ast.If, ast.IfExp)) and node.test.lineno <= location.line <= (node.test.end_lineno or 0):
             raises = isinstance(node, ast.If) and any(isinstance(stmt, ast.Raise) for stmt in node.body)
             return "raise" if raises else "if"
+        if isinstance(node, ast.While) and node.test.lineno <= location.line <= (node.test.end_lineno or 0):
+            return "while"
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import inspect
@@ -15,7 +16,9 @@ from typing import Any
 
 import torch
 
-from onnxport.capture import _transformers, _transformers_cache, dynamic
+from onnxport.capture import _data_watch, _runtime, _transformers, _transformers_cache, dynamic
+from onnxport.capture import rewrite_data, rewrite_loop
+from onnxport.capture._data_watch import reads_data
 from onnxport.capture.patch import ControlFlowRewriter
 from onnxport.capture.rewrite import RewriteRefused
 from onnxport.errors import CaptureError, InvalidInputError, SourceLocation, location_from_exception, user_frame_here
@@ -102,8 +105,9 @@ def _check_leaves(args: tuple, kwargs: dict[str, Any]) -> None:
 
 @dataclasses.dataclass
 class Captured:
-    """The exported program; the rewriter whose patches produced it (None when nothing was rewritten);
-    per tensor input, the dynamic dims asked for; and the ONNX names of torch's shape symbols."""
+    """The exported program; the rewriter whose patches produced it (None when no ``if`` or ``while``
+    was rewritten: verification explores the branches of its rewrites); per tensor input, the dynamic
+    dims asked for; and the ONNX names of torch's shape symbols."""
 
     program: torch.export.ExportedProgram
     rewriter: ControlFlowRewriter | None = None
@@ -153,8 +157,10 @@ def capture(
 ) -> Captured:
     """Export ``model`` with each strategy in turn; the first that works wins.
 
-    When non-strict export fails on a data-dependent ``if``, that ``if`` is rewritten into
-    ``torch.cond`` (unless ``rewrite_control_flow`` is False) and the strategies run again.
+    When non-strict export fails on a data-dependent ``if`` or ``while``, that statement is rewritten
+    into ``torch.cond`` or ``while_loop``; when it fails on ``.data``, the lines using it read it as
+    ``.detach()``; then the strategies run again (unless ``rewrite_control_flow`` is False). A capture
+    holding tensors torch could not trace (strict export freezes ``.data`` so) counts as failed.
     """
     _warn_training(model, report)
     rewriter = ControlFlowRewriter(model) if rewrite_control_flow else None
@@ -170,35 +176,78 @@ def capture(
     while True:
         errors: list[tuple[str, BaseException]] = []
         for name, strict in STRATEGIES:
-            label = f"torch.export.export(strict={strict})"
-            if rewriter is not None and rewriter.rewrites:
-                label += f" with {len(rewriter.rewrites)} if(s) rewritten"
-            if small:
-                label += f", size-oblivious for {', '.join(small)} (size 0 or 1 in the example)"
+            label = _label(strict, rewriter, small)
             try:
-                with _quiet(), _size_oblivious(bool(small)), _transformers.patched(model), \
-                        rewriter.applied() if rewriter is not None else contextlib.nullcontext():
+                with _capturing(model, small, rewriter):
                     ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+                _check_constants(ep)
             except Exception as exc:  # torch.export raises many unrelated types
                 report.attempts.append(Attempt(label, False, _first_line(exc)))
                 errors.append((name, exc))
-                if rewriter is not None and not strict and is_data_dependent(exc):
-                    break  # rewrite the if, then start again from non-strict
+                _raise_if_loop_refused(model, exc, errors, rewriter)
+                if rewriter is not None and not strict and (is_data_dependent(exc) or reads_data(exc)):
+                    break  # rewrite the if, while or .data, then start again from non-strict
                 continue
             report.attempts.append(Attempt(label, True))
-            report.rewrites = rewriter.rewrites if rewriter is not None else []
-            captured = Captured(ep, rewriter if report.rewrites else None, size_oblivious=small)
+            _refuse_state_writes(model, ep, rewriter)
+            report.rewrites = rewriter.all_rewrites if rewriter is not None else []
+            control_flow = rewriter if rewriter is not None and rewriter.rewrites else None
+            captured = Captured(ep, control_flow, size_oblivious=small)
             return _with_dims(captured, model, args, kwargs, dynamic_shapes, input_names, report)
         _, last = errors[-1]
         for _, exc in errors:
             explained = dynamic.explain_constraint_violation(exc, model, dynamic_shapes) if dynamic_shapes else None
             if explained is not None:
                 raise explained from None
+        if any(reads_data(e) for _, e in errors):
+            sites = _data_sites(model, args, kwargs, dynamic_shapes, small, rewriter)
+            if sites and rewriter is None:
+                raise _data_error(model, sites, errors) from None
+            if rewriter is not None and _rewrite_data(model, rewriter, sites, errors):
+                report.rewrites = rewriter.all_rewrites
+                continue
         if rewriter is None or not is_data_dependent(last):
             _raise_if_eager_refuses(model, args, kwargs)
             raise _capture_error(model, errors, rewriter) from None
-        report.rewrites = rewriter.rewrites
+        report.rewrites = rewriter.all_rewrites
         _rewrite_or_raise(model, rewriter, last)
+
+
+def _label(strict: bool, rewriter: ControlFlowRewriter | None, small: list[str]) -> str:
+    label = f"torch.export.export(strict={strict})"
+    if rewriter is not None and rewriter.all_rewrites:
+        counts = collections.Counter(r.kind for r in rewriter.all_rewrites)
+        label += " with " + ", ".join(f"{n} {_KIND_NAMES[k]}" for k, n in counts.items()) + " rewritten"
+    if small:
+        label += f", size-oblivious for {', '.join(small)} (size 0 or 1 in the example)"
+    return label
+
+
+_KIND_NAMES = {"if": "if(s)", "while": "while(s)", "data": ".data line(s)"}
+
+
+def _capturing(model: torch.nn.Module, small: list[str], rewriter: ControlFlowRewriter | None) -> contextlib.ExitStack:
+    """Everything a capture attempt runs under: quiet logs, size-obliviousness, library patches, rewrites."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(_quiet())
+    stack.enter_context(_size_oblivious(bool(small)))
+    stack.enter_context(_transformers.patched(model))
+    if rewriter is not None:
+        stack.enter_context(rewriter.applied())
+    return stack
+
+
+class _UntracedConstant(RuntimeError):
+    """A capture that "worked" but holds tensors torch could not trace (strict export freezes ``.data`` so)."""
+
+
+def _check_constants(ep: torch.export.ExportedProgram) -> None:
+    fake = [name for name, value in ep.constants.items() if isinstance(value, torch._subclasses.FakeTensor)]
+    if fake:
+        raise _UntracedConstant(
+            f"found a {_data_watch.MARKER}s ({', '.join(fake)}): values torch.export could not trace, such as "
+            "tensors read through .data, frozen into the program"
+        )
 
 
 def _size_oblivious(on: bool) -> contextlib.AbstractContextManager:
@@ -252,16 +301,112 @@ def _rewrite_or_raise(model: torch.nn.Module, rewriter: ControlFlowRewriter, exc
     except RewriteRefused as refused:
         code = linecache.getline(location.file, refused.line).strip()
         where = SourceLocation(location.file, refused.line, location.function, code)
+        if refused.kind == "while":
+            what, form, fix = "loops on", "while_loop", rewrite_loop.FIX
+        else:
+            what, form = "branches on", "torch.cond"
+            fix = ("write it as torch.cond(pred, true_fn, false_fn, (tensors,)) with both functions returning "
+                   "tensors of the same shapes and dtypes, e.g.\n"
+                   "    y = torch.cond(x.sum() > 0, lambda x: x * 2, lambda x: -x, (x,))")
         raise CaptureError(
-            f"cannot capture {type(model).__name__}: the model branches on a tensor value at "
-            f"{where.file}:{where.line}, and onnxport cannot rewrite it into torch.cond: {refused.reason}",
+            f"cannot capture {type(model).__name__}: the model {what} a tensor value at "
+            f"{where.file}:{where.line}, and onnxport cannot rewrite it into {form}: {refused.reason}",
             attempts=[("non-strict", str(exc))],
             location=where,
-            fix=(refused.suggestion + "; " if refused.suggestion else "")
-            + "write it as torch.cond(pred, true_fn, false_fn, (tensors,)) with both functions returning "
-            "tensors of the same shapes and dtypes, e.g.\n"
-            "    y = torch.cond(x.sum() > 0, lambda x: x * 2, lambda x: -x, (x,))",
+            fix=(refused.suggestion + "; " if refused.suggestion else "") + fix,
         ) from None
+
+
+def _raise_if_loop_refused(
+    model: torch.nn.Module, exc: BaseException, errors: list[tuple[str, BaseException]], rewriter: Any
+) -> None:
+    """A rewritten ``while`` that torch traced and ``while_loop`` cannot hold (a carried shape changes)."""
+    seen: set[int] = set()
+    chain: BaseException | None = exc
+    while chain is not None and id(chain) not in seen and not isinstance(chain, _runtime.Refused):
+        seen.add(id(chain))
+        chain = chain.__cause__ or chain.__context__
+    if not isinstance(chain, _runtime.Refused):
+        return
+    file, _, line = chain.site.rpartition(":")
+    rewrites = rewriter.all_rewrites if rewriter is not None else []
+    function = next((r.function for r in rewrites if (r.file, r.line) == (file, int(line))), "")
+    where = SourceLocation(file, int(line), function, linecache.getline(file, int(line)).strip())
+    raise CaptureError(
+        f"cannot capture {type(model).__name__}: the while at {chain.site}, rewritten into while_loop, cannot be "
+        f"one: {chain.reason}",
+        attempts=[(name, str(e)) for name, e in errors],
+        location=where,
+        fix="keep every variable the loop updates at one shape and dtype (pad to a maximum size), or "
+        + rewrite_loop.FIX,
+    ) from None
+
+
+def _data_sites(
+    model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any, small: list[str],
+    rewriter: ControlFlowRewriter | None,
+) -> list[SourceLocation]:
+    """The user's lines that use ``.data``, from one more non-strict capture under ``DataWatcher``."""
+    watcher = _data_watch.DataWatcher()
+    with contextlib.suppress(Exception):  # it fails again; only the lines it passed matter
+        with _capturing(model, small, rewriter), watcher:
+            torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    return watcher.sites
+
+
+def _rewrite_data(
+    model: torch.nn.Module, rewriter: ControlFlowRewriter, sites: list[SourceLocation],
+    errors: list[tuple[str, BaseException]],
+) -> bool:
+    """Rewrite ``.data`` on each line not rewritten yet; False when there was none."""
+    done = {(r.file, r.line) for r in rewriter.all_rewrites if r.kind == "data"}
+    new = [site for site in sites if (site.file, site.line) not in done]
+    for site in new:
+        try:
+            rewriter.rewrite_data(site)
+        except RewriteRefused as refused:
+            raise CaptureError(
+                f"cannot capture {type(model).__name__}: it uses .data at {site.file}:{site.line}, which torch.export "
+                f"cannot trace, and onnxport cannot read it as .detach(): {refused.reason}",
+                attempts=[(name, str(e)) for name, e in errors],
+                location=site,
+                fix=refused.suggestion or rewrite_data.FIX,
+            ) from None
+    return bool(new)
+
+
+def _refuse_state_writes(model: torch.nn.Module, ep: torch.export.ExportedProgram, rewriter: Any) -> None:
+    """After ``.data`` was read as ``.detach()``: an in-place write through it into a parameter or buffer
+    would change the model at every call, which an ONNX model cannot do."""
+    data = [r for r in (rewriter.all_rewrites if rewriter is not None else []) if r.kind == "data"]
+    writes = _data_watch.state_writes(ep) if data else []
+    if not writes:
+        return
+    name, where = writes[0]
+    lines = ", ".join(f"{r.file}:{r.line}" for r in data)
+    raise CaptureError(
+        f"cannot capture {type(model).__name__}: it writes in place into its {name!r}"
+        f"{f' at {where.file}:{where.line}' if where else ''} through a tensor read with .data ({lines}); that "
+        "changes the model's own state at every call, and an ONNX model has no state to change",
+        location=where,
+        fix="compute a new tensor instead (w = self.w * 2) and use it, or make the change once, before export",
+    )
+
+
+def _data_error(
+    model: torch.nn.Module, sites: list[SourceLocation], errors: list[tuple[str, BaseException]]
+) -> CaptureError:
+    """``.data`` with the rewrite turned off (``rewrite_control_flow=False``)."""
+    tried = "; ".join(f"{name}: {_first_line(e)}" for name, e in errors)
+    return CaptureError(
+        f"cannot capture {type(model).__name__}: it uses .data at {sites[0].file}:{sites[0].line}, which torch.export "
+        "cannot trace (the tensor it returns is invisible to the tracer, so its value would be frozen into the "
+        f"program).\n  tried: {tried}",
+        attempts=[(name, str(e)) for name, e in errors],
+        location=sites[0],
+        fix=rewrite_data.FIX
+        + "; or leave rewrite_control_flow on, and onnxport reads .data as .detach() during export",
+    )
 
 
 def _warn_training(model: torch.nn.Module, report: Report) -> None:

@@ -33,13 +33,18 @@ def _functions_of(obj: Any) -> Iterator[types.FunctionType]:
         yield obj
 
 
+_RESUME = "torch_dynamo_resume_in_"
+
+
 def candidate_functions(model: torch.nn.Module) -> list[types.FunctionType]:
     """User functions a model may run: methods of its modules' own classes, functions stored on
     instances (a patched ``forward``), and module-level functions of the files those come from."""
     found: dict[int, types.FunctionType] = {}
 
     def add(fn: types.FunctionType) -> None:
-        if id(fn) not in found and not fn.__module__.startswith("torch."):
+        # TorchDynamo leaves the resume functions of its graph breaks among the user's globals.
+        resume = fn.__code__.co_name.startswith(_RESUME)
+        if id(fn) not in found and not fn.__module__.startswith("torch.") and not resume:
             found[id(fn)] = fn
 
     for module in model.modules():
@@ -65,7 +70,8 @@ def candidate_functions(model: torch.nn.Module) -> list[types.FunctionType]:
 
 
 class ControlFlowRewriter:
-    """Rewrites data-dependent ``if`` statements of a model's code, one failing line at a time.
+    """Rewrites a model's code one failing line at a time: data-dependent ``if`` and ``while``
+    statements into ``torch.cond`` and ``while_loop``, and ``t.data`` into ``t.detach()``.
 
     The rewritten code objects are swapped into the functions only inside ``applied()``; outside it
     the user's functions are untouched.
@@ -76,29 +82,50 @@ class ControlFlowRewriter:
         self.limit = limit
         self._rewrites: dict[int, FunctionRewrite] = {}
         self._code: dict[int, types.CodeType] = {}
+        self._log: list[Rewrite] = []
 
     @property
     def rewrites(self) -> list[Rewrite]:
-        return [r for fr in self._rewrites.values() for r in fr.rewrites]
+        """The control-flow rewrites (``if`` and ``while``): the sites whose branches verification explores."""
+        return [r for r in self._log if r.kind != "data"]
+
+    @property
+    def all_rewrites(self) -> list[Rewrite]:
+        """Every rewrite, ``.data`` ones included, in the order they were made."""
+        return list(self._log)
 
     def rewrite(self, location: SourceLocation) -> Rewrite:
-        """Rewrite the ``if`` at ``location``; raises ``RewriteRefused`` when it cannot be done."""
-        if len(self.rewrites) >= self.limit:
-            raise RewriteRefused(f"more than {self.limit} data-dependent ifs were rewritten", location.line)
-        fn = self._function_at(location)
+        """Rewrite the ``if`` or ``while`` at ``location``; raises ``RewriteRefused`` when it cannot be done."""
+        return self._rewrite(location, lambda state: state.rewrite_at(location.line))
+
+    def rewrite_data(self, location: SourceLocation) -> Rewrite:
+        """Read each ``t.data`` at ``location`` as ``t.detach()``; raises ``RewriteRefused`` when it cannot be done."""
+        return self._rewrite(location, lambda state: state.rewrite_data(location.line), kind="data")
+
+    def _rewrite(self, location: SourceLocation, how: Any, kind: str = "if") -> Rewrite:
+        if len(self._log) >= self.limit:
+            raise RewriteRefused(f"more than {self.limit} rewrites were needed", location.line, kind=kind)
+        fn = self.function_at(location)
         if fn is None:
             raise RewriteRefused(
                 f"no function of the model's code contains {location.file}:{location.line} "
                 "(it may be a lambda, a builtin, or code reached through an object onnxport does not see)",
                 location.line,
+                kind=kind,
             )
-        state = self._rewrites.get(id(fn)) or FunctionRewrite(fn)
-        rewrite = state.rewrite_at(location.line)
+        try:
+            state = self._rewrites.get(id(fn)) or FunctionRewrite(fn)
+            rewrite = how(state)
+        except RewriteRefused as refused:
+            refused.kind = "data" if kind == "data" else refused.kind
+            raise
         self._code[id(fn)] = state.compile()
         self._rewrites[id(fn)] = state
+        self._log.append(rewrite)
         return rewrite
 
-    def _function_at(self, location: SourceLocation) -> types.FunctionType | None:
+    def function_at(self, location: SourceLocation) -> types.FunctionType | None:
+        """The innermost function of the model's code whose lines hold ``location`` (None if none does)."""
         patched = [fr.fn for fr in self._rewrites.values()]
         best: tuple[int, types.FunctionType] | None = None
         for fn in patched + candidate_functions(self.model):

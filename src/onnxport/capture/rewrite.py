@@ -2,7 +2,8 @@
 
 ``FunctionRewrite`` holds the current AST of a user function; each call of ``rewrite_at(line)`` turns
 the ``if`` statement (or ``a if t else b`` expression) whose test is on that line into a call of
-``onnxport.capture._runtime.cond`` with two nested branch functions, and ``compile()`` gives the new
+``onnxport.capture._runtime.cond`` with two nested branch functions (a ``while`` goes to
+``rewrite_loop``, and ``rewrite_data(line)`` to ``rewrite_data``), and ``compile()`` gives the new
 code object with the original file name and line numbers, so a later failure inside a branch points
 at the user's own line again.
 """
@@ -11,74 +12,18 @@ from __future__ import annotations
 
 import __future__
 import ast
-import dataclasses
 import inspect
 import linecache
 import textwrap
 import types
-from collections.abc import Iterator
 from typing import Any
 
-from onnxport.capture._runtime import NAME as RT
+from onnxport.capture import rewrite_data, rewrite_loop
+from onnxport.capture._syntax import Rewrite, RewriteRefused, loaded, predicate, rt, stored, walk_scope
 
 __all__ = ["FunctionRewrite", "Rewrite", "RewriteRefused"]
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _FUTURE_FLAGS = [getattr(__future__, f).compiler_flag for f in __future__.all_feature_names]
-
-
-@dataclasses.dataclass
-class Rewrite:
-    """One ``if`` turned into ``torch.cond``: where, and the code before and after."""
-
-    file: str
-    line: int
-    function: str
-    before: str
-    after: str
-
-    def __str__(self) -> str:
-        return (
-            f"{self.file}:{self.line} in {self.function}\n"
-            + textwrap.indent(self.before.rstrip(), "    - ")
-            + "\n"
-            + textwrap.indent(self.after.rstrip(), "    + ")
-        )
-
-
-class RewriteRefused(Exception):
-    """The ``if`` at ``line`` cannot become ``torch.cond``; ``reason`` says why, ``suggestion`` what to write."""
-
-    def __init__(self, reason: str, line: int, suggestion: str = ""):
-        self.reason, self.line, self.suggestion = reason, line, suggestion
-        super().__init__(reason)
-
-
-def _walk_scope(node: ast.AST) -> Iterator[ast.AST]:
-    """Nodes of ``node``'s own scope: nested functions, lambdas, classes and comprehensions excluded."""
-    stack = list(ast.iter_child_nodes(node))
-    while stack:
-        child = stack.pop()
-        yield child
-        if not isinstance(child, _SCOPES):
-            stack.extend(ast.iter_child_nodes(child))
-
-
-def _stored(nodes: list[ast.stmt]) -> list[str]:
-    """Names bound by ``nodes`` in their own scope, in order of first binding."""
-    names: dict[str, None] = {}
-    for stmt in nodes:
-        for node in [stmt, *_walk_scope(stmt)]:
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names.setdefault(node.id)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not stmt:
-                names.setdefault(node.name)
-    return list(names)
-
-
-def _loaded(nodes: list[ast.AST]) -> set[str]:
-    """Every name read anywhere below ``nodes`` (nested scopes included: they may read enclosing locals)."""
-    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _always_returns(body: list[ast.stmt]) -> bool:
@@ -93,11 +38,12 @@ def _always_returns(body: list[ast.stmt]) -> bool:
 
 
 def _has_return(body: list[ast.stmt]) -> bool:
-    return any(isinstance(n, ast.Return) for stmt in body for n in [stmt, *_walk_scope(stmt)])
+    return any(isinstance(n, ast.Return) for stmt in body for n in [stmt, *walk_scope(stmt)])
 
 
 class FunctionRewrite:
-    """The evolving AST of one user function whose ``if`` statements are being rewritten."""
+    """The evolving AST of one user function whose ``if``/``while`` statements and ``.data`` uses are
+    being rewritten."""
 
     def __init__(self, fn: types.FunctionType):
         self.fn = fn
@@ -155,20 +101,26 @@ class FunctionRewrite:
         exps = [n for n in ast.walk(self.func) if isinstance(n, ast.IfExp) and n.test.lineno <= line <= n.test.end_lineno]
         if exps:
             return self._rewrite_ifexp(max(exps, key=lambda n: n.lineno), line)
-        loops = [n for n in ast.walk(self.func) if isinstance(n, (ast.While, ast.Assert)) and n.lineno == line]
+        loops = [
+            n for n in ast.walk(self.func) if isinstance(n, ast.While) and n.test.lineno <= line <= n.test.end_lineno
+        ]
         if loops:
-            kind = "a while loop" if isinstance(loops[0], ast.While) else "an assert"
-            fix = (
-                "write the loop with torch._higher_order_ops.while_loop(cond_fn, body_fn, carried)"
-                if kind == "a while loop"
-                else "use torch._check(cond, lambda: msg) or move the check out of forward"
+            return rewrite_loop.rewrite_while(self, max(loops, key=lambda n: n.lineno), line)
+        if any(isinstance(n, ast.Assert) and n.lineno == line for n in ast.walk(self.func)):
+            raise RewriteRefused(
+                "the data-dependent decision is an assert, not an if",
+                line,
+                "use torch._check(cond, lambda: msg) or move the check out of forward",
             )
-            raise RewriteRefused(f"the data-dependent decision is {kind}, not an if", line, fix)
         raise RewriteRefused(
             "the data-dependent decision on this line is not an `if` statement or conditional expression "
             "(bool()/int() of a tensor, `and`/`or` outside an if, or a call that inspects tensor values)",
             line,
         )
+
+    def rewrite_data(self, line: int) -> Rewrite:
+        """Read every ``t.data`` on ``line`` as ``t.detach()`` (see ``rewrite_data``)."""
+        return rewrite_data.rewrite_data(self, line)
 
     # -- if statements ---------------------------------------------------------------------------
 
@@ -196,7 +148,7 @@ class FunctionRewrite:
         outputs: list[str] = []
         if mode == "assign":
             outputs = self._outputs(scope, node, body, orelse, defined)
-        inputs = self._inputs(scope, _loaded(body + orelse) | set(outputs), defined)
+        inputs = self._inputs(scope, loaded(body + orelse) | set(outputs), defined)
         site = f"{self.file}:{line}"
         true_def = self._branch_def(f"__onnxport_true_{node.lineno}", inputs, body, outputs)
         false_def = self._branch_def(f"__onnxport_false_{node.lineno}", inputs, orelse or [ast.Pass()], outputs)
@@ -225,11 +177,11 @@ class FunctionRewrite:
         raise RewriteRefused("an early return inside a nested block falls through to code outside it", line)
 
     def _check_branch(self, branch: list[ast.stmt], name: str, line: int) -> None:
-        loops = [n for s in branch for n in [s, *_walk_scope(s)] if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
+        loops = [n for s in branch for n in [s, *walk_scope(s)] if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
         in_loop = {id(n) for loop in loops for n in ast.walk(loop)}
-        local = set(_stored(branch))
+        local = set(stored(branch))
         for stmt in branch:
-            for n in [stmt, *_walk_scope(stmt)]:
+            for n in [stmt, *walk_scope(stmt)]:
                 problem = ""
                 if isinstance(n, (ast.Break, ast.Continue)) and id(n) not in in_loop:
                     problem = f"`{type(n).__name__.lower()}` leaves the enclosing loop from inside the {name} branch"
@@ -256,38 +208,38 @@ class FunctionRewrite:
         params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
         bound = {
             n.id
-            for n in _walk_scope(scope)
+            for n in walk_scope(scope)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.lineno < node.lineno
         }
         return params | bound
 
     @staticmethod
-    def _inputs(scope: ast.AST, loaded: set[str], defined: set[str]) -> list[str]:
+    def _inputs(scope: ast.AST, read: set[str], defined: set[str]) -> list[str]:
         """The enclosing function's variables a branch reads, its own parameters first, in their order.
 
         Zero-argument ``super()`` reads the first parameter without naming it, so it comes along too.
         """
         params = [a.arg for a in [*scope.args.posonlyargs, *scope.args.args]]
-        if "super" in loaded and params:
-            loaded = loaded | {params[0]}
-        names = loaded & defined
+        if "super" in read and params:
+            read = read | {params[0]}
+        names = read & defined
         return [p for p in params if p in names] + sorted(names - set(params))
 
     def _outputs(
         self, scope: ast.AST, node: ast.If, body: list[ast.stmt], orelse: list[ast.stmt], defined: set[str]
     ) -> list[str]:
         """Names the branches assign that code after the ``if`` (or a loop around it) reads."""
-        in_body, in_else = _stored(body), _stored(orelse)
+        in_body, in_else = stored(body), stored(orelse)
         after = {
             n.id
-            for n in _walk_scope(scope)
+            for n in walk_scope(scope)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.lineno > node.end_lineno
         }
         # The return that a generated branch function adds reads its outputs after every statement in it.
-        after |= _loaded([n for n in _walk_scope(scope) if getattr(n, "onnxport_reads_after", False)])
-        for loop in (n for n in _walk_scope(scope) if isinstance(n, (ast.For, ast.While))):
+        after |= loaded([n for n in walk_scope(scope) if getattr(n, "onnxport_reads_after", False)])
+        for loop in (n for n in walk_scope(scope) if isinstance(n, (ast.For, ast.While))):
             if any(n is node for n in ast.walk(loop)):
-                after |= _loaded([loop])
+                after |= loaded([loop])
         outputs = [n for n in dict.fromkeys(in_body + in_else) if n in after]
         for name in outputs:
             if name not in defined and (name not in in_body or name not in in_else):
@@ -310,7 +262,7 @@ class FunctionRewrite:
         stmt = next(s for s in ast.walk(self.func) if isinstance(s, ast.stmt) and any(n is node for n in ast.walk(s)) and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
         before = self._source(stmt.lineno, stmt.end_lineno)
         defined = self._defined_before(scope, stmt) if not isinstance(scope, ast.Lambda) else set()
-        inputs = self._inputs(scope, _loaded([node.body, node.orelse]), defined)
+        inputs = self._inputs(scope, loaded([node.body, node.orelse]), defined)
         params = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in inputs], kwonlyargs=[], kw_defaults=[], defaults=[])
         call = self._cond_call(node.test, ast.Lambda(params, node.body), ast.Lambda(params, node.orelse), inputs, f"{self.file}:{line}")
         for parent in ast.walk(stmt):
@@ -339,14 +291,14 @@ class FunctionRewrite:
     def _cond_call(self, test: ast.expr, true_fn: ast.expr | str, false_fn: ast.expr | str, inputs: list[str], site: str) -> ast.Call:
         fns = [ast.Name(f, ast.Load()) if isinstance(f, str) else f for f in (true_fn, false_fn)]
         env = ast.Dict([ast.Constant(n) for n in inputs], [ast.Name(n, ast.Load()) for n in inputs])
-        return ast.Call(_rt("cond"), [_predicate(test), *fns, env, ast.Constant(site)], [])
+        return ast.Call(rt("cond"), [predicate(test), *fns, env, ast.Constant(site)], [])
 
     def _source(self, first: int, last: int) -> str:
         return "".join(linecache.getline(self.file, i) for i in range(first, last + 1))
 
-    def _record(self, line: int, before: str, new: list[ast.AST]) -> Rewrite:
+    def _record(self, line: int, before: str, new: list[ast.AST], kind: str = "if") -> Rewrite:
         after = "\n".join(ast.unparse(n) for n in new)
-        rewrite = Rewrite(self.file, line, self.fn.__qualname__, textwrap.dedent(before), after)
+        rewrite = Rewrite(self.file, line, self.fn.__qualname__, textwrap.dedent(before), after, kind)
         self.rewrites.append(rewrite)
         return rewrite
 
@@ -395,33 +347,3 @@ class FunctionRewrite:
                 self.code.co_firstlineno,
             )
         return new_code.replace(co_name=self.code.co_name, co_qualname=self.code.co_qualname)
-
-
-def _rt(attr: str) -> ast.Attribute:
-    return ast.Attribute(ast.Name(RT, ast.Load()), attr, ast.Load())
-
-
-def _predicate(test: ast.expr) -> ast.expr:
-    """The test with `and`/`or`/`not` made tensor-aware and `.item()`/`bool()`/`float()` peeled off."""
-    if isinstance(test, ast.BoolOp):
-        fn = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
-        result = _predicate(test.values[0])
-        for value in test.values[1:]:
-            lazy = ast.Lambda(ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), _predicate(value))
-            result = ast.Call(_rt(fn), [result, lazy], [])
-        return result
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return ast.Call(_rt("logical_not"), [_predicate(test.operand)], [])
-    return _Peel().visit(test)
-
-
-class _Peel(ast.NodeTransformer):
-    """``t.item()`` -> ``t``; ``bool(t)``/``float(t)``/``int(t)`` -> ``t``: keep the test a tensor."""
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args and not node.keywords:
-            return node.func.value
-        if isinstance(node.func, ast.Name) and node.func.id in ("bool", "float", "int") and len(node.args) == 1 and not node.keywords:
-            return node.args[0]
-        return node
