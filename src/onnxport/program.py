@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 from onnxport.capture._transformers_cache import registered as transformers_caches
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.report import Report
-from onnxport.translate.driver import RANDOM_OUTPUTS_KEY
+from onnxport.translate.driver import COMPLEX_INPUTS_KEY, COMPLEX_OUTPUTS_KEY, RANDOM_OUTPUTS_KEY
 from onnxport.verify.session import initializer_bytes
 
 __all__ = ["OnnxProgram"]
@@ -50,8 +50,27 @@ def _elided(tensor: onnx.TensorProto) -> onnx.TensorProto:
     return stub
 
 
+def _as_pairs(value: Any) -> Any:
+    """A complex tensor as the real one the ONNX model holds (trailing dim of 2); anything else as it is."""
+    if isinstance(value, torch.Tensor) and value.is_complex():
+        return torch.view_as_real(value.resolve_conj())
+    return value
+
+
+def _from_pairs(value: torch.Tensor) -> torch.Tensor:
+    """The complex tensor a real one with a trailing dim of 2 holds (a view where it can be)."""
+    if value.numel() == 0:  # empty arrays come with zero strides, which view_as_complex refuses
+        return torch.complex(value[..., 0], value[..., 1])
+    return torch.view_as_complex(value.contiguous())
+
+
 class OnnxProgram:
-    """An exported model. ``prog(*args)`` runs it in onnxruntime; ``prog.save(path)`` writes it."""
+    """An exported model. ``prog(*args)`` runs it in onnxruntime; ``prog.save(path)`` writes it.
+
+    A complex input or output is a real tensor in the ONNX model with a trailing dim of 2 (real, imaginary
+    part), named in the metadata ``onnxport.complex_inputs``/``onnxport.complex_outputs``; ``prog(*args)``
+    takes and returns complex tensors there, ``run_flat`` the ONNX model's real ones.
+    """
 
     def __init__(
         self,
@@ -124,7 +143,9 @@ class OnnxProgram:
                 "the inputs do not have the structure the model was exported with",
                 fix=f"pass inputs shaped like {self._in_spec}",
             )
-        return [leaf for leaf, used in zip(leaves, self._input_used) if used]
+        flat = [leaf for leaf, used in zip(leaves, self._input_used) if used]
+        complex_ = set(self.complex_inputs)
+        return [_as_pairs(t) if name in complex_ else t for t, name in zip(flat, self.input_names)]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the model in onnxruntime on torch tensors; returns the outputs in the model's structure."""
@@ -170,6 +191,9 @@ class OnnxProgram:
         return self._runner.run([torch.as_tensor(t) for t in inputs])
 
     def unflatten_outputs(self, flat: Sequence[torch.Tensor]) -> Any:
+        """The user-level output (complex tensors where the model returns them) from the flat ONNX outputs."""
+        complex_ = {i for i, name in enumerate(self.output_names) if name in set(self.complex_outputs)}
+        flat = [_from_pairs(t) if i in complex_ else t for i, t in enumerate(flat)]
         leaves = [flat[s] if isinstance(s, int) else s[1] for s in self._output_slots]
         with transformers_caches():
             return pytree.tree_unflatten(leaves, self._out_spec)
@@ -180,12 +204,24 @@ class OnnxProgram:
         with transformers_caches():
             leaves = pytree.tree_leaves(outputs)
         if len(leaves) != len(self._output_slots):  # another structure: its tensors, in order
-            return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+            return [_as_pairs(leaf) for leaf in leaves if isinstance(leaf, torch.Tensor)]
         chosen: list[Any] = [None] * len(self.model.graph.outputs)
         for leaf, slot in zip(leaves, self._output_slots):
             if isinstance(slot, int):
                 chosen[slot] = leaf
-        return chosen
+        return [_as_pairs(leaf) for leaf in chosen]
+
+    @property
+    def complex_inputs(self) -> list[str]:
+        """Names of the inputs that are complex tensors in PyTorch (``[..., 2]`` real ones in the model)."""
+        names = self.model.metadata_props.get(COMPLEX_INPUTS_KEY)
+        return json.loads(names) if names else []
+
+    @property
+    def complex_outputs(self) -> list[str]:
+        """Names of the outputs that are complex tensors in PyTorch (``[..., 2]`` real ones in the model)."""
+        names = self.model.metadata_props.get(COMPLEX_OUTPUTS_KEY)
+        return json.loads(names) if names else []
 
     @property
     def random_outputs(self) -> list[str]:

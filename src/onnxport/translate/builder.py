@@ -20,7 +20,7 @@ from onnx_ir.tensor_adapters import from_torch_dtype
 from onnxport.errors import TranslationError, location_from_stack_trace
 from onnxport.translate.registry import target_name
 
-__all__ = ["Ctx", "OpBuilder", "onnx_dtype", "set_type"]
+__all__ = ["COMPLEX_PARTS", "Ctx", "OpBuilder", "graph_dtype", "onnx_dtype", "set_type"]
 
 _BOOL_OUT = frozenset(
     "Equal Greater GreaterOrEqual Less LessOrEqual Not And Or Xor IsNaN IsInf".split()
@@ -43,6 +43,16 @@ def onnx_dtype(dtype: torch.dtype) -> ir.DataType:
             f"{dtype} has no ONNX element type",
             fix="convert the tensor to a dtype ONNX has (float16, float32, complex64, ...) before this line",
         ) from None
+
+
+# A complex tensor lives in the graph as a real one with a trailing dim of 2 (real, imaginary part): onnxruntime
+# has hardly any complex kernels, and this is the layout of ONNX DFT and STFT.
+COMPLEX_PARTS = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
+def graph_dtype(dtype: torch.dtype) -> ir.DataType:
+    """The element type a tensor of ``dtype`` has in the graph: ``onnx_dtype``, the part's for complex dtypes."""
+    return onnx_dtype(COMPLEX_PARTS.get(dtype, dtype))
 
 
 class _Names:
@@ -178,6 +188,13 @@ class Ctx:
         elif op == "ConstantOfShape":
             value = node.attributes.get("value")
             dtype = value.as_tensor().dtype if value is not None else ir.DataType.FLOAT
+        elif op in ("Loop", "Scan", "If"):
+            # Outputs follow the body's: Loop's body returns its condition first; If takes then_branch's.
+            body = node.attributes["then_branch" if op == "If" else "body"].as_graph()
+            skip = 1 if op == "Loop" else 0
+            for out, source in zip(node.outputs, list(body.outputs)[skip:]):
+                out.dtype = source.dtype
+            return
         elif op in ("TopK", "Split", "Dropout", "Unique"):
             dtype = node.inputs[0].dtype
             for i, out in enumerate(node.outputs):
@@ -212,17 +229,21 @@ class Ctx:
         """A constant value (a ``Constant`` node, shared within this graph).
 
         ``dtype`` defaults to ``like.dtype``, then to the dtype numpy gives the value (int -> int64,
-        float -> float32, bool -> bool).
+        float -> float32, bool -> bool). A complex value becomes a real constant with a trailing dim of 2
+        (see ``COMPLEX_PARTS``).
         """
         if isinstance(dtype, torch.dtype):
             dtype = self._onnx_dtype(dtype)
         if dtype is None and like is not None:
             dtype = like.dtype
         if isinstance(value, torch.Tensor):
-            array = value.detach().cpu()
+            array = value.detach().cpu().resolve_conj()
+            array = torch.view_as_real(array) if array.is_complex() else array
             array = array.float().numpy().astype(ir.DataType.BFLOAT16.numpy()) if array.dtype == torch.bfloat16 else array.numpy()
         else:
             array = np.asarray(value)
+        if np.iscomplexobj(array):  # the graph's complex layout: a trailing (real, imaginary) dim
+            array = np.stack([array.real, array.imag], axis=-1)
         if dtype is not None:
             array = array.astype(dtype.numpy())
         elif array.dtype == np.float64:
@@ -305,9 +326,9 @@ class Ctx:
         return [int(d) for d in shape]
 
     def _onnx_dtype(self, dtype: torch.dtype) -> ir.DataType:
-        """``onnx_dtype``, its error naming the node being translated."""
+        """``graph_dtype``, its error naming the node being translated."""
         try:
-            return onnx_dtype(dtype)
+            return graph_dtype(dtype)
         except TranslationError as exc:
             raise self.unsupported(exc.message, fix=exc.fix or "") from None
 
@@ -403,11 +424,13 @@ class Ctx:
 def set_type(value: ir.Value, val: Any, dim_name: Callable[[Any], str] = str) -> None:
     """Set an ONNX value's element type and shape from an FX ``meta["val"]`` (tensor or symbolic scalar).
 
-    A symbolic size becomes a named ONNX dim, ``dim_name(sympy expression)`` (e.g. ``2*batch``).
+    A symbolic size becomes a named ONNX dim, ``dim_name(sympy expression)`` (e.g. ``2*batch``); a complex
+    tensor gets its parts' element type and a trailing dim of 2 (see ``COMPLEX_PARTS``).
     """
     if isinstance(val, torch.Tensor):
-        value.dtype = onnx_dtype(val.dtype)
-        value.shape = ir.Shape([_dim(d, dim_name) for d in val.shape])
+        value.dtype = graph_dtype(val.dtype)
+        parts = [2] if val.dtype in COMPLEX_PARTS else []
+        value.shape = ir.Shape([_dim(d, dim_name) for d in val.shape] + parts)
     elif isinstance(val, (torch.SymBool, bool)):
         value.dtype, value.shape = ir.DataType.BOOL, ir.Shape([])
     elif isinstance(val, (torch.SymInt, int)):

@@ -23,11 +23,19 @@ from torch.export.graph_signature import InputKind, OutputKind
 from onnxport.errors import OnnxportError, TranslationError, location_from_stack_trace
 from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-in translators)
 from onnxport.translate.builder import Ctx, _Names, onnx_dtype
-from onnxport.translate.registry import Translator, lookup, target_name
+from onnxport.translate.ops.complex import complex_translator, is_complex, touches_complex
+from onnxport.translate.registry import _BUILTIN, Translator, _functional_variant, lookup, target_name
 
-__all__ = ["RANDOM_OUTPUTS_KEY", "Translated", "name_output_dims", "random_outputs", "translate", "untranslated_ops"]
+__all__ = [
+    "COMPLEX_INPUTS_KEY", "COMPLEX_OUTPUTS_KEY", "RANDOM_OUTPUTS_KEY", "Translated", "name_output_dims",
+    "random_outputs", "translate", "translator_for", "untranslated_ops",
+]
 
 RANDOM_OUTPUTS_KEY = "onnxport.random_outputs"  # model metadata: JSON list of the outputs random ops feed
+# Model metadata: JSON lists of the inputs and outputs that are complex tensors in PyTorch. Each is a real
+# tensor in the graph with a trailing dim of 2 (real, imaginary part), as every complex value inside it.
+COMPLEX_INPUTS_KEY = "onnxport.complex_inputs"
+COMPLEX_OUTPUTS_KEY = "onnxport.complex_outputs"
 # Ops whose values differ from run to run (Dropout only with its training_mode input, i.e. in training).
 _RANDOM_OPS = frozenset(
     "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial Bernoulli".split()
@@ -53,9 +61,22 @@ def untranslated_ops(gm: torch.fx.GraphModule, custom: Mapping[Any, Translator] 
                 for target, nodes in untranslated_ops(sub, custom).items():
                     missing.setdefault(target, []).extend(nodes)
         elif node.op == "call_function" and node.target is not operator.getitem:
-            if lookup(node.target, custom) is None:
+            if translator_for(node, custom) is None:
                 missing.setdefault(node.target, []).append(node)
     return missing
+
+
+def translator_for(node: torch.fx.Node, custom: Mapping[Any, Translator] | None = None) -> Translator | None:
+    """The translator of ``node``: a user's first; for a node with complex tensors, one that knows their
+    layout (``ops/complex.py``), never a built-in real one."""
+    fn = lookup(node.target, custom)
+    if not touches_complex(node) or (fn is not None and all(fn is not b for b in _BUILTIN.values())):
+        return fn
+    found = complex_translator(node.target)
+    if found is None and isinstance(node.target, torch._ops.OpOverload):
+        functional = _functional_variant(node.target)  # mul_ of complex tensors translates as mul
+        found = complex_translator(functional) if functional is not None else None
+    return found
 
 
 def _attr(gm: torch.nn.Module, dotted: str) -> Any:
@@ -103,9 +124,10 @@ class _GraphTranslator:
         if node.target is operator.getitem and isinstance(self.env.get(node.args[0]), (tuple, list)):
             self.env[node] = self.env[node.args[0]][node.args[1]]
             return
-        fn = lookup(node.target, self.custom)
+        fn = translator_for(node, self.custom)
         if fn is None:  # the decompose stage reports these before translation starts
-            raise TranslationError(f"no translation for {target_name(node.target)}", node=node.name)
+            kind = " of complex tensors" if touches_complex(node) else ""
+            raise TranslationError(f"no translation for {target_name(node.target)}{kind}", node=node.name)
         args = torch.fx.node.map_arg(node.args, self.env.__getitem__)
         kwargs = torch.fx.node.map_arg(node.kwargs, self.env.__getitem__)
         ctx.node, ctx._step = node, []
@@ -236,12 +258,26 @@ def translate(
     random = random_outputs(graph)
     if random:
         model.metadata_props[RANDOM_OUTPUTS_KEY] = json.dumps(random)
+    complex_inputs = [bound[n].name for n in tensor_inputs if is_complex(n.meta.get("val"))]
+    complex_outputs = [graph.outputs[slot].name for slot, val in zip(output_slots, _output_vals(gm, out_specs))
+                       if isinstance(slot, int) and is_complex(val)]
+    for key, names_ in ((COMPLEX_INPUTS_KEY, complex_inputs), (COMPLEX_OUTPUTS_KEY, complex_outputs)):
+        if names_:
+            model.metadata_props[key] = json.dumps(names_)
     ranges = _dim_ranges(ep, ctx.dim_name)
     if ranges:
         model.metadata_props["onnxport.dim_ranges"] = ranges
     for domain, version in ctx.domains.items():
         graph.opset_imports.setdefault(domain, (custom_opsets or {}).get(domain, version))
     return Translated(model, input_used, output_slots)
+
+
+def _output_vals(gm: torch.fx.GraphModule, specs: Sequence[Any]) -> list[Any]:
+    """``meta["val"]`` of each user output of ``gm`` (None for a non-node output)."""
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    leaves = torch.utils._pytree.tree_leaves(out.args[0], is_leaf=lambda x: x is None)
+    vals = [leaf.meta.get("val") if isinstance(leaf, torch.fx.Node) else leaf for leaf in leaves]
+    return [v for v, s in zip(vals, specs) if s.kind == OutputKind.USER_OUTPUT]
 
 
 def output_leaf_names(spec: torch.utils._pytree.TreeSpec) -> list[str]:
@@ -354,6 +390,8 @@ def _is_random(node: ir.Node) -> bool:
 
 def _initializer(graph: ir.Graph, name: str, tensor: torch.Tensor) -> ir.Value:
     tensor = tensor.detach()
+    if tensor.is_complex():  # the graph's complex layout, a view of the same memory
+        tensor = torch.view_as_real(tensor.resolve_conj())
     if not tensor.is_contiguous():
         tensor = tensor.contiguous()
     value = ir.Value(name=name, const_value=TorchTensor(tensor, name=name))
