@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import onnx_ir as ir
@@ -57,3 +57,41 @@ def compute_dtype(ctx: Ctx, *indices: int) -> ir.DataType:
 def promote(ctx: Ctx, dtype: ir.DataType, *xs: Any) -> list[ir.Value]:
     """Each of ``xs`` (values or Python scalars) as a value of ``dtype``."""
     return [ctx.as_value(x, dtype=dtype) for x in xs]
+
+
+# ``step(body ctx, iteration, carried values) -> (new values, go on?)`` of :func:`loop`.
+LoopStep = Callable[[Ctx, ir.Value, list[ir.Value]], tuple[list[ir.Value], ir.Value | None]]
+
+
+def loop(ctx: Ctx, name: str, trips: ir.Value | None, carried: Sequence[ir.Value], step: LoopStep, *,
+         fixed_shapes: bool = True) -> list[ir.Value]:
+    """An ONNX ``Loop`` over ``carried`` values: ``step(body, i, values) -> (new values, go on?)``, where
+    ``go on`` is a bool scalar or None (run all ``trips``).
+
+    ``i`` is the int64 iteration number (0, 1, ...); ``trips`` an int64 scalar bound or None. The body
+    may read any value of the enclosing graph. With ``fixed_shapes`` the body sees each carried value with
+    its initial shape (translators read ranks); otherwise shapes are left unknown. Returns the final values.
+    """
+    body_name = ctx.names.unique(name)
+    iteration = _formal(ctx, f"{body_name}_i", ir.DataType.INT64, ir.Shape([]))
+    cond_in = _formal(ctx, f"{body_name}_cond", ir.DataType.BOOL, ir.Shape([]))
+    formals = [_formal(ctx, f"{body_name}_{k}", v.dtype, v.shape if fixed_shapes else None)
+               for k, v in enumerate(carried)]
+    body = ctx.child(body_name, [iteration, cond_in, *formals])
+    body.node = ctx.node
+    new, again = step(body, iteration, formals)
+    if again is None:
+        again = body.op.Identity(cond_in)
+    graph = body.finish([again, *new])
+    outs = ctx.op.Loop(trips, ctx.const(True, ir.DataType.BOOL), *carried, body=graph, _outputs=len(carried))
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    for out, init in zip(outs, carried):
+        out.dtype, out.shape = init.dtype, init.shape if fixed_shapes else None
+    return outs
+
+
+def _formal(ctx: Ctx, name: str, dtype: ir.DataType | None, shape: ir.Shape | None) -> ir.Value:
+    value = ir.Value(name=ctx.names.unique(name))
+    value.dtype = dtype
+    value.shape = shape
+    return value
