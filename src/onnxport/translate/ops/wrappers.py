@@ -3,7 +3,8 @@
 torch.export keeps a ``with torch.no_grad():`` block, a ``torch.autocast(...)`` block or an
 activation-checkpointed call as a higher-order op around a submodule when the model is exported with
 autograd on. None of that scoping means anything in an inference graph, so the body is inlined into
-the enclosing graph; an enabled autocast region first has its implicit casts made explicit.
+the enclosing graph; an enabled autocast region first has its implicit casts made explicit. Effect tokens
+(``with_effects``) around checks that ONNX cannot raise are dropped.
 """
 
 from __future__ import annotations
@@ -122,3 +123,19 @@ def _cast_node(graph: torch.fx.Graph, arg: torch.fx.Node, dtype: torch.dtype) ->
     cast.meta = {k: v for k, v in arg.meta.items() if k in ("stack_trace", "nn_module_stack")}
     cast.meta["val"] = arg.meta["val"].to(dtype)
     return cast
+
+
+@aten(torch.ops.higher_order.with_effects)
+def with_effects(ctx: Ctx, token: None, op: object, *args: object, **kwargs: object) -> tuple[None, ...]:
+    """with_effects(token, op, *args, **kwargs) -> (token, *op outputs)
+
+    torch's decompositions of the checked linalg ops (``linalg_inv`` inside ``linalg_tensorinv``) thread
+    ``_linalg_check_errors`` through an effect token. ONNX cannot raise, so the check is dropped and the
+    token (no ONNX value) passes through; a singular input gives inf/NaN instead of an error.
+    """
+    if op is not _aten._linalg_check_errors.default:
+        raise ctx.unsupported(
+            f"the side effect of {op} has no ONNX form",
+            fix="remove the effectful call (printing, assertions, custom ops with effects) from the exported code",
+        )
+    return (None,)
