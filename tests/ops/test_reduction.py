@@ -224,6 +224,8 @@ CASES = [
            dynamic_shapes=(({0: Dim("n", min=2), 1: Dim("m", min=2)},),)),
     OpCase(torch.median, args=lambda: (distinct(3, 5),), name="dynamic_flat",
            dynamic_shapes=(({0: Dim("n", min=2), 1: Dim("m", min=2)},),)),
+    OpCase(torch.mean, args=lambda: (torch.zeros(0, 3),), kwargs={"dim": 0}, name="empty_is_nan", equal_nan=True),
+    OpCase(torch.var_mean, args=lambda: (torch.zeros(0),), name="empty_is_nan", equal_nan=True),
 ]
 
 

@@ -15,6 +15,10 @@ from onnxport.translate.registry import aten
 aten_ = torch.ops.aten
 INT64 = ir.DataType.INT64
 INT64_MAX = 2**63 - 1
+# onnxruntime's ScatterElements/ScatterND reduce none of these: they reduce as the wider type (a bool's
+# sum and max are its or, product and min its and)
+_REDUCE_AS = {ir.DataType.FLOAT16: ir.DataType.FLOAT, ir.DataType.BFLOAT16: ir.DataType.FLOAT,
+              ir.DataType.BOOL: ir.DataType.INT32}
 
 
 def _index(ctx: Ctx, index: ir.Value) -> ir.Value:
@@ -69,6 +73,33 @@ def embedding(ctx: Ctx, weight: ir.Value, indices: ir.Value, padding_idx: int = 
     """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
     # padding_idx only affects the gradient
     return ctx.op.Gather(weight, _index(ctx, indices), axis=0)
+
+
+@aten(aten_.embedding_renorm.default)
+def embedding_renorm(ctx: Ctx, weight: ir.Value, indices: ir.Value, max_norm: float, norm_type: float) -> ir.Value:
+    """embedding_renorm(Tensor self, Tensor indices, float max_norm, float norm_type) -> Tensor"""
+    # rows that indices name and whose norm exceeds max_norm scale by max_norm / (norm + 1e-7)
+    flat = ctx.op.Reshape(_index(ctx, indices), ctx.const([-1], INT64))
+    named = ctx.op.ScatterElements(ctx.op.Expand(ctx.const(False), ctx.op.Shape(weight, start=0, end=1)), flat,
+                                   ctx.op.Expand(ctx.const(True), ctx.op.Shape(flat)), axis=0)
+    size = ctx.op.Abs(weight)
+    last = axes(ctx, [1])
+    if norm_type == 1:
+        norm = ctx.op.ReduceSum(size, last, keepdims=1)
+    elif norm_type == 2:
+        norm = ctx.op.Sqrt(ctx.op.ReduceSum(ctx.op.Mul(weight, weight), last, keepdims=1))
+    elif norm_type == float("inf"):
+        norm = ctx.op.ReduceMax(size, last, keepdims=1)
+    else:
+        p = ctx.const(float(norm_type), like=weight)
+        total = ctx.op.ReduceSum(ctx.op.Pow(size, p), last, keepdims=1)
+        norm = ctx.op.Pow(total, ctx.const(1 / norm_type, like=weight))
+    norm64 = ctx.cast(norm, ir.DataType.DOUBLE)  # torch takes the norm as a double and scales in double
+    scale = ctx.cast(ctx.op.Div(ctx.const(float(max_norm), ir.DataType.DOUBLE),
+                                ctx.op.Add(norm64, ctx.const(1e-7, ir.DataType.DOUBLE))), weight.dtype)
+    too_long = ctx.op.Greater(norm64, ctx.const(float(max_norm), ir.DataType.DOUBLE))
+    shrink = ctx.op.And(ctx.op.Unsqueeze(named, last), too_long)
+    return ctx.op.Where(shrink, ctx.op.Mul(weight, scale), weight)
 
 
 def _advanced(ctx: Ctx, x: ir.Value, indices: Sequence[ir.Value | None]) -> tuple[ir.Value, ir.Value, list[int], int]:
@@ -144,7 +175,11 @@ def index_put(ctx: Ctx, x: ir.Value, indices: Sequence[ir.Value | None], values:
     if at:
         to_b_first = _b_perm(out_rank, b_rank, at)
         values = ctx.op.Transpose(values, perm=[to_b_first.index(i) for i in range(out_rank)])
-    out = ctx.op.ScatterND(xt, stacked, values, reduction="add" if accumulate else None)
+    if accumulate and x.dtype in _REDUCE_AS:
+        wide = _REDUCE_AS[x.dtype]
+        out = ctx.cast(ctx.op.ScatterND(ctx.cast(xt, wide), stacked, ctx.cast(values, wide), reduction="add"), x.dtype)
+    else:
+        out = ctx.op.ScatterND(xt, stacked, values, reduction="add" if accumulate else None)
     if perm == list(range(r)):
         return out
     return ctx.op.Transpose(out, perm=[perm.index(i) for i in range(r)])
@@ -187,15 +222,17 @@ def scatter(ctx: Ctx, x: ir.Value, dim: int, index: ir.Value, src: ir.Value | fl
         src = _fit_src(ctx, ctx.cast(src, x.dtype), index)
     else:
         src = ctx.op.Expand(ctx.as_value(src, dtype=x.dtype), ctx.op.Shape(index))
-    if rank(x) == 0:
-        return ctx.op.Reshape(src, ctx.const([], INT64)) if reduce is None else _scalar_reduce(ctx, x, src, reduce)
-    return ctx.op.ScatterElements(x, index, src, axis=norm_axis(dim, rank(x)),
-                                  reduction=_REDUCE[reduce] if reduce else None)
-
-
-def _scalar_reduce(ctx: Ctx, x: ir.Value, src: ir.Value, reduce: str) -> ir.Value:
-    src = ctx.op.Reshape(src, ctx.const([], INT64))
-    return ctx.op.Add(x, src) if _REDUCE[reduce] == "add" else ctx.op.Mul(x, src)
+    reduction = _REDUCE[reduce] if reduce else None
+    work = _REDUCE_AS.get(x.dtype, x.dtype) if reduction else x.dtype
+    data, src = ctx.cast(x, work), ctx.cast(src, work)
+    if rank(x) == 0:  # one element: scatter it as a 1-D tensor
+        one = ctx.const([1], INT64)
+        x1, index1, src1 = (ctx.op.Reshape(v, one) for v in (data, index, src))
+        out = ctx.op.Reshape(ctx.op.ScatterElements(x1, index1, src1, axis=0, reduction=reduction),
+                             ctx.const([], INT64))
+    else:
+        out = ctx.op.ScatterElements(data, index, src, axis=norm_axis(dim, rank(x)), reduction=reduction)
+    return ctx.cast(out, x.dtype)
 
 
 @aten(aten_.scatter_add.default)
@@ -286,3 +323,28 @@ def slice_scatter(ctx: Ctx, x: ir.Value, src: ir.Value, dim: int = 0, start: int
     shape[axis] = -1
     where = ctx.op.Expand(ctx.op.Reshape(positions, ctx.const(shape, INT64)), ctx.op.Shape(src))
     return ctx.op.ScatterElements(x, where, src, axis=axis)
+
+
+@aten(aten_.index_reduce.default)
+def index_reduce(ctx: Ctx, x: ir.Value, dim: int, index: ir.Value, source: ir.Value, reduce: str, *,
+                 include_self: bool = True) -> ir.Value:
+    """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor"""
+    r = rank(x)
+    if r == 0:  # one element: reduce as a 1-D tensor of it
+        x1, index1, source1 = (ctx.op.Reshape(v, ctx.const([1], INT64)) for v in (x, index, source))
+        x1.shape = index1.shape = source1.shape = ir.Shape([1])
+        out = index_reduce(ctx, x1, 0, index1, source1, reduce, include_self=include_self)
+        return ctx.op.Reshape(out, ctx.const([], INT64))
+    # index_reduce is scatter_reduce with the 1-D index spread along `dim` over the whole of source
+    axis = norm_axis(dim, r)
+    shape = [1] * r
+    shape[axis] = -1
+    spread = ctx.op.Expand(ctx.op.Reshape(_index(ctx, index), ctx.const(shape, INT64)), ctx.op.Shape(source))
+    spread.shape = source.shape
+    return scatter_reduce(ctx, x, axis, spread, ctx.cast(source, x.dtype), reduce, include_self=include_self)
+
+
+@aten(aten_.take.default)
+def take(ctx: Ctx, x: ir.Value, index: ir.Value) -> ir.Value:
+    """take(Tensor self, Tensor index) -> Tensor: ``self.flatten()[index]`` (negative indices count from the end)"""
+    return ctx.op.Gather(ctx.op.Reshape(x, ctx.const([-1], INT64)), index, axis=0)

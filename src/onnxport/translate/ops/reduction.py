@@ -1,15 +1,16 @@
-"""Reductions, softmax, scans and sorting."""
+"""Reductions, softmax and scans (sorting and order statistics live in search.py)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import onnx_ir as ir
 import torch
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.ops._common import axes, norm_axis, rank
+from onnxport.translate.ops._common import FLOAT_TYPES, axes, norm_axis, rank
 from onnxport.translate.registry import aten
 
 aten_ = torch.ops.aten
@@ -62,7 +63,17 @@ def mean(
     ctx: Ctx, x: ir.Value, dim: list[int] | None = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> ir.Value:
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    return _reduce(ctx, "ReduceMean", _cast(ctx, x, ctx.out_dtype()), dim, keepdim)
+    x = _cast(ctx, x, ctx.out_dtype())
+    return _empty_mean(ctx, x, _dims(x, dim)) or _reduce(ctx, "ReduceMean", x, dim, keepdim)
+
+
+def _empty_mean(ctx: Ctx, x: ir.Value, dims: list[int]) -> ir.Value | None:
+    """NaN where a mean reduces over no element, as torch gives (onnxruntime's ReduceMean gives 0); None unless
+    that is known at export. A symbolic count keeps ReduceMean, which onnxruntime's fusions look for."""
+    shape = ctx.static_out_shape()
+    if shape is None or rank(x) == 0 or _count(ctx, x, dims, x) != 0:
+        return None
+    return ctx.const(np.full(shape, np.nan), x.dtype)
 
 
 @aten(aten_.prod.default)
@@ -181,6 +192,8 @@ def _moments(
     if not kind.endswith("_mean"):
         return out
     mean_out = mean_k if keepdim or ax is None else ctx.op.Squeeze(mean_k, ax)
+    if rank(x) and _count(ctx, x, dims, xf) == 0:  # torch's mean of nothing is NaN; onnxruntime's is 0
+        mean_out = ctx.op.Add(mean_out, ctx.const(float("nan"), like=mean_out))
     return out, ctx.cast(mean_out, ctx.out_dtype(1))
 
 
@@ -341,85 +354,50 @@ def _dim_size(ctx: Ctx, x: ir.Value, d: int) -> ir.Value:
     return size
 
 
-def _topk(ctx: Ctx, x: ir.Value, k: int | ir.Value, dim: int, largest: bool) -> tuple[ir.Value, ir.Value]:
-    """Sorted TopK; ONNX TopK puts equal elements in index order, which is a stable sort."""
-    is_bool = x.dtype == ir.DataType.BOOL
-    if is_bool:  # TopK has no bool kernel
-        x = _cast(ctx, x, ir.DataType.INT32)
+def _cumulative_extreme(ctx: Ctx, x: ir.Value, dim: int, largest: bool) -> tuple[ir.Value, ir.Value]:
+    """cummax/cummin as cumprod does it: the (i, j <= i) square reduced over j. The index is the last j
+    holding the running extreme (torch moves it on ties, and to each NaN once one is seen)."""
     r = rank(x)
     if r == 0:
-        return ctx.cast(x, ir.DataType.BOOL) if is_bool else x, ctx.const(0)
-    values, indices = ctx.op.TopK(x, ctx.sizes([k]), axis=norm_axis(dim, r), largest=int(largest), sorted=1, _outputs=2)
-    return (ctx.cast(values, ir.DataType.BOOL) if is_bool else values), indices
-
-
-@aten(aten_.topk.default)
-def topk(
-    ctx: Ctx, x: ir.Value, k: int | ir.Value, dim: int = -1, largest: bool = True, sorted: bool = True
-) -> tuple[ir.Value, ir.Value]:
-    """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # sorted=False leaves the order to the implementation; a sorted result is one valid order.
-    return _topk(ctx, x, k, dim, largest)
-
-
-def _sort(ctx: Ctx, x: ir.Value, dim: int, descending: bool) -> tuple[ir.Value, ir.Value]:
-    r = rank(x)
-    d = norm_axis(dim, r)
-    n = x.shape[d] if r and isinstance(x.shape[d], int) else (_dim_size(ctx, x, d) if r else 1)
-    return _topk(ctx, x, n, d, descending)
-
-
-@aten(aten_.sort.default)
-def sort(ctx: Ctx, x: ir.Value, dim: int = -1, descending: bool = False) -> tuple[ir.Value, ir.Value]:
-    """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    return _sort(ctx, x, dim, descending)
-
-
-@aten(aten_.sort.stable)
-def sort_stable(
-    ctx: Ctx, x: ir.Value, *, stable: bool | None, dim: int = -1, descending: bool = False
-) -> tuple[ir.Value, ir.Value]:
-    """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    return _sort(ctx, x, dim, descending)
-
-
-@aten(aten_.argsort.default)
-def argsort(ctx: Ctx, x: ir.Value, dim: int = -1, descending: bool = False) -> ir.Value:
-    """argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor"""
-    return _sort(ctx, x, dim, descending)[1]
-
-
-@aten(aten_.argsort.stable)
-def argsort_stable(ctx: Ctx, x: ir.Value, *, stable: bool, dim: int = -1, descending: bool = False) -> ir.Value:
-    """argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False) -> Tensor"""
-    return _sort(ctx, x, dim, descending)[1]
-
-
-def _lower_median(ctx: Ctx, x: ir.Value, d: int, keepdim: bool) -> tuple[ir.Value, ir.Value]:
-    """The ((n - 1) // 2)-th smallest along axis ``d``: the last of the k = (n - 1) // 2 + 1 smallest."""
-    n = x.shape[d]
-    if isinstance(n, int):
-        k: int | ir.Value = (n - 1) // 2 + 1
-    else:
-        half = ctx.op.Div(ctx.op.Sub(_dim_size(ctx, x, d), ctx.const([1])), ctx.const([2]))
-        k = ctx.op.Add(half, ctx.const([1]))
-        k.shape = ir.Shape([1])
-    values, indices = _topk(ctx, x, k, d, largest=False)
-    last = ctx.const([-1] if keepdim else -1)
-    return ctx.op.Gather(values, last, axis=d), ctx.op.Gather(indices, last, axis=d)
-
-
-@aten(aten_.median.default)
-def median(ctx: Ctx, x: ir.Value) -> ir.Value:
-    """median(Tensor self) -> Tensor"""
-    flat = ctx.op.Reshape(x, ctx.const([-1]))
-    flat.shape = ir.Shape([math.prod(x.shape) if all(isinstance(s, int) for s in x.shape) else None])
-    return _lower_median(ctx, flat, 0, False)[0]
-
-
-@aten(aten_.median.dim)
-def median_dim(ctx: Ctx, x: ir.Value, dim: int, keepdim: bool = False) -> tuple[ir.Value, ir.Value]:
-    """median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    if rank(x) == 0:
         return x, ctx.const(0)
-    return _lower_median(ctx, x, norm_axis(dim, rank(x)), keepdim)
+    is_bool = x.dtype == ir.DataType.BOOL
+    xs = _cast(ctx, x, ir.DataType.INT32) if is_bool else x
+    d = norm_axis(dim, r)
+    n = xs.shape[d] if isinstance(xs.shape[d], int) else _dim_size(ctx, xs, d)
+    keep = ctx.op.Trilu(ctx.op.Expand(ctx.const(True), ctx.sizes([n, n])), upper=0)
+    if r - d - 1:
+        keep = ctx.op.Unsqueeze(keep, axes(ctx, list(range(2, r - d + 1))))
+    xj = ctx.op.Unsqueeze(xs, axes(ctx, [d]))
+    floating = xs.dtype in FLOAT_TYPES
+    if floating:
+        identity = float("-inf") if largest else float("inf")
+    else:
+        info = np.iinfo(xs.dtype.numpy())
+        identity = int(info.min) if largest else int(info.max)
+    spread = ctx.op.Where(keep, xj, ctx.const(identity, like=xs))
+    values = getattr(ctx.op, "ReduceMax" if largest else "ReduceMin")(spread, axes(ctx, [d + 1]), keepdims=0)
+    if floating:  # a NaN wins from where it appears on; runtimes differ on NaN in ReduceMax
+        nan_j = ctx.op.And(keep, ctx.op.IsNaN(xj))
+        seen = ctx.op.ReduceMax(ctx.op.Cast(nan_j, to=int(ir.DataType.INT32)), axes(ctx, [d + 1]), keepdims=0)
+        values = ctx.op.Where(ctx.op.Cast(seen, to=int(ir.DataType.BOOL)), ctx.const(float("nan"), like=xs), values)
+    hit = ctx.op.Equal(xj, ctx.op.Unsqueeze(values, axes(ctx, [d + 1])))
+    if floating:
+        hit = ctx.op.Or(hit, ctx.op.And(nan_j, ctx.op.Unsqueeze(ctx.op.IsNaN(values), axes(ctx, [d + 1]))))
+    shape = [1] * (r + 1)
+    shape[d + 1] = -1
+    j = ctx.op.Reshape(ctx.op.Range(ctx.const(0), ctx.op.Squeeze(ctx.sizes([n]), axes(ctx, [0])), ctx.const(1)),
+                       ctx.const(shape))
+    index = ctx.op.ReduceMax(ctx.op.Where(ctx.op.And(keep, hit), j, ctx.const(-1)), axes(ctx, [d + 1]), keepdims=0)
+    return (ctx.cast(values, ir.DataType.BOOL) if is_bool else values), index
+
+
+@aten(aten_.cummax.default)
+def cummax(ctx: Ctx, x: ir.Value, dim: int) -> tuple[ir.Value, ir.Value]:
+    """cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
+    return _cumulative_extreme(ctx, x, dim, largest=True)
+
+
+@aten(aten_.cummin.default)
+def cummin(ctx: Ctx, x: ir.Value, dim: int) -> tuple[ir.Value, ir.Value]:
+    """cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
+    return _cumulative_extreme(ctx, x, dim, largest=False)

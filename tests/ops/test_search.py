@@ -1,0 +1,181 @@
+"""Searching, order statistics, data-dependent sizes and histograms against eager PyTorch."""
+
+import pytest
+import torch
+from torch import randn
+from torch.export import Dim
+
+from tests.ops._runner import OpCase, params, run_case
+
+aten = torch.ops.aten
+f32, f16, f64 = torch.float32, torch.float16, torch.float64
+NAN = float("nan")
+
+
+def dyn(*specs):
+    """A dynamic_shapes spec for the runner's wrapper, whose forward takes ``*args``."""
+    return (specs,)
+
+
+def distinct(*shape: int) -> torch.Tensor:
+    """Values without ties, so that indices are unambiguous."""
+    n = 1
+    for s in shape:
+        n *= s
+    return (torch.randperm(n).float() - n / 2).reshape(shape) / 4
+
+
+def ints(*shape: int, high: int = 4) -> torch.Tensor:
+    return torch.randint(-high, high, shape)
+
+
+def with_nans(x: torch.Tensor, every: int = 3) -> torch.Tensor:
+    flat = x.clone().reshape(-1)
+    flat[::every] = NAN
+    return flat.reshape(x.shape)
+
+
+def nonzero_tuple(x): return torch.nonzero(x, as_tuple=True)
+def argwhere(x): return torch.argwhere(x)
+def unique_all(x): return torch.unique(x, return_inverse=True, return_counts=True)
+def unique_rows(x): return torch.unique(x, dim=0, return_inverse=True, return_counts=True)
+def unique_cols(x): return torch.unique(x, dim=1, return_inverse=True, return_counts=True)
+def runs(x): return torch.unique_consecutive(x, return_inverse=True, return_counts=True)
+def runs_rows(x): return torch.unique_consecutive(x, return_inverse=True, return_counts=True, dim=0)
+def searchsorted_right(s, v): return torch.searchsorted(s, v, side="right")
+def searchsorted_sorter(s, v, order): return torch.searchsorted(s, v, sorter=order)
+def bucketize_int32(x, b): return torch.bucketize(x, b, out_int32=True, right=True)
+def isin_invert(x, t): return torch.isin(x, t, invert=True)
+def isin_scalar(x): return torch.isin(x, 2)
+def mode_last(x): return torch.mode(x)
+def kth_values(x): return torch.kthvalue(x, 4).values
+def nanmedian_all(x): return torch.nanmedian(x)
+def nanmedian_rows(x): return torch.nanmedian(x, dim=1, keepdim=True)
+def histogram_range(x, w): return torch.histogram(x, 6, range=(-1.0, 1.0), weight=w, density=True)
+def histogram_edges(x, b): return torch.histogram(x, b)
+def histogramdd_cts(x): return torch.histogramdd(x, [3, 4], density=True)
+def histogramdd_edges(x, a, b, w): return torch.histogramdd(x, [a, b], weight=w)
+
+
+SORTED = torch.tensor([-2.0, -1.0, -1.0, 0.5, 3.0])
+PROBES = torch.tensor([[-3.0, -1.0, 0.0], [0.5, 3.0, NAN]])
+
+CASES = [
+    # nonzero and friends: row-major coordinates, a size known only at run time
+    OpCase(aten.nonzero.default, args=lambda: (ints(3, 4, high=2),), expect_ops=["NonZero"]),
+    OpCase(aten.nonzero.default, args=lambda: (torch.tensor(1.5),), name="scalar"),
+    OpCase(aten.nonzero.default, args=lambda: (torch.zeros(0, 3),), name="empty"),
+    OpCase(aten.nonzero.default, args=lambda: (torch.tensor([[0.0, NAN], [-0.0, 2.0]], dtype=f64),), name="float64"),
+    OpCase(nonzero_tuple, args=lambda: (randn(4, 5) > 0,)),
+    OpCase(argwhere, args=lambda: (ints(2, 3, 2, high=2),)),
+    OpCase(argwhere, args=lambda: (randn(5, 3) > 0,), name="dyn", dynamic_shapes=dyn({0: Dim("n", min=2)})),
+    OpCase(aten.nonzero_static.default, args=lambda: (ints(4, 3, high=2),), kwargs={"size": 20}, name="padded"),
+    OpCase(aten.nonzero_static.default, args=lambda: (ints(4, 3, high=2),), kwargs={"size": 2, "fill_value": 7},
+           name="truncated"),
+    OpCase(aten.masked_select.default, args=lambda: (randn(3, 4), randn(3, 4) > 0), expect_ops=["Compress"],
+           dtypes=(f32, f16)),
+    OpCase(aten.masked_select.default, args=lambda: (randn(3, 1, 4), randn(5, 1) > 0), name="broadcast"),
+    OpCase(aten.masked_select.default, args=lambda: (ints(4), torch.tensor(True)), name="scalar_mask"),
+    # unique: sorted, inverse in the input's shape, counts
+    OpCase(unique_all, args=lambda: (ints(4, 5),), expect_ops=["Unique"]),
+    OpCase(unique_all, args=lambda: (torch.tensor([2.5, -1.0, 2.5, 0.0, -1.0]),), name="float", dtypes=(f32, f16)),
+    OpCase(unique_all, args=lambda: (randn(3, 4) > 0,), name="bool"),
+    OpCase(unique_all, args=lambda: (ints(4, 3).int(),), name="int32"),
+    OpCase(unique_rows, args=lambda: (torch.tensor([[1, 2], [0, 5], [1, 2], [0, 1]]),)),
+    OpCase(unique_cols, args=lambda: (torch.tensor([[1.0, 0.0, 1.0], [3.0, 2.0, 3.0]]),)),
+    OpCase(runs, args=lambda: (torch.tensor([[1, 1, 2], [2, 2, 0], [0, 1, 1]]),)),
+    OpCase(runs, args=lambda: (torch.tensor(3.0),), name="scalar"),
+    OpCase(runs, args=lambda: (torch.zeros(0),), name="empty"),
+    OpCase(runs_rows, args=lambda: (torch.tensor([[1, 2], [1, 2], [0, 2], [1, 2]]),)),
+    OpCase(runs, args=lambda: (ints(9, high=2),), name="dyn", dynamic_shapes=dyn({0: Dim("n", min=2)})),
+    # searchsorted / bucketize: counting, with torch's NaN placement
+    OpCase(aten.searchsorted.Tensor, args=lambda: (SORTED, PROBES), expect_ops=["ReduceSum"]),
+    OpCase(searchsorted_right, args=lambda: (SORTED, PROBES)),
+    OpCase(aten.searchsorted.Tensor, args=lambda: (torch.sort(randn(3, 6))[0], randn(3, 4)), name="rows"),
+    OpCase(searchsorted_sorter, args=lambda: (torch.tensor([3.0, -1.0, 0.5]), randn(2, 3),
+                                              torch.tensor([1, 2, 0]))),
+    OpCase(aten.searchsorted.Scalar, args=lambda: (torch.arange(6), 3), kwargs={"right": True}, name="scalar"),
+    OpCase(aten.searchsorted.Tensor, args=lambda: (torch.arange(0, 12, 2), ints(3, 4, high=13)),
+           kwargs={"out_int32": True}, name="int"),
+    OpCase(aten.bucketize.Tensor, args=lambda: (PROBES, SORTED)),
+    OpCase(bucketize_int32, args=lambda: (randn(4, 5), torch.tensor([-1.0, 0.0, 1.0]))),
+    OpCase(aten.bucketize.Tensor, args=lambda: (randn(7, 2), torch.tensor([-1.0, 0.0, 1.0])), name="dyn",
+           dynamic_shapes=dyn({0: Dim("n", min=2)}, None)),
+    # isin: every element against every test element
+    OpCase(aten.isin.Tensor_Tensor, args=lambda: (ints(3, 4), ints(5)), expect_ops=["Equal"]),
+    OpCase(isin_invert, args=lambda: (torch.tensor([1.0, NAN, 2.0]), torch.tensor([NAN, 2.0]))),
+    OpCase(isin_scalar, args=lambda: (ints(6),)),
+    OpCase(aten.isin.Scalar_Tensor, args=lambda: (3, ints(4)), name="scalar_element"),
+    OpCase(aten.isin.Tensor_Tensor, args=lambda: (ints(3), torch.zeros(0, dtype=torch.int64)), name="no_tests"),
+    # order statistics
+    OpCase(kth_values, args=lambda: (ints(3, 9),), expect_ops=["TopK"], dtypes=(f32, f16)),
+    # the index among ties is where torch's quickselect leaves it: that quickselect runs in a Loop
+    OpCase(aten.kthvalue.default, args=lambda: (ints(4, 7, 3, high=2), 3, 1), name="ties", expect_ops=["Loop"]),
+    OpCase(aten.kthvalue.default, args=lambda: (ints(6, 20, high=3).float(), 11), name="ties_float",
+           dtypes=(f32, f16)),
+    OpCase(aten.kthvalue.default, args=lambda: (with_nans(ints(5, 8).float(), 3), 6, -1, True), name="nan",
+           equal_nan=True),
+    OpCase(aten.kthvalue.default, args=lambda: (distinct(4, 3), 4, 0, True), name="keepdim"),
+    OpCase(aten.kthvalue.default, args=lambda: (torch.tensor(2.0), 1), name="scalar"),
+    OpCase(aten.kthvalue.default, args=lambda: (ints(9, 4), 3, 0), name="dyn",
+           dynamic_shapes=dyn({0: Dim("n", min=3)}, None, None)),
+    OpCase(mode_last, args=lambda: (torch.tensor([[3, 1, 2, 3, 1, 5, 1, 3], [0, 0, 4, 4, 4, 0, 2, 2]]),)),
+    OpCase(aten.mode.default, args=lambda: (ints(3, 6, 2, high=2), 1, True), name="keepdim"),
+    OpCase(aten.mode.default, args=lambda: (distinct(2, 7),), name="distinct"),
+    OpCase(nanmedian_all, args=lambda: (with_nans(distinct(3, 5)),)),
+    OpCase(nanmedian_all, args=lambda: (torch.full((4,), NAN),), name="all_nan", equal_nan=True),
+    OpCase(nanmedian_rows, args=lambda: (torch.tensor([[NAN, NAN, NAN], [1.0, NAN, 3.0], [NAN, 2.0, 0.5]]),),
+           equal_nan=True),
+    OpCase(aten.nanmedian.dim, args=lambda: (ints(3, 4), 0), name="int"),
+    OpCase(aten.nanmedian.dim, args=lambda: (with_nans(distinct(5, 3), 4), 0), name="dyn",
+           dynamic_shapes=dyn({0: Dim("n", min=2)}, None)),
+    # cummax / cummin: the index of the last running extreme, NaN sticking from where it appears
+    OpCase(aten.cummax.default, args=lambda: (ints(3, 6), 1), expect_ops=["ReduceMax"]),
+    OpCase(aten.cummin.default, args=lambda: (ints(5, 3), 0)),
+    OpCase(aten.cummax.default, args=lambda: (torch.tensor([1.0, NAN, 2.0, NAN, 0.0, 3.0]), 0), name="nan",
+           equal_nan=True),
+    OpCase(aten.cummin.default, args=lambda: (randn(2, 4, 3), -2), name="float", dtypes=(f32, f16)),
+    OpCase(aten.cummax.default, args=lambda: (randn(3, 4) > 0, 1), name="bool"),
+    OpCase(aten.cummin.default, args=lambda: (torch.tensor(2.0), 0), name="scalar"),
+    OpCase(aten.cummax.default, args=lambda: (ints(6, 2), 0), name="dyn",
+           dynamic_shapes=dyn({0: Dim("n", min=2)}, None)),
+    # histograms: torch's bins, edges on the nose included
+    OpCase(aten.histc.default, args=lambda: (randn(40),), kwargs={"bins": 7}, expect_ops=["ScatterElements"]),
+    OpCase(aten.histc.default, args=lambda: (torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]),),
+           kwargs={"bins": 5, "min": 0, "max": 5}, name="edges"),
+    OpCase(aten.histc.default, args=lambda: (torch.full((3,), 2.0),), kwargs={"bins": 4}, name="one_value"),
+    OpCase(aten.histogram.bin_ct, args=lambda: (randn(5, 6),), kwargs={"bins": 5}),
+    OpCase(histogram_range, args=lambda: (randn(30), torch.rand(30))),
+    OpCase(histogram_edges, args=lambda: (randn(30), torch.tensor([-1.0, -0.5, 0.0, 2.0]))),
+    OpCase(histogramdd_cts, args=lambda: (randn(20, 2),)),
+    OpCase(histogramdd_edges, args=lambda: (randn(4, 5, 2), torch.tensor([-1.0, 0.0, 1.0]),
+                                            torch.tensor([-2.0, 0.0, 0.5, 2.0]), torch.rand(4, 5))),
+    OpCase(aten.histc.default, args=lambda: (randn(40).double(),), kwargs={"bins": 9}, name="float64"),
+    # float16 rounds each step of the bin arithmetic as torch does
+    OpCase(aten.histc.default, args=lambda: (randn(60) * 4,), kwargs={"bins": 100, "min": -10, "max": 10},
+           name="half", dtypes=(f16,)),
+]
+
+
+@pytest.mark.parametrize(("case", "dtype"), params(CASES))
+def test_op(case: OpCase, dtype: torch.dtype | None) -> None:
+    run_case(case, dtype)
+
+
+def test_histogram_edges_match_linspace() -> None:
+    """Edges rebuilt in the graph equal torch's linspace bit for bit, so an element on an edge lands in
+    torch's bin: the data's own min and max are edges."""
+    import onnxport
+
+    class Hist(torch.nn.Module):
+        def forward(self, x):
+            return torch.histogram(x, 37)
+
+    for seed in range(5):
+        torch.manual_seed(seed)
+        x = randn(50) * 10 ** (seed - 2)
+        prog = onnxport.export(Hist(), (x,), verify=False)
+        hist, edges = prog(x)
+        expected = Hist()(x)
+        assert torch.equal(edges, expected.bin_edges)
+        assert torch.equal(hist, expected.hist)
