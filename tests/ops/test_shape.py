@@ -63,6 +63,10 @@ def pad_replicate(x): return F.pad(x, (1, 2, 2, 1), mode="replicate")
 def pad_circular(x): return F.pad(x, (1, 2), mode="circular")
 def pad_circular_2d(x): return F.pad(x, (1, 2, 2, 0), mode="circular")
 def pad_sym(x): return F.pad(x, (1, 1, 0, 2))
+def pad_replicate_crop(x): return F.pad(x, (-4, 5, 2, -4), mode="replicate")  # crops to nothing, still reads edges
+def pad_replicate_crop_1d(x): return F.pad(x, (2, -1), mode="replicate")
+def pad_circular_crop(x): return F.pad(x, (-1, 1, -2, 1), mode="circular")
+def pad_circular_sym(x): return F.pad(x, (1, x.shape[1] - 1), mode="circular")
 def movedim_fn(x): return x.movedim(0, -1)
 def movedim_list(x): return torch.movedim(x, [0, 1], [2, 0])
 def clone_fn(x): return x.clone() + 1
@@ -197,6 +201,14 @@ CASES = [
     OpCase(pad_replicate, args=lambda: (randn(1, 2, 3, 4),)),
     OpCase(pad_circular, args=lambda: (randn(1, 2, 5),)),
     OpCase(pad_sym, args=lambda: (randn(3, 4),), name="dyn", dynamic_shapes=N01),
+    OpCase(pad_replicate_crop, args=lambda: (randn(2, 3, 4, 4),), expect_ops=["Gather"]),
+    OpCase(pad_replicate_crop, args=lambda: (randn(2, 3, 4, 4),), name="dyn",
+           dynamic_shapes=dyn({0: Dim("n", min=2), 2: Dim("h", min=4), 3: Dim("w", min=4)})),
+    OpCase(pad_replicate_crop_1d, args=lambda: (randn(2, 3, 5),), dtypes=(f32, f16)),
+    OpCase(pad_circular, args=lambda: (randn(0, 3, 3),), name="empty"),
+    OpCase(pad_circular_crop, args=lambda: (randn(1, 3, 4, 4),)),
+    OpCase(pad_circular_sym, args=lambda: (randn(3, 4),), name="dyn", dynamic_shapes=dyn({1: Dim("m", min=3)}),
+           expect_ops=["Pad"]),
     # identities and casts
     OpCase(clone_fn, args=lambda: (randn(2, 3),)),
     OpCase(contiguous_fn, args=lambda: (randn(2, 3),)),
@@ -266,7 +278,23 @@ def test_dynamic_model_runs_at_other_sizes() -> None:
         torch.testing.assert_close(prog(x), M()(x))
 
 
-@pytest.mark.parametrize(("fn", "shape"), [(pad_circular, (1, 2, 5)), (pad_circular_2d, (1, 2, 4, 5))])
+@pytest.mark.parametrize(("fn", "shape", "dims", "others"), [
+    (pad_replicate_crop, (2, 3, 4, 4), {0: Dim("n", min=2), 2: Dim("h", min=4), 3: Dim("w", min=4)},
+     [(3, 3, 6, 5), (2, 3, 4, 9)]),
+    (pad_circular_sym, (3, 4), {1: Dim("m", min=3)}, [(3, 3), (3, 7)]),
+])
+def test_pads_hold_at_other_sizes(fn, shape, dims, others) -> None:
+    """Pads computed from symbolic sizes (gathered edge positions, wrap amounts) follow the input's size."""
+    import onnxport
+
+    prog = onnxport.export(fn, (randn(*shape),), dynamic_shapes=dyn(dims), verify=False)
+    for other in others:
+        x = randn(*other)
+        torch.testing.assert_close(prog(x), fn(x))
+
+
+@pytest.mark.parametrize(("fn", "shape"), [(pad_circular, (1, 2, 5)), (pad_circular_2d, (1, 2, 4, 5)),
+                                           (pad_circular_crop, (1, 3, 4, 4))])
 def test_circular_pad_before_opset_19(fn, shape) -> None:
     """Opset 18 has no Pad mode 'wrap': the wrap-around is sliced from the other end and concatenated."""
     prog = check_case(OpCase(fn, args=lambda: (randn(*shape),)), None, 18)

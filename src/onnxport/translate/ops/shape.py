@@ -122,7 +122,7 @@ def movedim(ctx: Ctx, x: ir.Value, source: int | Sequence[int], destination: int
     return ctx.op.Transpose(x, perm=perm) if perm != list(range(r)) else x
 
 
-@aten(aten_.expand.default, aten_.expand_copy.default)
+@aten(aten_.expand.default, aten_.expand_copy.default, aten_.broadcast_to.default)
 def expand(ctx: Ctx, x: ir.Value, size: Sequence[Size], *, implicit: bool = False) -> ir.Value:
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
     static = ctx.static_out_shape()
@@ -175,7 +175,8 @@ def _split_sizes(ctx: Ctx, x: ir.Value, axis: int, sizes: Sequence[Size]) -> lis
     return out
 
 
-@aten(aten_.split.Tensor, aten_.split_with_sizes.default, aten_.split.sizes)
+@aten(aten_.split.Tensor, aten_.split_with_sizes.default, aten_.split.sizes, aten_.unsafe_split.Tensor,
+      aten_.unsafe_split_with_sizes.default)
 def split(ctx: Ctx, x: ir.Value, split_size: Size | Sequence[Size], dim: int = 0) -> list[ir.Value]:
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     axis = norm_axis(dim, rank(x))
@@ -184,7 +185,7 @@ def split(ctx: Ctx, x: ir.Value, split_size: Size | Sequence[Size], dim: int = 0
     return _split_sizes(ctx, x, axis, sizes)
 
 
-@aten(aten_.chunk.default)
+@aten(aten_.chunk.default, aten_.unsafe_chunk.default)
 def chunk(ctx: Ctx, x: ir.Value, chunks: int, dim: int = 0) -> list[ir.Value]:
     """chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]"""
     axis = norm_axis(dim, rank(x))
@@ -196,7 +197,7 @@ def chunk(ctx: Ctx, x: ir.Value, chunks: int, dim: int = 0) -> list[ir.Value]:
     return _split_sizes(ctx, x, axis, [step] * len(ctx.node.meta["val"]))
 
 
-@aten(aten_.unbind.int)
+@aten(aten_.unbind.int, aten_.unbind_copy.int)
 def unbind(ctx: Ctx, x: ir.Value, dim: int = 0) -> list[ir.Value]:
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
     axis = norm_axis(dim, rank(x))
@@ -221,7 +222,7 @@ def select(ctx: Ctx, x: ir.Value, dim: int, index: Size) -> ir.Value:
     return ctx.op.Gather(x, ctx.as_value(index, dtype=INT64), axis=norm_axis(dim, rank(x)))
 
 
-@aten(aten_.narrow.default)
+@aten(aten_.narrow.default, aten_.narrow_copy.default)
 def narrow(ctx: Ctx, x: ir.Value, dim: int, start: Size, length: Size) -> ir.Value:
     """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
     axis = norm_axis(dim, rank(x))
@@ -353,6 +354,8 @@ def _roll_axis(ctx: Ctx, x: ir.Value, axis: int, size: Size, shift: Size) -> ir.
 
 
 def _pad(ctx: Ctx, x: ir.Value, pad: Sequence[Size], mode: str, value: Any = None) -> ir.Value:
+    if mode == "edge" and any(isinstance(p, int) and p < 0 for p in pad):
+        return _edge_pad_by_gather(ctx, x, pad)
     r = rank(x)
     k = len(pad) // 2
     # torch lists (begin, end) pairs from the last dim backwards
@@ -378,22 +381,45 @@ def pad(ctx: Ctx, x: ir.Value, pad: Sequence[Size], mode: str = "constant", valu
     """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor"""
     if mode not in _PAD_MODES:
         raise ctx.unsupported(f"mode={mode!r}", fix="pad with mode 'constant', 'reflect', 'replicate' or 'circular'")
-    if mode == "circular" and ctx.opset < 19:  # Pad mode 'wrap' is new in opset 19
+    # Pad mode 'wrap' is new in opset 19, and onnxruntime refuses it on empty tensors: slices where possible
+    if mode == "circular" and (ctx.opset < 19 or all(isinstance(p, int) for p in pad)):
         return _circular_pad(ctx, x, pad)
     return _pad(ctx, x, pad, _PAD_MODES[mode], value)
 
 
 def _circular_pad(ctx: Ctx, x: ir.Value, pad: Sequence[Size]) -> ir.Value:
-    """Wrap-around padding as slices of the other end, one axis after the other (corners wrap twice)."""
-    if not all(isinstance(p, int) and p >= 0 for p in pad):
-        raise ctx.unsupported("circular padding by symbolic or negative amounts before opset 19",
-                              fix="export with opset=19 or newer (Pad mode 'wrap'), or pad by non-negative ints")
+    """torch's wrap-around: crop by the negative amounts, then put slices of the other end on each side,
+    one axis after the other (corners wrap twice)."""
+    if not all(isinstance(p, int) for p in pad):
+        raise ctx.unsupported("circular padding by symbolic amounts before opset 19",
+                              fix="export with opset=19 or newer (Pad mode 'wrap'), or pad by ints")
     r = rank(x)
     for i in range(len(pad) // 2):
         axis, begin, end = r - 1 - i, pad[2 * i], pad[2 * i + 1]
+        if begin < 0 or end < 0:
+            x = _slice(ctx, x, axis, max(-begin, 0), end if end < 0 else INT64_MAX)
+        begin, end = max(begin, 0), max(end, 0)
         parts = ([_slice(ctx, x, axis, -begin, INT64_MAX)] if begin else []) + [x] + \
             ([_slice(ctx, x, axis, 0, end)] if end else [])
         x = ctx.op.Concat(*parts, axis=axis) if len(parts) > 1 else x
+    return x
+
+
+def _edge_pad_by_gather(ctx: Ctx, x: ir.Value, pad: Sequence[Size]) -> ir.Value:
+    """Replicate padding with negative amounts: output ``j`` reads input ``clamp(j - begin, 0, n - 1)``, as torch
+    does, which keeps reading the edge where a crop leaves nothing (Pad 'edge' has no edge left to read)."""
+    r = rank(x)
+    targets = [(r - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
+    sizes = [_dim(ctx, x, axis) for axis, _, _ in targets]  # read before gathering: built values carry no shape
+    for (axis, begin, end), n in zip(targets, sizes):
+        if isinstance(n, int) and isinstance(begin, int) and isinstance(end, int):
+            index = ctx.const([min(max(j - begin, 0), n - 1) for j in range(n + begin + end)], INT64)
+        else:
+            n, begin = ctx.as_value(n, dtype=INT64), ctx.as_value(begin, dtype=INT64)
+            length = ctx.op.Add(ctx.op.Add(n, begin), ctx.as_value(end, dtype=INT64))
+            shifted = ctx.op.Sub(ctx.op.Range(ctx.const(0, INT64), length, ctx.const(1, INT64)), begin)
+            index = ctx.op.Max(ctx.op.Min(shifted, ctx.op.Sub(n, ctx.const(1, INT64))), ctx.const(0, INT64))
+        x = ctx.op.Gather(x, index, axis=axis)
     return x
 
 
