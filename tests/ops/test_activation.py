@@ -77,6 +77,18 @@ CASES = [
     OpCase(F.hardshrink, args=lambda: (randn(3, 4),), dtypes=FP),
     OpCase(F.softshrink, args=lambda: (randn(3, 4), 0.3), expect_ops=["Shrink"], dtypes=FP),
     OpCase(F.gelu, args=lambda: (wide(5, 4),), name="dynamic", dynamic_shapes=(({0: torch.export.Dim("n")},),)),
+    # float64: onnxruntime has no kernel for these ONNX ops, so they are composed from arithmetic
+    *[
+        OpCase(fn, args=lambda: (wide(3, 40),), name="composed", dtypes=(torch.float64,))
+        for fn in (F.leaky_relu, F.elu, F.selu, F.softplus, F.hardswish, F.hardsigmoid, F.mish, F.logsigmoid)
+    ],
+    OpCase(prelu_channels, args=lambda: (wide(2, 3, 4), torch.tensor([0.1, -0.2, 0.3])), name="composed",
+           dtypes=(torch.float64,)),
+    # rrelu in eval: the mean of its slope range (training draws slopes: tests/ops/test_random.py)
+    OpCase(F.rrelu, args=lambda: (wide(3, 4), 0.1, 0.4), name="eval", expect_ops=["LeakyRelu"], dtypes=FP),
+    OpCase(aten.rrelu_with_noise_functional.default, args=lambda: (wide(3, 4), randn(3, 4), 0.2, 0.3), name="eval",
+           dtypes=(f32, torch.float64)),
+    OpCase(F.feature_alpha_dropout, args=lambda: (wide(2, 3, 4), 0.5, False), name="eval"),
 ]
 
 

@@ -44,6 +44,25 @@ def avg_pool_divisor_ceil(x: torch.Tensor) -> torch.Tensor:
     return F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, divisor_override=4)
 
 
+def fractional2d(x: torch.Tensor, samples: torch.Tensor, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    return F.fractional_max_pool2d(x, 3, return_indices=True, _random_samples=samples, **kwargs)
+
+
+def fractional3d(x: torch.Tensor, samples: torch.Tensor, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    return F.fractional_max_pool3d(x, (2, 3, 2), return_indices=True, _random_samples=samples, **kwargs)
+
+
+def max_pool2d_backward(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """The gradient max pooling sends back: overlapping windows (stride < kernel) add up at shared maxima."""
+    out, idx = F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True, return_indices=True)
+    return aten.max_pool2d_with_indices_backward(grad, x, [3, 3], [2, 2], [1, 1], [1, 1], True, idx)
+
+
+def max_pool3d_backward(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    out, idx = F.max_pool3d(x, 2, 1, return_indices=True)
+    return aten.max_pool3d_with_indices_backward(grad, x, [2, 2, 2], [1, 1, 1], [0, 0, 0], [1, 1, 1], False, idx)
+
+
 # torch.export proves ceil_mode's last window overhangs only for even heights and odd widths
 EVEN_ODD = (({2: 2 * Dim("h2", min=2), 3: 2 * Dim("w2", min=3) - 1},),)
 
@@ -130,6 +149,22 @@ CASES = [
     OpCase(adaptive_max2d_uneven, args=lambda: (randn(2, 3, 7, 11),), name="dynamic",
            dynamic_shapes=(({0: Dim("n"), 2: Dim("h", min=3), 3: Dim("w", min=4)},),)),
     OpCase(_named(nn.AdaptiveMaxPool2d(1), "AdaptiveMaxPool2d"), args=lambda: (randn(2, 3, 7, 7),), name="module"),
+    # fractional max pooling with its random samples given: deterministic windows, torch's per-plane indices
+    OpCase(fractional2d, args=lambda: (randn(2, 3, 11, 9), torch.rand(2, 3, 2)), kwargs={"output_size": (4, 5)},
+           expect_ops=["GatherElements", "ReduceMax", "ArgMax"], dtypes=(f32, torch.float64)),
+    OpCase(fractional2d, args=lambda: (randn(2, 3, 11, 9), torch.rand(2, 3, 2)), kwargs={"output_ratio": (0.5, 0.4)},
+           name="ratio"),
+    OpCase(fractional2d, args=lambda: (randn(3, 9, 9), torch.rand(1, 3, 2)), kwargs={"output_size": (1, 7)},
+           name="unbatched_one_window"),
+    OpCase(fractional2d, args=lambda: (randn(2, 3, 8, 8), torch.rand(2, 3, 2)), kwargs={"output_size": 6},
+           name="dynamic", dynamic_shapes=(({0: Dim("n"), 1: Dim("c")}, {0: Dim("n"), 1: Dim("c")}),)),
+    OpCase(fractional3d, args=lambda: (randn(2, 3, 7, 8, 9), torch.rand(2, 3, 3)), kwargs={"output_size": (3, 4, 5)}),
+    OpCase(fractional3d, args=lambda: (randn(3, 6, 5, 4), torch.rand(1, 3, 3)), kwargs={"output_ratio": (0.6, 0.5, 0.7)},
+           name="unbatched"),
+    # max pooling's backward: gradients scattered (and added) to where each maximum came from
+    OpCase(max_pool2d_backward, args=lambda: (randn(2, 3, 8, 7), randn(2, 3, 5, 4)), expect_ops=["ScatterElements"]),
+    OpCase(max_pool2d_backward, args=lambda: (torch.zeros(3, 6, 6), randn(3, 4, 4)), name="unbatched_ties"),
+    OpCase(max_pool3d_backward, args=lambda: (randn(1, 2, 4, 5, 3), randn(1, 2, 3, 4, 2))),
 ]
 
 

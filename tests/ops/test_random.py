@@ -83,6 +83,58 @@ def permutation(s: torch.Tensor, x: torch.Tensor) -> None:
     assert sorted(s.tolist()) == list(range(len(s)))
 
 
+def cauchy_quartiles(median: float, sigma: float) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """Half of a Cauchy sample lies within ``sigma`` of the median (its moments do not exist)."""
+
+    def check(s: torch.Tensor, x: torch.Tensor) -> None:
+        near(s.median().item(), median, 0.05 * sigma)
+        near(((s - median).abs() < sigma).double().mean().item(), 0.5)
+
+    return check
+
+
+def log_moments(mean: float, std: float) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    def check(s: torch.Tensor, x: torch.Tensor) -> None:
+        assert bool((s > 0).all())
+        moments(mean, std)(s.log(), x)
+
+    return check
+
+
+def trials(p: float) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """Geometric: whole numbers of trials, at least 1, with mean 1 / p and P(1) = p."""
+
+    def check(s: torch.Tensor, x: torch.Tensor) -> None:
+        assert bool((s >= 1).all() and (s == s.round()).all())
+        near(s.double().mean().item(), 1 / p, 0.1), near((s == 1).double().mean().item(), p)
+
+    return check
+
+
+def alpha_channels(p: float) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """Feature alpha dropout: each channel either kept (``a * x + b``) or dropped whole (one constant)."""
+    alpha = -1.7580993408473766
+    a = ((1 - p) * (1 + p * alpha**2)) ** -0.5
+
+    def check(s: torch.Tensor, x: torch.Tensor) -> None:
+        kept = torch.isclose(s, a * x - a * alpha * p, atol=1e-5).flatten(2).all(-1)
+        dropped = torch.isclose(s, torch.tensor(a * alpha - a * alpha * p), atol=1e-5).flatten(2).all(-1)
+        assert bool((kept | dropped).all()), "a channel was dropped in part"
+        near(dropped.double().mean().item(), p, 0.06)
+
+    return check
+
+
+def rrelu_slopes(lower: float, upper: float) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    def check(s: torch.Tensor, x: torch.Tensor) -> None:
+        torch.testing.assert_close(s[x > 0], x[x > 0])
+        slopes = s[x < 0] / x[x < 0]
+        assert lower - 1e-6 <= slopes.min() and slopes.max() < upper + 1e-6
+        near(slopes.mean().item(), (lower + upper) / 2, 0.01)
+
+    return check
+
+
 @dataclasses.dataclass
 class RandomCase:
     """``fn(x)`` returns one random tensor; ``check(sample, x)`` asserts on its statistics."""
@@ -116,6 +168,10 @@ CASES = [
     RandomCase("normal_", lambda x: torch.empty_like(x).normal_(5.0, 0.5), moments(5, 0.5)),
     RandomCase("uniform_", lambda x: torch.empty_like(x).uniform_(-2.0, 4.0), moments(1, 6 / math.sqrt(12))),
     RandomCase("exponential_", lambda x: torch.empty_like(x).exponential_(2.0), moments(0.5, 0.5)),
+    RandomCase("cauchy_", lambda x: torch.empty_like(x).cauchy_(1.5, 2.0), cauchy_quartiles(1.5, 2.0)),
+    RandomCase("log_normal_", lambda x: torch.empty_like(x).log_normal_(0.5, 0.75), log_moments(0.5, 0.75)),
+    RandomCase("geometric_", lambda x: torch.empty_like(x).geometric_(0.3), trials(0.3)),
+    RandomCase("geometric_f64", lambda x: torch.empty_like(x, dtype=torch.float64).geometric_(0.8), trials(0.8)),
     RandomCase("bernoulli", lambda x: torch.bernoulli(torch.full_like(x, 0.3)), moments(0.3, math.sqrt(0.21))),
     RandomCase("bernoulli_p", lambda x: torch.bernoulli(x, 0.8), moments(0.8, 0.4)),
     RandomCase("dropout", lambda x: F.dropout(x, 0.25, training=True), fraction_zero(0.25)),
@@ -124,6 +180,11 @@ CASES = [
         "dropout2d", lambda x: F.dropout2d(x, 0.5, training=True), whole_channels, x=lambda: torch.randn(100, 20, 2, 2)
     ),
     RandomCase("alpha_dropout", lambda x: F.alpha_dropout(x, 0.2, training=True), moments(0, 1)),
+    RandomCase(
+        "feature_alpha_dropout", lambda x: F.feature_alpha_dropout(x, 0.3, training=True), alpha_channels(0.3),
+        x=lambda: torch.randn(100, 20, 2, 2),
+    ),
+    RandomCase("rrelu", lambda x: F.rrelu(x, 0.1, 0.3, training=True), rrelu_slopes(0.1, 0.3)),
     RandomCase(
         "multinomial_replacement",
         lambda x: torch.multinomial(torch.tensor([1.0, 0.0, 3.0]).expand(x.shape[0], 3), 100, replacement=True),

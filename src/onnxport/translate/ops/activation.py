@@ -18,6 +18,28 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+def _has_kernel(x: ir.Value) -> bool:
+    """Whether onnxruntime's activation kernels (LeakyRelu, Elu, Selu, Softplus, HardSigmoid, PRelu, ...)
+    take ``x``'s dtype; for the others (float64) they are composed from arithmetic."""
+    return x.dtype in (ir.DataType.FLOAT, ir.DataType.FLOAT16)
+
+
+def _softplus(ctx: Ctx, x: ir.Value) -> ir.Value:
+    """log(1 + exp(x)), as max(x, 0) + log(1 + exp(-|x|)) where there is no kernel: no overflow."""
+    if _has_kernel(x):
+        return ctx.op.Softplus(x)
+    tail = ctx.op.Log(ctx.op.Add(ctx.const(1, like=x), ctx.op.Exp(ctx.op.Neg(ctx.op.Abs(x)))))
+    return ctx.op.Add(ctx.op.Relu(x), tail)
+
+
+def _relu6_over_6(ctx: Ctx, x: ir.Value) -> ir.Value:
+    """torch's hardsigmoid: relu6(x + 3) / 6."""
+    if _has_kernel(x):
+        return ctx.op.HardSigmoid(x, alpha=1 / 6, beta=0.5)
+    shifted = ctx.op.Clip(ctx.op.Add(x, ctx.const(3, like=x)), ctx.const(0, like=x), ctx.const(6, like=x))
+    return ctx.op.Div(shifted, ctx.const(6, like=x))
+
+
 @aten(aten_.relu.default)
 def relu(ctx: Ctx, x: ir.Value) -> ir.Value:
     """relu(Tensor self) -> Tensor"""
@@ -70,7 +92,7 @@ def sigmoid(ctx: Ctx, x: ir.Value) -> ir.Value:
 def softplus(ctx: Ctx, x: ir.Value, beta: float = 1, threshold: float = 20) -> ir.Value:
     """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
     scaled = x if beta == 1 else ctx.op.Mul(x, ctx.const(beta, like=x))
-    soft = ctx.op.Softplus(scaled)
+    soft = _softplus(ctx, scaled)
     if beta != 1:
         soft = ctx.op.Div(soft, ctx.const(beta, like=x))
     # torch returns x itself above the threshold (linear regime)
@@ -80,25 +102,27 @@ def softplus(ctx: Ctx, x: ir.Value, beta: float = 1, threshold: float = 20) -> i
 @aten(aten_.hardswish.default)
 def hardswish(ctx: Ctx, x: ir.Value) -> ir.Value:
     """hardswish(Tensor self) -> Tensor"""
-    return ctx.op.HardSwish(x)
+    return ctx.op.HardSwish(x) if _has_kernel(x) else ctx.op.Mul(x, _relu6_over_6(ctx, x))
 
 
 @aten(aten_.hardsigmoid.default)
 def hardsigmoid(ctx: Ctx, x: ir.Value) -> ir.Value:
     """hardsigmoid(Tensor self) -> Tensor"""
-    return ctx.op.HardSigmoid(x, alpha=1 / 6, beta=0.5)
+    return _relu6_over_6(ctx, x)
 
 
 @aten(aten_.leaky_relu.default)
 def leaky_relu(ctx: Ctx, x: ir.Value, negative_slope: float = 0.01) -> ir.Value:
     """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    return ctx.op.LeakyRelu(x, alpha=float(negative_slope))
+    if _has_kernel(x):
+        return ctx.op.LeakyRelu(x, alpha=float(negative_slope))
+    return ctx.op.Where(ctx.op.Greater(x, ctx.const(0, x.dtype)), x, ctx.op.Mul(x, ctx.const(negative_slope, x.dtype)))
 
 
 @aten(aten_.elu.default)
 def elu(ctx: Ctx, x: ir.Value, alpha: float = 1, scale: float = 1, input_scale: float = 1) -> ir.Value:
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    if scale == 1 and input_scale == 1:
+    if scale == 1 and input_scale == 1 and _has_kernel(x):
         return ctx.op.Elu(x, alpha=float(alpha))
     # scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1)); ONNX Elu has no scales
     scaled = ctx.op.Mul(x, ctx.const(input_scale, like=x))
@@ -110,7 +134,9 @@ def elu(ctx: Ctx, x: ir.Value, alpha: float = 1, scale: float = 1, input_scale: 
 @aten(aten_.selu.default)
 def selu(ctx: Ctx, x: ir.Value) -> ir.Value:
     """selu(Tensor self) -> Tensor"""
-    return ctx.op.Selu(x, alpha=_SELU_ALPHA, gamma=_SELU_SCALE)
+    if _has_kernel(x):
+        return ctx.op.Selu(x, alpha=_SELU_ALPHA, gamma=_SELU_SCALE)
+    return elu(ctx, x, _SELU_ALPHA, _SELU_SCALE)
 
 
 @aten(aten_.celu.default)
@@ -127,12 +153,12 @@ def celu(ctx: Ctx, x: ir.Value, alpha: float = 1.0) -> ir.Value:
 @aten(aten_.mish.default)
 def mish(ctx: Ctx, x: ir.Value) -> ir.Value:
     """mish(Tensor self) -> Tensor"""
-    return ctx.op.Mish(x)
+    return ctx.op.Mish(x) if _has_kernel(x) else ctx.op.Mul(x, ctx.op.Tanh(_softplus(ctx, x)))
 
 
 def _log_sigmoid(ctx: Ctx, x: ir.Value) -> ir.Value:
     # log(sigmoid(x)) = -softplus(-x), stable where sigmoid underflows
-    return ctx.op.Neg(ctx.op.Softplus(ctx.op.Neg(x)))
+    return ctx.op.Neg(_softplus(ctx, ctx.op.Neg(x)))
 
 
 @aten(aten_.log_sigmoid.default)
@@ -159,7 +185,9 @@ def prelu(ctx: Ctx, x: ir.Value, weight: ir.Value) -> ir.Value:
         weight = ctx.op.Reshape(weight, ctx.const([-1] + [1] * (r - 2), ir.DataType.INT64))
     elif r == 0:  # one slope; as given (shape [1]) it would broadcast the output to rank 1
         weight = ctx.op.Reshape(weight, ctx.const([], ir.DataType.INT64))
-    return ctx.op.PRelu(x, weight)
+    if _has_kernel(x):
+        return ctx.op.PRelu(x, weight)
+    return ctx.op.Where(ctx.op.Less(x, ctx.const(0, like=x)), ctx.op.Mul(x, ctx.cast(weight, x.dtype)), x)
 
 
 @aten(aten_.glu.default)

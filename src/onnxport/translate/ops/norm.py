@@ -61,6 +61,8 @@ def _empty(ctx: Ctx, index: int) -> ir.Value:
 
 def _batch_norm_eval(ctx: Ctx, x: ir.Value, weight: ir.Value | None, bias: ir.Value | None, mean: ir.Value,
                      var: ir.Value, eps: float) -> ir.Value:
+    if rank(x) < 2:  # torch takes a 1-D input only when it is empty (no channels), and returns it
+        return ctx.op.Identity(x)
     dtype = x.dtype
     scale = ctx.cast(weight, dtype) if weight is not None else _ones(ctx, list(mean.shape), mean, dtype, 0)
     shift = ctx.cast(bias, dtype) if bias is not None else ctx.op.Mul(scale, ctx.const(0.0, like=scale))
@@ -132,6 +134,30 @@ def native_batch_norm_functional(ctx: Ctx, x: ir.Value, weight: ir.Value | None,
     new_var = ctx.op.Add(ctx.op.Mul(ctx.cast(running_var, var.dtype), keep), ctx.op.Mul(unbiased, take))
     return (y, ctx.cast(mean, ctx.out_dtype(1)), ctx.cast(rstd, ctx.out_dtype(2)),
             ctx.cast(new_mean, running_mean.dtype), ctx.cast(new_var, running_var.dtype))
+
+
+def _reserve(ctx: Ctx) -> ir.Value:
+    """The empty uint8 workspace torch's CPU batch norm returns for its backward."""
+    return ctx.const(np.zeros((0,), np.uint8), ir.DataType.UINT8)
+
+
+@aten(aten_._batch_norm_with_update_functional.default)
+def batch_norm_with_update_functional(ctx: Ctx, x: ir.Value, weight: ir.Value | None, bias: ir.Value | None,
+                                      running_mean: ir.Value, running_var: ir.Value, momentum: float,
+                                      eps: float) -> tuple[ir.Value, ...]:
+    """_batch_norm_with_update_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
+    y, mean, rstd, new_mean, new_var = native_batch_norm_functional(
+        ctx, x, weight, bias, running_mean, running_var, True, momentum, eps)
+    return y, mean, rstd, _reserve(ctx), new_mean, new_var
+
+
+@aten(aten_._batch_norm_no_update.default)
+def batch_norm_no_update(ctx: Ctx, x: ir.Value, weight: ir.Value | None, bias: ir.Value | None,
+                         running_mean: ir.Value | None, running_var: ir.Value | None, momentum: float,
+                         eps: float) -> tuple[ir.Value, ...]:
+    """_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
+    y, mean, rstd = native_batch_norm(ctx, x, weight, bias, running_mean, running_var, False, momentum, eps)
+    return y, mean, rstd, _reserve(ctx)
 
 
 def _layer_norm(ctx: Ctx, x: ir.Value, normalized_shape: Sequence[int | ir.Value], weight: ir.Value | None,

@@ -36,6 +36,15 @@ def _plane_size(ctx: Ctx, x: ir.Value, nd: int) -> ir.Value:
     return ctx.op.ReduceProd(ctx.op.Shape(x, start=-nd), keepdims=0)
 
 
+def _planes_shape(ctx: Ctx, x: ir.Value, nd: int) -> ir.Value:
+    """The shape of ``x`` with each spatial plane flattened, every size explicit: Reshape cannot infer a -1
+    next to a 0-sized dim."""
+    dims = list(x.shape)[-nd:]
+    plane = (ctx.const([math.prod(dims)], ir.DataType.INT64) if all(isinstance(d, int) for d in dims)
+             else ctx.op.ReduceProd(ctx.op.Shape(x, start=-nd), keepdims=1))
+    return ctx.op.Concat(ctx.op.Shape(x, end=rank(x) - nd), plane, axis=0)
+
+
 def _max_pool(ctx: Ctx, x: ir.Value, nd: int, kernel: IntList, stride: IntList, padding: IntList,
               dilation: IntList, ceil_mode: bool, indices: bool) -> Any:
     k, s, p = _window(ctx, kernel, stride, padding, nd)
@@ -257,7 +266,7 @@ def _adaptive_max_pool(ctx: Ctx, x: ir.Value, output_size: IntList, nd: int) -> 
     lead = ctx.op.Shape(x, end=r - nd)
     if all(o == 1 for o in out):
         # flatten each plane: the argmax is then torch's per-plane index
-        flat = ctx.op.Reshape(x, ctx.op.Concat(lead, ctx.const([-1]), axis=0))
+        flat = ctx.op.Reshape(x, _planes_shape(ctx, x, nd))
         shape = ctx.op.Concat(lead, ctx.const([1] * nd), axis=0)
         value = ctx.op.Reshape(ctx.op.ReduceMax(flat, ctx.const([-1]), keepdims=1), shape)
         return value, ctx.op.Reshape(ctx.op.ArgMax(flat, axis=-1, keepdims=1), shape)
@@ -273,7 +282,7 @@ def _adaptive_max_by_gather(ctx: Ctx, x: ir.Value, in_sizes: list[Any], out: lis
     element), then ReduceMax and ArgMax over it. The first maximum is torch's, in row-major order."""
     nd, r, int64 = len(out), rank(x), ir.DataType.INT64
     table = _window_indices(ctx, x, in_sizes, out)  # (prod(out), K): plane index of each window element
-    flat = ctx.op.Reshape(x, ctx.op.Concat(lead, ctx.const([-1]), axis=0))
+    flat = ctx.op.Reshape(x, _planes_shape(ctx, x, nd))
     windows = ctx.op.Gather(flat, table, axis=r - nd)  # (..., prod(out), K)
     value = ctx.op.ReduceMax(windows, ctx.const([-1]), keepdims=0)
     best = ctx.op.ArgMax(windows, axis=-1, keepdims=0)  # (..., prod(out)): window position of the maximum
@@ -327,3 +336,95 @@ def adaptive_max_pool2d(ctx: Ctx, x: ir.Value, output_size: IntList) -> tuple[ir
 def adaptive_max_pool3d(ctx: Ctx, x: ir.Value, output_size: IntList) -> tuple[ir.Value, ir.Value]:
     """adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
     return _adaptive_max_pool(ctx, x, output_size, 3)
+
+
+def _fractional_starts(ctx: Ctx, samples: ir.Value, d: int, size: int, out: int, pool: int) -> ir.Value:
+    """(N, C, out) int64 window starts along one dim, torch's intervals from the uniform sample u:
+    ``int((i + u) * alpha) - int(u * alpha)`` with ``alpha = (size - pool) / (out - 1)``, the last at size - pool."""
+    int64, dtype = ir.DataType.INT64, samples.dtype
+    u = ctx.op.Gather(samples, ctx.const([d], int64), axis=2)  # (N, C, 1)
+    last = ctx.const(size - pool, int64)
+    if out == 1:
+        return ctx.op.Expand(last, ctx.op.Shape(u))
+    # the sample's dtype, as torch computes in the input's scalar type; Cast truncates as static_cast does
+    alpha = ctx.const(np.float64(size - pool) / np.float64(out - 1), dtype)
+    i = ctx.const(np.arange(out, dtype=np.float64), dtype)
+    starts = ctx.op.Sub(ctx.cast(ctx.op.Mul(ctx.op.Add(i, u), alpha), int64), ctx.cast(ctx.op.Mul(u, alpha), int64))
+    return ctx.op.Where(ctx.const(np.arange(out) == out - 1), last, starts)
+
+
+def _fractional_max_pool(ctx: Ctx, x: ir.Value, kernel: IntList, output_size: IntList, samples: ir.Value,
+                         nd: int) -> tuple[ir.Value, ir.Value]:
+    """Max over pseudo-random windows: the window starts come from ``samples`` (N, C, nd), one uniform draw per
+    plane and dim (dims in order: torch's 2-D kernel reads its two samples width first, the 3-D one depth first)."""
+    k, o = spatial_ints(ctx, kernel, nd, "kernel_size"), spatial_ints(ctx, output_size, nd, "output_size")
+    sizes = list(x.shape)[-nd:]
+    if not all(isinstance(n, int) for n in sizes):
+        raise ctx.unsupported("fractional max pooling of symbolic spatial sizes",
+                              fix="make the spatial sizes static (leave them out of dynamic_shapes)")
+    return with_batch(ctx, x, nd, lambda v: _fractional_windows_max(ctx, v, sizes, k, o, samples))
+
+
+def _fractional_windows_max(ctx: Ctx, x: ir.Value, sizes: list[int], k: list[int], o: list[int],
+                            samples: ir.Value) -> tuple[ir.Value, ir.Value]:
+    nd, int64 = len(sizes), ir.DataType.INT64
+    order = [1, 0] if nd == 2 else list(range(nd))  # the sample index used for spatial dim d
+    table: ir.Value | None = None  # plane index of every window element, (N, C, o_1..o_nd, k_1..k_nd)
+    for d in range(nd):
+        starts = _fractional_starts(ctx, samples, order[d], sizes[d], o[d], k[d])
+        t = ctx.op.Add(ctx.op.Unsqueeze(starts, ctx.const([-1], int64)), ctx.const(np.arange(k[d]), int64))
+        shape = [o[d] if a == d else 1 for a in range(nd)] + [k[d] if a == d else 1 for a in range(nd)]
+        t = ctx.op.Reshape(t, ctx.op.Concat(ctx.op.Shape(t, end=2), ctx.const(shape, int64), axis=0))
+        table = t if table is None else ctx.op.Add(ctx.op.Mul(table, ctx.const(sizes[d], int64)), t)
+    # (x may have lost its static shape to with_batch's Unsqueeze: the sizes are explicit)
+    lead = ctx.op.Shape(x, end=2)
+    table = ctx.op.Reshape(table, ctx.op.Concat(lead, ctx.const([math.prod(o), math.prod(k)], int64), axis=0))
+    flat = ctx.op.Reshape(x, ctx.op.Concat(lead, ctx.const([math.prod(sizes)], int64), axis=0))
+    every = ctx.op.Reshape(table, ctx.op.Concat(lead, ctx.const([math.prod(o) * math.prod(k)], int64), axis=0))
+    windows = ctx.op.Reshape(ctx.op.GatherElements(flat, every, axis=2), ctx.op.Shape(table))
+    value = ctx.op.ReduceMax(windows, ctx.const([-1], int64), keepdims=0)
+    best = ctx.op.ArgMax(windows, axis=-1, keepdims=1)  # the first maximum in row-major order, as torch's
+    index = ctx.op.Squeeze(ctx.op.GatherElements(table, best, axis=-1), ctx.const([-1], int64))
+    shape = ctx.op.Concat(lead, ctx.const(o, int64), axis=0)
+    return ctx.op.Reshape(value, shape), ctx.op.Reshape(index, shape)
+
+
+@aten(aten_.fractional_max_pool2d.default)
+def fractional_max_pool2d(ctx: Ctx, x: ir.Value, kernel_size: IntList, output_size: IntList,
+                          random_samples: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
+    return _fractional_max_pool(ctx, x, kernel_size, output_size, random_samples, 2)
+
+
+@aten(aten_.fractional_max_pool3d.default)
+def fractional_max_pool3d(ctx: Ctx, x: ir.Value, kernel_size: IntList, output_size: IntList,
+                          random_samples: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
+    return _fractional_max_pool(ctx, x, kernel_size, output_size, random_samples, 3)
+
+
+def _max_pool_backward(ctx: Ctx, grad: ir.Value, x: ir.Value, indices: ir.Value, nd: int) -> ir.Value:
+    """Each output's gradient added at the plane index its maximum came from (indices as torch's, per plane)."""
+    flat, outs = _planes_shape(ctx, x, nd), _planes_shape(ctx, grad, nd)
+    # onnxruntime adds with ScatterElements in float32 and float64 only
+    dtype = grad.dtype if grad.dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE) else ir.DataType.FLOAT
+    zeros = ctx.op.Expand(ctx.const(0.0, dtype), flat)
+    summed = ctx.op.ScatterElements(zeros, ctx.op.Reshape(indices, outs), ctx.op.Reshape(ctx.cast(grad, dtype), outs),
+                                    axis=-1, reduction="add")
+    return ctx.cast(ctx.op.Reshape(summed, ctx.op.Shape(x)), grad.dtype)
+
+
+@aten(aten_.max_pool2d_with_indices_backward.default)
+def max_pool2d_with_indices_backward(ctx: Ctx, grad_output: ir.Value, x: ir.Value, kernel_size: IntList,
+                                     stride: IntList, padding: IntList, dilation: IntList, ceil_mode: bool,
+                                     indices: ir.Value) -> ir.Value:
+    """max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
+    return _max_pool_backward(ctx, grad_output, x, indices, 2)
+
+
+@aten(aten_.max_pool3d_with_indices_backward.default)
+def max_pool3d_with_indices_backward(ctx: Ctx, grad_output: ir.Value, x: ir.Value, kernel_size: IntList,
+                                     stride: IntList, padding: IntList, dilation: IntList, ceil_mode: bool,
+                                     indices: ir.Value) -> ir.Value:
+    """max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
+    return _max_pool_backward(ctx, grad_output, x, indices, 3)

@@ -1,5 +1,5 @@
-"""Random ops: rand/randn/randint and their ``_like`` forms, normal, uniform, exponential, bernoulli,
-multinomial, randperm, dropout.
+"""Random ops: rand/randn/randint and their ``_like`` forms, normal, uniform, exponential, cauchy,
+log_normal, geometric, bernoulli, multinomial, randperm, the dropouts and rrelu's training-mode slopes.
 
 Every draw starts from standard uniform or normal noise made by ``_noise``. Up to opset 21 that is
 ``RandomUniform``/``RandomNormal`` (their ``*Like`` forms when the shape is symbolic). From opset 22
@@ -242,19 +242,80 @@ def feature_dropout(ctx: Ctx, x: ir.Value, p: float, train: bool) -> ir.Value:
     """feature_dropout(Tensor input, float p, bool train) -> Tensor"""
     if not train or not p:
         return x
-    # whole channels: one draw per (dim 0, dim 1) pair, as torch's feature noise
-    shape = ctx.op.Concat(ctx.op.Shape(x, end=2), ctx.const([1] * (len(x.shape) - 2), INT64), axis=0)
-    return _scaled_keep(ctx, x, p, shape)[0]
+    return _scaled_keep(ctx, x, p, _feature_shape(ctx, x))[0]
 
 
-@aten(aten_.alpha_dropout.default)
-def alpha_dropout(ctx: Ctx, x: ir.Value, p: float, train: bool) -> ir.Value:
-    """alpha_dropout(Tensor input, float p, bool train) -> Tensor"""
+def _alpha_dropout(ctx: Ctx, x: ir.Value, p: float, train: bool, *, feature: bool) -> ir.Value:
+    """Alpha dropout of single units, or of whole channels (``feature``): dropped units take SELU's negative
+    saturation, then an affine map restores the mean and variance."""
     if not train or not p:
         return x
     if p >= 1:
         return ctx.op.Mul(x, ctx.const(0, x.dtype))
     alpha = -1.7580993408473766  # SELU's negative saturation, which dropped units take
     a = ((1 - p) * (1 + p * alpha**2)) ** -0.5
-    dropped = ctx.op.Where(_keep_mask(ctx, ctx.op.Shape(x), p), x, ctx.const(alpha, x.dtype))
+    shape = _feature_shape(ctx, x) if feature else ctx.op.Shape(x)
+    dropped = ctx.op.Where(_keep_mask(ctx, shape, p), x, ctx.const(alpha, x.dtype))
     return ctx.op.Add(ctx.op.Mul(dropped, ctx.const(a, x.dtype)), ctx.const(-a * alpha * p, x.dtype))
+
+
+def _feature_shape(ctx: Ctx, x: ir.Value) -> ir.Value:
+    """(dim 0, dim 1, 1, ...): one draw per channel of each sample, as torch's feature noise."""
+    return ctx.op.Concat(ctx.op.Shape(x, end=2), ctx.const([1] * (len(x.shape) - 2), INT64), axis=0)
+
+
+@aten(aten_.alpha_dropout.default)
+def alpha_dropout(ctx: Ctx, x: ir.Value, p: float, train: bool) -> ir.Value:
+    """alpha_dropout(Tensor input, float p, bool train) -> Tensor"""
+    return _alpha_dropout(ctx, x, p, train, feature=False)
+
+
+@aten(aten_.feature_alpha_dropout.default)
+def feature_alpha_dropout(ctx: Ctx, x: ir.Value, p: float, train: bool) -> ir.Value:
+    """feature_alpha_dropout(Tensor input, float p, bool train) -> Tensor"""
+    return _alpha_dropout(ctx, x, p, train, feature=True)
+
+
+# -- more distributions: transforms of one uniform (inverse CDFs) or normal draw per element -------------
+
+
+@aten(aten_.cauchy.default)
+def cauchy(ctx: Ctx, x: ir.Value, median: float = 0.0, sigma: float = 1.0, **_: Any) -> ir.Value:
+    """cauchy(Tensor self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor"""
+    u = _noise(ctx, "uniform", like=x)
+    angle = ctx.op.Mul(ctx.op.Sub(u, ctx.const(0.5, u.dtype)), ctx.const(math.pi, u.dtype))
+    # tan as sin / cos: onnxruntime has no float64 Tan
+    return _scaled(ctx, ctx.op.Div(ctx.op.Sin(angle), ctx.op.Cos(angle)), sigma, median)
+
+
+@aten(aten_.log_normal.default)
+def log_normal(ctx: Ctx, x: ir.Value, mean: float = 1.0, std: float = 2.0, **_: Any) -> ir.Value:
+    """log_normal(Tensor self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor"""
+    z = _noise(ctx, "normal", like=x)
+    return ctx.cast(ctx.op.Exp(ctx.op.Add(ctx.op.Mul(z, ctx.const(std, z.dtype)), ctx.const(mean, z.dtype))),
+                    ctx.out_dtype())
+
+
+@aten(aten_.geometric.default)
+def geometric(ctx: Ctx, x: ir.Value, p: float, **_: Any) -> ir.Value:
+    """geometric(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
+    u = _noise(ctx, "uniform", like=x)
+    # trials until the first success: ceil(log(v) / log(1 - p)) for v uniform in (0, 1]; at least 1
+    log_fail = math.log1p(-p) if p < 1 else -math.inf
+    trials = ctx.op.Ceil(ctx.op.Div(ctx.op.Log(ctx.op.Sub(ctx.const(1.0, u.dtype), u)), ctx.const(log_fail, u.dtype)))
+    return ctx.cast(ctx.op.Max(trials, ctx.const(1.0, u.dtype)), ctx.out_dtype())
+
+
+@aten(aten_.rrelu_with_noise_functional.default)
+def rrelu_with_noise_functional(ctx: Ctx, x: ir.Value, noise: ir.Value, lower: float = 0.125, upper: float = 1 / 3,
+                                training: bool = False, **_: Any) -> tuple[ir.Value, ir.Value]:
+    """rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> (Tensor, Tensor noise_out)"""
+    if not training and x.dtype in (ir.DataType.FLOAT, ir.DataType.FLOAT16):  # LeakyRelu's only dtypes
+        return ctx.op.LeakyRelu(x, alpha=(lower + upper) / 2), ctx.op.Identity(noise)
+    positive = ctx.op.Greater(x, ctx.const(0, x.dtype))
+    if not training:  # the mean slope; the noise is left as it was
+        return ctx.op.Where(positive, x, ctx.op.Mul(x, ctx.const((lower + upper) / 2, x.dtype))), ctx.op.Identity(noise)
+    # in training, each non-positive element gets its own slope drawn from U[lower, upper), returned as noise
+    slope = _scaled(ctx, _noise(ctx, "uniform", like=x), upper - lower, lower)
+    slope = ctx.op.Where(positive, ctx.const(1, slope.dtype), slope)
+    return ctx.op.Mul(x, slope), ctx.cast(slope, noise.dtype)

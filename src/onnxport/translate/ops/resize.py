@@ -82,4 +82,5 @@ _register("upsample_linear1d", "linear", aligned=True)
 _register("upsample_bilinear2d", "linear", aligned=True)
 _register("upsample_trilinear3d", "linear", aligned=True)
 _register("upsample_bicubic2d", "cubic", aligned=True)
-# No antialias overloads: onnxruntime's antialiased Resize filters differently from torch's (errors ~0.2)
+# The antialias overloads are in sampling.py: onnxruntime's antialiased Resize filters differently from
+# torch's (errors ~0.2), so they are weight matrices there.
