@@ -53,6 +53,10 @@ def linspace_int(x): return torch.linspace(-3, 10, 5, dtype=torch.int64)
 def fill_fn(x): return x.clone().fill_(x[0, 0])
 
 
+def tril_idx(x): return x + torch.tril_indices(4, 3, -1)[:, :1]
+def triu_idx(x): return x + torch.triu_indices(3, 5, 1)
+
+
 CASES = [
     OpCase(aten.zeros.default, args=lambda: ([2, 3],)),
     OpCase(aten.ones.default, args=lambda: ([2, 3],), kwargs={"dtype": torch.int32}),
@@ -97,6 +101,8 @@ CASES = [
     OpCase(aten.triu.default, args=lambda: (randn(4, 5), 2)),
     OpCase(aten.triu.default, args=lambda: (torch.arange(12).reshape(3, 4),), name="int"),
     OpCase(aten.tril.default, args=lambda: (randn(4, 4) > 0,), name="bool"),
+    OpCase(tril_idx, args=lambda: (torch.zeros(2, 1, dtype=torch.int64),), name="tril_indices"),
+    OpCase(triu_idx, args=lambda: (torch.zeros(2, 1, dtype=torch.int64),), name="triu_indices"),
 ]
 
 

@@ -278,6 +278,14 @@ CASES = [
            dynamic_shapes=(({0: N}, None),)),
     OpCase(mod_op, args=lambda: (randn(5, 4), away_from_zero(5, 4)), name="dynamic",
            dynamic_shapes=(({0: N}, {0: N}),)),
+    OpCase(torch.bitwise_left_shift, args=lambda: (ints(3, 4, low=-64, high=64), ints(3, 4, low=0, high=70)),
+           name="past_the_width", expect_ops=["BitShift"], dtypes=(torch.int64, torch.int32)),
+    OpCase(torch.bitwise_right_shift, args=lambda: (ints(3, 4, low=-64, high=64), ints(3, 4, low=0, high=70)),
+           name="arithmetic", expect_ops=["BitShift"], dtypes=(torch.int64, torch.int32, torch.int8)),
+    OpCase(torch.bitwise_left_shift, args=lambda: (ints(5, low=-9, high=9), 3), name="scalar"),
+    OpCase(torch.gcd, args=lambda: (ints(4, 5, low=-90, high=90), ints(5, low=-90, high=90)), expect_ops=["Loop"]),
+    OpCase(torch.gcd, args=lambda: (torch.tensor([0, 0, 7, -12]), torch.tensor([0, 5, 0, 18])), name="zeros"),
+    OpCase(torch.lcm, args=lambda: (ints(4, 5, low=-30, high=30), ints(4, 5, low=-30, high=30))),
 ]
 
 

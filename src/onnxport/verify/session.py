@@ -38,6 +38,8 @@ class OrtRunner:
                 self.session = ort.InferenceSession(path, options, providers=providers)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
+        # numpy has no bfloat16: such outputs come back as OrtValues, read through DLPack.
+        self._bfloat16_outputs = any(o.type == "tensor(bfloat16)" for o in self.session.get_outputs())
 
     def run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Run on torch tensors (one per ONNX input, in order); return torch tensors."""
@@ -45,7 +47,7 @@ class OrtRunner:
 
         if len(inputs) != len(self.input_names):
             raise ValueError(f"the ONNX model takes {len(self.input_names)} inputs, got {len(inputs)}")
-        if not any(t.dtype == torch.bfloat16 for t in inputs):
+        if not self._bfloat16_outputs and not any(t.dtype == torch.bfloat16 for t in inputs):
             feeds = {name: _to_numpy(t) for name, t in zip(self.input_names, inputs)}
             outputs = self.session.run(None, feeds)
             return [torch.from_numpy(np.asarray(o)) if isinstance(o, np.ndarray) else torch.tensor(o) for o in outputs]
@@ -73,5 +75,5 @@ def _to_ortvalue(ort: object, t: torch.Tensor) -> object:
 
 def _from_ortvalue(value: object) -> torch.Tensor:
     if value.data_type() == "tensor(bfloat16)":
-        return torch.from_dlpack(value.to_dlpack())
+        return torch.from_dlpack(value)
     return torch.from_numpy(value.numpy())

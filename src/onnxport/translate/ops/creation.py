@@ -175,3 +175,20 @@ def _trilu(upper: int):
 
 aten(aten_.tril.default)(_trilu(0))
 aten(aten_.triu.default)(_trilu(1))
+
+
+def _tri_indices(lower: bool) -> Any:
+    def translate(ctx: Ctx, row: int, col: int, offset: int = 0, **_: Any) -> ir.Value:
+        if not all(isinstance(v, int) for v in (row, col, offset)):
+            raise ctx.unsupported("a symbolic matrix size", fix="pass row, col and offset as Python ints")
+        rows, cols = (np.tril_indices if lower else np.triu_indices)(row, offset, col)
+        return ctx.const(np.stack([rows, cols]).astype(np.int64).reshape(2, -1), INT64)
+
+    name = "tril_indices" if lower else "triu_indices"
+    translate.__doc__ = (f"{name}(SymInt row, SymInt col, SymInt offset=0, *, ScalarType? dtype=long, ...) -> Tensor: "
+                         "a constant")
+    return translate
+
+
+aten(aten_.tril_indices.default)(_tri_indices(True))
+aten(aten_.triu_indices.default)(_tri_indices(False))

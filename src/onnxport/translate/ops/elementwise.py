@@ -9,7 +9,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.ops._common import FLOAT_TYPES, compute_dtype, promote
+from onnxport.translate.ops._common import FLOAT_TYPES, compute_dtype, loop, promote
 from onnxport.translate.registry import aten
 
 aten_ = torch.ops.aten
@@ -376,6 +376,73 @@ def _bitwise(bool_op: str, int_op: str, packets: tuple[str, ...]) -> None:
 _bitwise("And", "BitwiseAnd", ("bitwise_and", "__and__"))
 _bitwise("Or", "BitwiseOr", ("bitwise_or", "__or__"))
 _bitwise("Xor", "BitwiseXor", ("bitwise_xor", "__xor__"))
+
+
+_UNSIGNED = {ir.DataType.INT64: ir.DataType.UINT64, ir.DataType.INT32: ir.DataType.UINT32,
+             ir.DataType.INT16: ir.DataType.UINT16, ir.DataType.INT8: ir.DataType.UINT8}
+
+
+def _shift(ctx: Ctx, x: ir.Value | Scalar, other: ir.Value | Scalar, direction: str) -> ir.Value:
+    x, other = promote(ctx, ctx.out_dtype(), x, other)
+    dtype = x.dtype
+    unsigned = _UNSIGNED.get(dtype, dtype)  # ONNX BitShift takes unsigned ints: same bits, then back
+    bits = ir.DataType(unsigned).itemsize * 8
+    count = ctx.op.Cast(other, to=unsigned)
+    # An arithmetic right shift of a negative x is ~((~x) >> n); a shift by the width or more gives 0 (or -1).
+    negative = ctx.op.Less(x, ctx.const(0, dtype)) if direction == "RIGHT" and unsigned != dtype else None
+    source = ctx.op.Where(negative, ctx.op.BitwiseNot(x), x) if negative is not None else x
+    shifted = ctx.op.Cast(ctx.op.BitShift(ctx.op.Cast(source, to=unsigned), count, direction=direction), to=dtype)
+    wide = ctx.op.GreaterOrEqual(other, ctx.const(bits, other.dtype))  # onnxruntime has no unsigned Where
+    shifted = ctx.op.Where(wide, ctx.const(0, dtype), shifted)
+    return ctx.op.Where(negative, ctx.op.BitwiseNot(shifted), shifted) if negative is not None else shifted
+
+
+@aten(aten_.bitwise_left_shift.Tensor, aten_.bitwise_left_shift.Tensor_Scalar, aten_.bitwise_left_shift.Scalar_Tensor,
+      aten_.__lshift__.Tensor, aten_.__lshift__.Scalar)
+def bitwise_left_shift(ctx: Ctx, x: ir.Value | Scalar, other: ir.Value | Scalar) -> ir.Value:
+    """bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor (bits shifted past the width are lost)"""
+    return _shift(ctx, x, other, "LEFT")
+
+
+@aten(aten_.bitwise_right_shift.Tensor, aten_.bitwise_right_shift.Tensor_Scalar,
+      aten_.bitwise_right_shift.Scalar_Tensor, aten_.__rshift__.Tensor, aten_.__rshift__.Scalar)
+def bitwise_right_shift(ctx: Ctx, x: ir.Value | Scalar, other: ir.Value | Scalar) -> ir.Value:
+    """bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor (arithmetic for signed ints)"""
+    return _shift(ctx, x, other, "RIGHT")
+
+
+def _gcd(ctx: Ctx, a: ir.Value, b: ir.Value) -> ir.Value:
+    """Euclid's algorithm on |a|, |b| in an ONNX Loop, until every remainder is 0."""
+    a, b = ctx.op.Abs(a), ctx.op.Abs(b)
+    a, b = ctx.op.Expand(a, ctx.op.Shape(b)), ctx.op.Expand(b, ctx.op.Shape(a))
+    zero = ctx.const(0, a.dtype)
+
+    def step(body: Ctx, i: ir.Value, values: list[ir.Value]) -> tuple[list[ir.Value], ir.Value]:
+        x, y = values
+        done = body.op.Equal(y, zero)
+        divisor = body.op.Where(done, body.const(1, y.dtype), y)  # no division by zero where y is done
+        x, y = body.op.Where(done, x, y), body.op.Where(done, zero, body.op.Mod(x, divisor))
+        pending = body.op.ReduceSum(body.op.Cast(body.op.Not(body.op.Equal(y, zero)), to=int(ir.DataType.INT64)),
+                                    keepdims=0)
+        return [x, y], body.op.Greater(pending, body.const(0, ir.DataType.INT64))
+
+    return loop(ctx, "gcd", None, [a, b], step)[0]
+
+
+@aten(aten_.gcd.default)
+def gcd(ctx: Ctx, x: ir.Value, other: ir.Value) -> ir.Value:
+    """gcd(Tensor self, Tensor other) -> Tensor"""
+    return _gcd(ctx, *promote(ctx, ctx.out_dtype(), x, other))
+
+
+@aten(aten_.lcm.default)
+def lcm(ctx: Ctx, x: ir.Value, other: ir.Value) -> ir.Value:
+    """lcm(Tensor self, Tensor other) -> Tensor: |x / gcd * other|, 0 where gcd is 0"""
+    x, other = promote(ctx, ctx.out_dtype(), x, other)
+    g = _gcd(ctx, x, other)
+    zero = ctx.op.Equal(g, ctx.const(0, g.dtype))
+    quotient = ctx.op.Div(x, ctx.op.Where(zero, ctx.const(1, g.dtype), g))
+    return ctx.op.Where(zero, ctx.const(0, g.dtype), ctx.op.Abs(ctx.op.Mul(quotient, other)))
 
 
 @aten(aten_.bitwise_not.default)

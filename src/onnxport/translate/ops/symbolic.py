@@ -141,7 +141,11 @@ def ceil(ctx: Ctx, a: ir.Value | float) -> ir.Value:
     aten_.sym_constrain_range_for_size.default,
     aten_.sym_constrain_range.default,
     aten_._assert_tensor_metadata.default,
+    aten_._assert_async.default,
+    aten_._assert_async.msg,
 )
 def assertion(ctx: Ctx, *args: object, **kwargs: object) -> None:
-    """Runtime checks that torch.export already proved or recorded as range constraints: no ONNX node."""
+    """Runtime checks that torch.export already proved or recorded as range constraints: no ONNX node.
+    ``_assert_async`` checks a tensor's value (``one_hot``'s index range): ONNX cannot raise, so the model
+    computes what eager computes whenever the check holds."""
     return None
