@@ -72,12 +72,8 @@ def generate(
         positions = np.cumsum(mask, axis=-1) - 1
         positions = np.where(mask == 0, 1, positions)[:, -step_ids.shape[1] :]
         feed = {"input_ids": step_ids, "attention_mask": mask, "position_ids": positions, **past}
-        outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, {k: v for k, v in feed.items() if k in inputs})))
-        scores.append(torch.from_numpy(outputs["logits"][:, -1, :].copy()))
-        chosen = scores[-1].numpy().argmax(-1).astype(np.int64)
-        if eos_token_id is not None:
-            chosen = np.where(finished, pad, chosen)
-            finished |= chosen == eos_token_id
+        outputs = _run(session, feed)
+        chosen = _pick(outputs["logits"], scores, finished, eos_token_id, pad)
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
         mask = np.concatenate([mask, np.ones((batch, 1), dtype=np.int64)], axis=1)
         past = {name: outputs[name.replace("past_key_values.", "present.", 1)] for name in past}
@@ -108,7 +104,6 @@ def generate_seq2seq(
     ``input_features``. ``eos_token_id``, ``pad_token_id`` and ``output_logits`` work as in :func:`generate`.
     """
     sessions = [_session(m) for m in (encoder, decoder, decoder_with_past)]
-    names = [{i.name for i in s.get_inputs()} for s in sessions]
     main = sessions[0].get_inputs()[0].name
     source = inputs.detach().cpu().numpy()
     feed = {main: source.astype(np.int64) if main == "input_ids" else source.astype(np.float32)}
@@ -116,7 +111,7 @@ def generate_seq2seq(
     if main == "input_ids":
         mask = np.ones_like(feed[main]) if attention_mask is None else attention_mask.cpu().numpy().astype(np.int64)
         feed["attention_mask"] = mask
-    states = sessions[0].run(None, {k: v for k, v in feed.items() if k in names[0]})[0]
+    states = next(iter(_run(sessions[0], feed).values()))
     batch = states.shape[0]
     step = {"encoder_hidden_states": states, "encoder_attention_mask": mask}
     tokens = np.full((batch, 1), decoder_start_token_id, dtype=np.int64)
@@ -125,21 +120,34 @@ def generate_seq2seq(
     scores = []
     pad = eos_token_id if pad_token_id is None else pad_token_id
     for i in range(max_new_tokens):
-        session, taken = (sessions[1], names[1]) if i == 0 else (sessions[2], names[2])
-        feed = {"input_ids": tokens[:, -1:], **step, **past}
-        outputs = dict(zip([o.name for o in session.get_outputs()],
-                           session.run(None, {k: v for k, v in feed.items() if k in taken})))
-        scores.append(torch.from_numpy(outputs["logits"][:, -1, :].copy()))
-        chosen = scores[-1].numpy().argmax(-1).astype(np.int64)
-        if eos_token_id is not None:
-            chosen = np.where(finished, pad, chosen)
-            finished |= chosen == eos_token_id
+        session = sessions[1] if i == 0 else sessions[2]
+        outputs = _run(session, {"input_ids": tokens[:, -1:], **step, **past})
+        chosen = _pick(outputs["logits"], scores, finished, eos_token_id, pad)
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
         past = {name.replace("present.", "past_key_values.", 1): value for name, value in outputs.items()
                 if name.startswith("present.")}
         if eos_token_id is not None and finished.all():
             break
     return (torch.from_numpy(tokens), scores) if output_logits else torch.from_numpy(tokens)
+
+
+def _run(session: Any, feed: dict[str, Any]) -> dict[str, np.ndarray]:
+    """One step: the model's outputs by name, fed those of ``feed`` it takes."""
+    taken = {i.name for i in session.get_inputs()}
+    results = session.run(None, {k: v for k, v in feed.items() if k in taken})
+    return dict(zip([o.name for o in session.get_outputs()], results))
+
+
+def _pick(logits: np.ndarray, scores: list[torch.Tensor], finished: np.ndarray, eos: int | None,
+          pad: int | None) -> np.ndarray:
+    """The greedy tokens of the last position (its scores appended to ``scores``); a row that produced ``eos``
+    continues with ``pad`` (``finished`` is updated in place)."""
+    scores.append(torch.from_numpy(logits[:, -1, :].copy()))
+    chosen = scores[-1].numpy().argmax(-1).astype(np.int64)
+    if eos is not None:
+        chosen = np.where(finished, pad, chosen)
+        finished |= chosen == eos
+    return chosen
 
 
 def _session(model: Any) -> Any:
