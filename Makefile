@@ -8,26 +8,29 @@ PIP_VERSION := 26.3
 # The newest-releases run keeps torch's CPU build unless told otherwise (a plain torch pulls CUDA).
 LATEST_TORCH ?= torch==2.13.0
 
-.PHONY: demo test test-latest bench bench-zoo bench-llm setup clean
+.PHONY: demo test test-latest bench bench-zoo bench-llm opinfo setup clean
 
 demo: $(VENV)/.installed
 	$(BIN)/onnxport demo
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 test-latest:
 	$(PYTHON) -m venv .venv-latest
 	.venv-latest/bin/python -m pip install -q --upgrade pip
 	.venv-latest/bin/python -m pip install -q --upgrade "$(LATEST_TORCH)" -e ".[test]"
 	.venv-latest/bin/python -m pip list --format=freeze | grep -i -E "^(torch|onnx|onnx-ir|onnxruntime|transformers|diffusers|numpy)=="
-	.venv-latest/bin/python -m pytest
+	.venv-latest/bin/python -m pytest -n auto --dist loadfile
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/run.py --out bench/results.md
 
 bench-zoo: $(VENV)/.installed
 	$(BIN)/python bench/zoo.py --out bench/zoo.md
+
+opinfo: $(VENV)/.installed
+	$(BIN)/python bench/opinfo.py --dtypes float32 float16 int64 int32 bool float64 bfloat16 --out bench/opinfo.md
 
 bench-llm: $(VENV)/.installed
 	$(BIN)/python bench/llm.py --out bench/llm.md

@@ -42,11 +42,11 @@ def test_opinfo(info) -> None:
     assert expected.split(":")[0] == result["status"], f"{key} was '{expected}', now '{got}'"
 
 
-def coverage_line() -> str:
+def coverage_line(results: dict[str, str]) -> str:
     """Matched entries over those eager runs that torch.export captures (random ones count by shape)."""
-    counts = collections.Counter(RESULTS.values())
+    counts = collections.Counter(results.values())
     matched = counts["matched"] + counts["random"]
-    base = len(RESULTS) - counts["eager fails"] - counts["not capturable"]
+    base = len(results) - counts["eager fails"] - counts["not capturable"]
     return (f"OpInfo coverage: {matched}/{base} entries match eager ({100 * matched / max(base, 1):.1f}%); "
             f"refused {counts['refused']}, mismatch {counts['mismatch']}, not capturable by torch.export "
             f"{counts['not capturable']}, eager fails {counts['eager fails']}")
