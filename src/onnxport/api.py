@@ -12,6 +12,7 @@ from onnxport import decompose as _decompose
 from onnxport import optimize as _optimize
 from onnxport import translate as _translate
 from onnxport import verify as _verify
+from onnxport import weights as _weights
 from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
 from onnxport.report import Report
@@ -39,6 +40,7 @@ def export(
     verify_mode: str = "raise",
     verify_inputs: Sequence[Any] = (),
     progress: bool = False,
+    weights: Any = None,
 ) -> OnnxProgram:
     """Export ``model`` called on ``args``/``kwargs`` to ONNX.
 
@@ -58,14 +60,25 @@ def export(
 
     transformers' KV caches (``DynamicCache``) are accepted as inputs and outputs: each layer becomes
     ``past_key_values.{i}.key``/``.value`` in and ``present.{i}.key``/``.value`` out.
+
+    ``weights`` exports a model whose weights are not loaded (built on the meta device, e.g. under
+    ``with torch.device("meta"):``): a safetensors file, a list of them, a directory of them (a sharded
+    checkpoint's index is followed), or a state dict ``{name: tensor}``, named as ``model.state_dict()``
+    names them. They give every parameter and buffer they name; the model's other tensors must hold real
+    values. The files are memory-mapped and never read during the export; the ONNX weights keep their
+    dtype (converted only where the model's differs) and are copied into the external data when the
+    program is saved (``prog.save`` writes external data for such a model), so memory stays far below the
+    weights' size. The model cannot run in eager PyTorch, so ``verify`` is skipped; the report says so.
     """
+    source = _weights.Weights.open(weights) if weights is not None else None
     # The caches are pytree nodes for the whole export (capture and verification flatten them), not after.
-    with _capture.transformers_caches():
+    with _capture.transformers_caches(), _weights.bind(model, source) as bound:
         return _export(
             model, args, kwargs, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes, input_names=input_names,
             output_names=output_names, opset=opset, custom_translations=custom_translations,
             custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow, optimize=optimize,
             verify=verify, verify_mode=verify_mode, verify_inputs=verify_inputs, progress=progress,
+            bound=bound,
         )
 
 
@@ -73,6 +86,7 @@ def _export(
     model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, dynamic_axes: Any, input_names: Any,
     output_names: Any, opset: Any, custom_translations: Any, custom_opsets: Any, rewrite_control_flow: bool,
     optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any], progress: bool,
+    bound: _weights.Binding | None,
 ) -> OnnxProgram:
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
     opset = _check_opset(opset)
@@ -97,6 +111,7 @@ def _export(
         translated = _translate.translate(
             ep, opset=opset, input_names=input_names, output_names=output_names,
             custom=custom, custom_opsets=custom_opsets, dim_names=captured.dim_names,
+            weights=bound.initializers(ep) if bound is not None else None,
         )
         if dynamic_axes is not None:
             _translate.name_output_dims(
@@ -115,7 +130,10 @@ def _export(
         input_used=translated.input_used,
         output_slots=translated.output_slots,
     )
-    if verify:
+    if bound is not None:
+        report.notes.append("not verified against eager PyTorch: the weights were streamed from files, never "
+                            "loaded (load the model and export it without weights= to verify)")
+    elif verify:
         with report.stage("verify") as stage:
             given = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
             result = _verify.verify_export(

@@ -64,6 +64,11 @@ def _from_pairs(value: torch.Tensor) -> torch.Tensor:
     return torch.view_as_complex(value.contiguous())
 
 
+def _streamed(model: ir.Model) -> bool:
+    """Whether some initializer is read from a file only when written (weights streamed by ``export(weights=)``)."""
+    return any(isinstance(v.const_value, ir.LazyTensor) for v in model.graph.initializers.values())
+
+
 class OnnxProgram:
     """An exported model. ``prog(*args)`` runs it in onnxruntime; ``prog.save(path)`` writes it.
 
@@ -240,7 +245,8 @@ class OnnxProgram:
         """Write the model to ``path`` atomically.
 
         Weights go to ``<path>.data`` beside it when ``external_data`` is True, or when it is None
-        and they exceed 2 GB (the protobuf limit). A failure leaves any previous file untouched.
+        and they exceed 2 GB (the protobuf limit) or were streamed from files (``export(weights=...)``:
+        each is then copied file to file, never held in memory). A failure leaves any previous file untouched.
         """
         path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
@@ -251,7 +257,7 @@ class OnnxProgram:
         if os.path.isdir(path):
             raise InvalidInputError(f"cannot save to {path}: it is a folder", fix="give a file name such as model.onnx")
         if external_data is None:
-            external_data = initializer_bytes(self.model) >= _TWO_GB
+            external_data = initializer_bytes(self.model) >= _TWO_GB or _streamed(self.model)
         name = os.path.basename(path)
         staging = tempfile.mkdtemp(prefix=f".{name}.", dir=directory)
         try:

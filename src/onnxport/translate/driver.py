@@ -190,11 +190,13 @@ def translate(
     custom: Mapping[Any, Translator] | None = None,
     custom_opsets: Mapping[str, int] | None = None,
     dim_names: Mapping[str, str] | None = None,
+    weights: Mapping[str, ir.TensorProtocol] | None = None,
 ) -> Translated:
     """Translate ``ep`` into an ONNX model of the given opset.
 
     ``dim_names`` maps torch's shape symbols (``"s17"``) to ONNX dim names (``"batch"``); symbolic dims
-    of inputs, outputs and intermediate values are written with them (``"2*batch"``).
+    of inputs, outputs and intermediate values are written with them (``"2*batch"``). ``weights`` gives
+    the initializer of a state-dict entry instead of its tensor in ``ep`` (weights streamed from a file).
     """
     gm = ep.graph_module
     names = _Names()
@@ -241,6 +243,7 @@ def translate(
                 bound[node] = None
                 continue
             tensor = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+            tensor = (weights or {}).get(spec.target, tensor)
             bound[node] = _initializer(graph, chosen.get(node) or names.unique(spec.target), tensor)
         elif spec.kind == InputKind.TOKEN:
             bound[node] = None
@@ -388,14 +391,18 @@ def _is_random(node: ir.Node) -> bool:
     return node.op_type in _RANDOM_OPS or training
 
 
-def _initializer(graph: ir.Graph, name: str, tensor: torch.Tensor) -> ir.Value:
-    tensor = tensor.detach()
-    if tensor.is_complex():  # the graph's complex layout, a view of the same memory
-        tensor = torch.view_as_real(tensor.resolve_conj())
-    if not tensor.is_contiguous():
-        tensor = tensor.contiguous()
-    value = ir.Value(name=name, const_value=TorchTensor(tensor, name=name))
-    value.dtype = onnx_dtype(tensor.dtype)
+def _initializer(graph: ir.Graph, name: str, tensor: torch.Tensor | ir.TensorProtocol) -> ir.Value:
+    if isinstance(tensor, torch.Tensor):
+        tensor = tensor.detach()
+        if tensor.is_complex():  # the graph's complex layout, a view of the same memory
+            tensor = torch.view_as_real(tensor.resolve_conj())
+        if not tensor.is_contiguous():
+            tensor = tensor.contiguous()
+        onnx_dtype(tensor.dtype)  # refuses the dtypes ONNX lacks
+        tensor = TorchTensor(tensor)
+    tensor.name = name
+    value = ir.Value(name=name, const_value=tensor)
+    value.dtype = tensor.dtype
     value.shape = ir.Shape(tensor.shape)
     graph.register_initializer(value)
     return value
