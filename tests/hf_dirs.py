@@ -18,3 +18,23 @@ def write_tokenizer(directory: str, vocab_size: int) -> None:
     with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
                    "pad_token": "<pad>"}, f)
+
+
+TINY_LLAMA = dict(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+
+
+def write_llama(directory: str, dtype: object = None, seed: int = 0, **sizes: object) -> object:
+    """A random ``LlamaForCausalLM`` (``TINY_LLAMA`` updated by ``sizes``) saved in ``dtype`` with a tokenizer;
+    returns the model as saved."""
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(**{**TINY_LLAMA, **sizes})
+    model = transformers.LlamaForCausalLM(config).eval()
+    if dtype is not None:
+        model = model.to(dtype)
+    model.save_pretrained(directory)
+    write_tokenizer(directory, config.vocab_size)
+    return model

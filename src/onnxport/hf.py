@@ -7,6 +7,11 @@ use them), and OUT/ also gets a ``genai_config.json`` and the tokenizer files fo
 so that onnxruntime-genai loads OUT/ as it is. The seq2seq tasks (``text2text-generation``,
 ``automatic-speech-recognition``) write three models as optimum names them: ``encoder_model.onnx``,
 ``decoder_model.onnx`` and ``decoder_with_past_model.onnx`` (see ``onnxport.seq2seq``).
+
+By default the weights are never loaded (``streaming``, every task but the seq2seq ones): the model is built
+on the meta device and its safetensors files are copied tensor by tensor into ``model.onnx.data``
+(``onnxport.hf_stream``), so a checkpoint larger than memory exports. Eager PyTorch cannot run such a
+model, so it is not verified against it; ``streaming=False`` loads the model and verifies the export.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from onnxport.errors import InvalidInputError
+from onnxport import hf_stream
+from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.program import OnnxProgram
 from onnxport.seq2seq import Seq2SeqPrograms
 
@@ -36,9 +42,16 @@ PAST, NEW = 4, 3  # a decode step exports the one model that serves prefill (pas
 
 
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
-              *, opset: int | None = None, progress: bool = False) -> OnnxProgram | Seq2SeqPrograms:
+              *, opset: int | None = None, progress: bool = False,
+              streaming: bool | None = None) -> OnnxProgram | Seq2SeqPrograms:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
-    programs of a seq2seq task)."""
+    programs of a seq2seq task).
+
+    ``streaming`` (default: True but for the seq2seq tasks) exports without loading the weights: the ONNX
+    weights are the checkpoint's, in its dtype, copied from its safetensors files when the model is saved,
+    and the export is not verified against eager PyTorch. ``streaming=False`` loads the model with
+    ``from_pretrained`` and verifies the export against it.
+    """
     directory = os.fspath(directory)
     if not os.path.isfile(os.path.join(directory, "config.json")):
         raise InvalidInputError(f"{directory} has no config.json", fix="point at a transformers model directory "
@@ -50,9 +63,19 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
 
     config = transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
     spec = TASKS[task]
+    streaming = not spec.seq2seq if streaming is None else streaming
+    if streaming and spec.seq2seq:
+        raise InvalidInputError(f"{task} models are exported with their weights loaded (their example inputs come "
+                                "from running the encoder)", fix="leave streaming unset, or pass streaming=False")
+    weights = None
     try:
-        model = getattr(transformers, spec.auto).from_pretrained(directory, local_files_only=True).eval()
+        if streaming:
+            model, weights = hf_stream.meta_model(directory, spec.auto, config)
+        else:
+            model = getattr(transformers, spec.auto).from_pretrained(directory, local_files_only=True).eval()
     except (ValueError, OSError) as exc:
+        if isinstance(exc, OnnxportError):
+            raise
         raise InvalidInputError(f"transformers cannot load {directory} as {spec.auto}: {exc}",
                                 fix=f"check that the directory holds a model for {task}") from None
     import onnxport
@@ -62,7 +85,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         result = onnxport.export_seq2seq(model, inputs, opset=opset, progress=progress)
         files = dict(zip(SEQ2SEQ_FILES, result))
     else:
-        result = onnxport.export(model, (), inputs, dynamic_shapes=spec.dynamic, opset=opset, progress=progress)
+        result = onnxport.export(model, (), inputs, dynamic_shapes=spec.dynamic, opset=opset, progress=progress,
+                                 weights=weights)
         files = {"model.onnx": result}
     os.makedirs(out, exist_ok=True)
     for name, prog in files.items():
@@ -92,8 +116,11 @@ def _text_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
 def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """A decode step: the cache of a ``PAST``-token prefill, then ``NEW`` tokens."""
     prompt = _ids(config, EXAMPLE_BATCH, PAST)
-    with torch.no_grad():
-        cache = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True).past_key_values
+    if any(p.is_meta for p in model.parameters()):  # streamed: no weights to run the prefill on
+        cache = hf_stream.meta_cache(model, input_ids=prompt)
+    else:
+        with torch.no_grad():
+            cache = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True).past_key_values
     inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, NEW, seed=1),
               "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64)}
     if _takes_positions(model):

@@ -1,0 +1,187 @@
+"""A transformers model built from a local directory without loading its weights (``export_hf``'s default).
+
+The model is built on the meta device in the dtype ``from_pretrained`` would choose, and its weights are
+the directory's safetensors files, read by their headers (``onnxport.weights``): capture sees them
+memory-mapped and never reads them, and ``OnnxProgram.save`` copies each one's bytes into
+``model.onnx.data``. What ``from_pretrained`` does besides reading the files is done as it does it:
+checkpoint names renamed as its loader renames them (base-model prefix, legacy names), tied weights taken
+from the one the checkpoint holds, ``_keep_in_fp32_modules`` kept in float32, and the buffers a model
+computes itself (rotary ``inv_freq``, ``position_ids``) computed by the model's own ``initialize_weights``.
+A checkpoint that needs more (weights merged or split on load, weights it lacks and transformers would
+initialise at random) is refused, naming them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from onnxport.errors import InvalidInputError
+from onnxport.weights import Weights
+
+__all__ = ["meta_cache", "meta_model"]
+
+_IN_MEMORY = "export with the model loaded instead (export_hf(..., streaming=False), or --in-memory on the command line)"
+
+
+def meta_model(directory: str, auto: str, config: Any) -> tuple[torch.nn.Module, Weights]:
+    """The model of ``directory`` for the auto class ``auto`` on the meta device (but for the buffers it
+    computes itself), and its weights named as the model names them."""
+    import transformers
+
+    try:
+        weights = Weights.open(directory)
+    except InvalidInputError as exc:
+        raise InvalidInputError(exc.message, fix=f"{_IN_MEMORY}; or {exc.fix}") from None
+    dtype = _checkpoint_dtype(config, weights)
+    with torch.device("meta"):
+        model = getattr(transformers, auto).from_config(config, dtype=dtype).eval()
+    _keep_in_float32(model, dtype)
+    names = _checkpoint_names(model, weights)
+    _compute_buffers(model, names)
+    generation = os.path.join(directory, "generation_config.json")
+    if os.path.isfile(generation) and getattr(model, "generation_config", None) is not None:
+        model.generation_config = transformers.GenerationConfig.from_pretrained(directory)
+    return model, weights.renamed(names)
+
+
+def _checkpoint_dtype(config: Any, weights: Weights) -> torch.dtype:
+    """The dtype ``from_pretrained(dtype="auto")`` (its default) builds the model in."""
+    dtype = getattr(config, "dtype", None)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    dtypes = [weights._entries[k].dtype for k in sorted(weights)]
+    floating = [d for d in dtypes if d is not None and d.is_floating_point and d.itemsize > 1]
+    return floating[0] if floating else torch.float32
+
+
+def _keep_in_float32(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Modules transformers keeps in float32 when it loads the model in float16 (or bfloat16, "strict")."""
+    patterns = set(getattr(model, "_keep_in_fp32_modules_strict", None) or ()) if dtype in (torch.float16, torch.bfloat16) else set()
+    if dtype == torch.float16:
+        patterns |= set(getattr(model, "_keep_in_fp32_modules", None) or ())
+    if not patterns:
+        return
+    matches = re.compile("|".join(f"({p.replace('*', '.*')})" for p in sorted(patterns))).search
+    for name, module in model.named_modules():
+        for kind in ("_parameters", "_buffers"):
+            slots = getattr(module, kind)
+            for attr, tensor in list(slots.items()):
+                if tensor is not None and tensor.is_floating_point() and matches(f"{name}.{attr}" if name else attr):
+                    cast = tensor.to(torch.float32)
+                    slots[attr] = torch.nn.Parameter(cast, tensor.requires_grad) if kind == "_parameters" else cast
+
+
+def _checkpoint_names(model: torch.nn.Module, weights: Weights) -> dict[str, str]:
+    """Each state-dict key of the model found in the checkpoint -> the checkpoint's name for it, renamed as
+    transformers' loader renames (prefix added or removed, legacy names); refuses what it would convert."""
+    expected = model.state_dict()
+    renamings, converters = _conversions(model)
+    prefix = getattr(model, "base_model_prefix", None) or None
+    found: dict[str, str] = {}
+    converted = set()
+    for key in sorted(weights):
+        name, merged = _rename(key, renamings, converters, prefix, expected)
+        if name not in expected and key in expected:
+            name, merged = _rename(key, [], [], prefix, expected)
+        if name in expected:
+            (converted.add(name) if merged else found.setdefault(name, key))
+    if converted:
+        raise InvalidInputError(
+            f"transformers converts {len(converted)} weights of this checkpoint when it loads them (merged or split, "
+            f"e.g. {', '.join(sorted(converted)[:3])}), which onnxport does not do without loading them",
+            fix=_IN_MEMORY,
+        )
+    return found
+
+
+def _conversions(model: torch.nn.Module) -> tuple[list[Any], list[Any]]:
+    """transformers' renamings and conversions of checkpoint names for this model (none where it has no such API)."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightConverter, WeightRenaming
+    except ImportError:
+        return [], []
+    mapping = get_model_conversion_mapping(model)
+    return ([m for m in mapping if isinstance(m, WeightRenaming)], [m for m in mapping if isinstance(m, WeightConverter)])
+
+
+def _rename(key: str, renamings: list[Any], converters: list[Any], prefix: str | None, expected: Any) -> tuple[str, bool]:
+    """The model's name for checkpoint ``key`` and whether a conversion (not a renaming) produced it: transformers'
+    own rule where it has one, else the base-model prefix added or removed."""
+    try:
+        from transformers.core_model_loading import rename_source_key
+    except ImportError:
+        rename_source_key = None
+    if rename_source_key is not None:
+        name, pattern = rename_source_key(key, renamings, converters, prefix, expected)
+        return name, pattern is not None
+    if prefix and key.startswith(f"{prefix}.") and key[len(prefix) + 1:] in expected:
+        return key[len(prefix) + 1:], False
+    if prefix and f"{prefix}.{key}" in expected:
+        return f"{prefix}.{key}", False
+    return key, False
+
+
+def _compute_buffers(model: torch.nn.Module, names: dict[str, str]) -> None:
+    """Give the buffers the checkpoint lacks (rotary ``inv_freq``, ``position_ids``) the values transformers
+    gives them after loading: real tensors, filled by the model's ``initialize_weights``."""
+    groups: dict[int, list[str]] = {}
+    for key, tensor in [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]:
+        groups.setdefault(id(tensor), []).append(key)
+    params = {id(p) for p in model.parameters()}
+    missing = [keys[0] for ident, keys in groups.items() if ident in params and not any(k in names for k in keys)]
+    if missing:
+        raise InvalidInputError(
+            f"the checkpoint lacks {len(missing)} weights of {type(model).__name__} "
+            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): transformers would initialise them "
+            "at random",
+            fix=f"check that the directory holds this task's model (its head included); {_IN_MEMORY}",
+        )
+    for key, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        if key in names:
+            tensor._is_hf_initialized = True  # transformers' mark of a loaded tensor: its init leaves it alone
+    for key, buffer in list(model.named_buffers()):
+        if key not in names:  # zeros, not transformers' empty_like, so that the same export gives the same file
+            owner, _, attr = key.rpartition(".")
+            model.get_submodule(owner)._buffers[attr] = torch.zeros_like(buffer, device="cpu")
+    if hasattr(model, "initialize_weights"):
+        model.initialize_weights()
+
+
+def meta_cache(model: torch.nn.Module, **inputs: Any) -> Any:
+    """The KV cache ``model(**inputs, use_cache=True)`` returns, from a run on the meta device (no weight is
+    read): zeros of its shapes and dtypes. Without an attention mask: transformers reads a mask's values."""
+    meta = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    with _all_meta(model), torch.no_grad():
+        cache = model(**meta, use_cache=True).past_key_values
+    from onnxport.capture import transformers_caches
+
+    with transformers_caches():
+        leaves, spec = pytree.tree_flatten(cache)
+        real = [torch.zeros(leaf.shape, dtype=leaf.dtype) if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+        return pytree.tree_unflatten(real, spec)
+
+
+@contextlib.contextmanager
+def _all_meta(model: torch.nn.Module) -> Iterator[None]:
+    """The model's real buffers on the meta device for the block, so that a run on meta inputs stays there."""
+    swapped = []
+    try:
+        for module in model.modules():
+            for attr, buffer in list(module._buffers.items()):
+                if buffer is not None and not buffer.is_meta:
+                    swapped.append((module, attr, buffer))
+                    module._buffers[attr] = buffer.to("meta")
+        yield
+    finally:
+        for module, attr, buffer in swapped:
+            module._buffers[attr] = buffer
