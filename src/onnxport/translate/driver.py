@@ -23,6 +23,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from onnxport.errors import OnnxportError, TranslationError, location_from_stack_trace
 from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-in translators)
 from onnxport.translate.builder import Ctx, _Names, onnx_dtype
+from onnxport.translate.legalize import legalize_dtypes
 from onnxport.translate.ops.complex import complex_translator, is_complex, touches_complex
 from onnxport.translate.registry import _BUILTIN, Translator, _functional_variant, lookup, target_name
 
@@ -257,6 +258,7 @@ def translate(
     out_specs = ep.graph_signature.output_specs
     user_flat = [r for r, s in zip(flat, out_specs) if s.kind == OutputKind.USER_OUTPUT]
     output_slots = _add_outputs(ctx, user_flat, output_names, leaf_names)
+    legalize_dtypes(graph, opset)
     model = ir.Model(graph, ir_version=10, producer_name="onnxport", producer_version=_version())
     random = random_outputs(graph)
     if random:
