@@ -106,13 +106,18 @@ def _compare_one(name: str, exp: torch.Tensor | float, act: torch.Tensor, *, ran
     if exp.numel() == 0 or random:
         return check
     e, a = exp.double(), act.double()
-    both_nan = torch.isnan(e) & torch.isnan(a)
-    same_inf = torch.isinf(e) & (e == a)
-    diff = torch.where(both_nan | same_inf, torch.zeros_like(e), (e - a).abs())
-    diff = torch.nan_to_num(diff, nan=float("inf"))
+    diff = (e - a).abs()
+    magnitude = e.abs()
+    if not bool(torch.isfinite(diff).all()):
+        # NaN or inf somewhere: NaN against NaN and an inf against the same inf agree; anything else
+        # against a NaN or an inf is off by inf (an inf expected gives no relative slack)
+        agree = (torch.isnan(e) & torch.isnan(a)) | (torch.isinf(e) & (e == a))
+        inf = float("inf")
+        diff = torch.nan_to_num(torch.where(agree, torch.zeros_like(e), diff), nan=inf, posinf=inf)
+        magnitude = torch.where(torch.isfinite(e), magnitude, torch.zeros_like(e))
     check.max_abs = float(diff.max())
-    check.max_rel = float((diff / e.abs().clamp_min(1e-12)).max())
-    bad = diff > atol + rtol * e.abs()
+    check.max_rel = float((diff / magnitude.clamp_min(1e-12)).max())
+    bad = diff > atol + rtol * magnitude
     if bool(bad.any()):
         check.ok = False
         check.problem = f"{int(bad.sum())} of {exp.numel()} elements out of tolerance"
