@@ -192,7 +192,7 @@ class OnnxProgram:
         if self._runner is None:
             from onnxport.verify import OrtRunner
 
-            self._runner = OrtRunner(self.model, model_bytes=self._bytes_if_small())
+            self._runner = OrtRunner(self.model)  # the weights are read in place, never serialised
         return self._runner.run([torch.as_tensor(t) for t in inputs])
 
     def unflatten_outputs(self, flat: Sequence[torch.Tensor]) -> Any:
@@ -233,11 +233,6 @@ class OnnxProgram:
         """Names of the outputs that depend on random ops: verification compares only their shape and dtype."""
         names = self.model.metadata_props.get(RANDOM_OUTPUTS_KEY)
         return json.loads(names) if names else []
-
-    def _bytes_if_small(self) -> bytes | None:
-        if initializer_bytes(self.model) >= _TWO_GB // 2:
-            return None
-        return self.model_proto.SerializeToString()
 
     # -- saving --------------------------------------------------------------------------------------
 

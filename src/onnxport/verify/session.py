@@ -1,4 +1,9 @@
-"""An onnxruntime session that takes and returns torch tensors (bfloat16 included)."""
+"""An onnxruntime session that takes and returns torch tensors (bfloat16 included).
+
+The session gets the model's large initializers as onnxruntime values over the weights' own memory
+(``SessionOptions.add_external_initializers``) and only the graph's structure as protobuf bytes: no
+serialisation of the weights, no copy of them to build the session, and no protobuf size limit.
+"""
 
 from __future__ import annotations
 
@@ -7,35 +12,67 @@ import tempfile
 from collections.abc import Sequence
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import torch
 
-__all__ = ["OrtRunner", "initializer_bytes"]
+__all__ = ["OPTIMIZATION_LEVELS", "OrtRunner", "initializer_bytes"]
 
 _PROTOBUF_LIMIT = 2**31 - 1
+_IN_MEMORY_MIN_BYTES = 1024  # smaller initializers stay in the protobuf
+_IN_MEMORY_LOCATION = "onnxport-in-memory"  # never read: onnxruntime takes the values given by name
+# numpy dtypes onnxruntime builds values from directly (bfloat16, float8, int4 ... stay in the protobuf)
+_NUMPY_NATIVE = {
+    ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.INT8, ir.DataType.INT16,
+    ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32,
+    ir.DataType.UINT64, ir.DataType.BOOL,
+}
+OPTIMIZATION_LEVELS = ("none", "basic", "extended", "all")
 
 
 class OrtRunner:
-    """Owns one ``onnxruntime.InferenceSession`` for an ``ir.Model``."""
+    """Owns one ``onnxruntime.InferenceSession`` for an ``ir.Model``.
 
-    def __init__(self, model: ir.Model, *, threads: int | None = None, model_bytes: bytes | None = None):
+    ``optimization`` is onnxruntime's graph optimisation level: ``"all"`` (its default, for running the
+    model) down to ``"none"``. ``constructed`` counts the sessions built in this process (tests use it).
+    """
+
+    constructed = 0
+
+    def __init__(
+        self,
+        model: ir.Model,
+        *,
+        threads: int | None = None,
+        model_bytes: bytes | None = None,
+        optimization: str = "all",
+    ):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        options.graph_optimization_level = _level(ort, optimization)
         if threads is not None:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
         providers = ["CPUExecutionProvider"]
-        if model_bytes is None and initializer_bytes(model) < _PROTOBUF_LIMIT // 2:
-            model_bytes = ir.serde.serialize_model(model).SerializeToString()
+        self._weights: list[np.ndarray] = []  # the memory the session reads the in-memory initializers from
+        if model_bytes is None:
+            structure, names, self._weights = _structure_and_weights(model)
+            if structure.ByteSize() < _PROTOBUF_LIMIT:
+                values = [ort.OrtValue.ortvalue_from_numpy(w) for w in self._weights]
+                if names:
+                    options.add_external_initializers(names, values)
+                model_bytes = structure.SerializeToString()
         if model_bytes is not None:
             self.session = ort.InferenceSession(model_bytes, options, providers=providers)
         else:
+            self._weights = []
             with tempfile.TemporaryDirectory(prefix="onnxport-") as tmp:
                 path = os.path.join(tmp, "model.onnx")
                 ir.save(ir.Model(model.graph, ir_version=model.ir_version), path, external_data="model.onnx.data")
                 self.session = ort.InferenceSession(path, options, providers=providers)
+        OrtRunner.constructed += 1
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
         # numpy has no bfloat16: such outputs come back as OrtValues, read through DLPack.
@@ -53,6 +90,42 @@ class OrtRunner:
             return [torch.from_numpy(np.asarray(o)) if isinstance(o, np.ndarray) else torch.tensor(o) for o in outputs]
         feeds_ov = {name: _to_ortvalue(ort, t) for name, t in zip(self.input_names, inputs)}
         return [_from_ortvalue(o) for o in self.session.run_with_ort_values(None, feeds_ov)]
+
+
+def _level(ort: object, optimization: str) -> object:
+    levels = ort.GraphOptimizationLevel
+    by_name = {"none": levels.ORT_DISABLE_ALL, "basic": levels.ORT_ENABLE_BASIC,
+               "extended": levels.ORT_ENABLE_EXTENDED, "all": levels.ORT_ENABLE_ALL}
+    if optimization not in by_name:
+        raise ValueError(f"optimization must be one of {', '.join(OPTIMIZATION_LEVELS)}, not {optimization!r}")
+    return by_name[optimization]
+
+
+def _structure_and_weights(model: ir.Model) -> tuple[onnx.ModelProto, list[str], list[np.ndarray]]:
+    """The model as protobuf with its large main-graph initializers left as named external stubs, and
+    those initializers' names and arrays (views of the tensors' memory where the tensors allow)."""
+    graph = model.graph
+    initializers, names, weights = [], [], []
+    for value in graph.initializers.values():
+        tensor = value.const_value
+        if tensor is None or tensor.dtype not in _NUMPY_NATIVE or tensor.nbytes < _IN_MEMORY_MIN_BYTES:
+            initializers.append(value)
+            continue
+        stub = ir.ExternalTensor(_IN_MEMORY_LOCATION, 0, tensor.nbytes, tensor.dtype, shape=tensor.shape,
+                                 name=value.name)
+        initializers.append(ir.Value(name=value.name, type=value.type, shape=value.shape, const_value=stub))
+        names.append(value.name)
+        weights.append(np.ascontiguousarray(tensor.numpy()))
+    view = ir.GraphView(graph.inputs, graph.outputs, nodes=graph, initializers=initializers,
+                        doc_string=graph.doc_string, opset_imports=graph.opset_imports, name=graph.name,
+                        metadata_props=graph.metadata_props)
+    shell = ir.Model(ir.Graph([], [], nodes=[], opset_imports=graph.opset_imports), ir_version=model.ir_version,
+                     producer_name=model.producer_name, producer_version=model.producer_version,
+                     functions=list(model.functions.values()), metadata_props=model.metadata_props)
+    proto = ir.serde.serialize_model(shell)
+    proto.graph.Clear()
+    ir.serde.serialize_graph_into(proto.graph, view)
+    return proto, names, weights
 
 
 def initializer_bytes(model: ir.Model) -> int:
