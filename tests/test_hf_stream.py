@@ -157,3 +157,14 @@ def test_seq2seq_tasks_refuse_streaming(tmp_path) -> None:
     write_llama(directory)
     with pytest.raises(onnxport.InvalidInputError, match="exported with their weights loaded"):
         export_hf(directory, "text2text-generation", tmp_path / "out", streaming=True)
+
+
+def test_cli_says_when_it_streamed_and_verifies_with_in_memory(tmp_path, capsys) -> None:
+    from onnxport.cli import main
+
+    directory = str(tmp_path / "llama")
+    write_llama(directory)
+    assert main(["export-hf", directory, "-o", str(tmp_path / "streamed")]) == 0
+    assert "verification skipped: the weights were streamed" in capsys.readouterr().out
+    assert main(["export-hf", directory, "-o", str(tmp_path / "loaded"), "--in-memory"]) == 0
+    assert "verification (onnxruntime vs eager PyTorch): passed" in capsys.readouterr().out

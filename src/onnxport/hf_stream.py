@@ -58,7 +58,7 @@ def _checkpoint_dtype(config: Any, weights: Weights) -> torch.dtype:
         dtype = getattr(torch, dtype)
     if isinstance(dtype, torch.dtype):
         return dtype
-    dtypes = [weights._entries[k].dtype for k in sorted(weights)]
+    dtypes = [weights.dtype(k) for k in sorted(weights)]
     floating = [d for d in dtypes if d is not None and d.is_floating_point and d.itemsize > 1]
     return floating[0] if floating else torch.float32
 

@@ -63,8 +63,9 @@ class Weights:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def shape(self, key: str) -> tuple[int, ...]:
-        return tuple(self._entries[key].shape)
+    def dtype(self, key: str) -> torch.dtype | None:
+        """The dtype ``key`` is stored in (None: one torch has no name for)."""
+        return self._entries[key].dtype
 
     def renamed(self, names: Mapping[str, str]) -> Weights:
         """These weights under other names: ``names`` maps each new name to an existing one."""
@@ -75,8 +76,7 @@ class Weights:
     def check(self, key: str, like: torch.Tensor) -> None:
         """Refuse a weight the model's tensor ``like`` cannot take (another shape, an unknown dtype)."""
         entry = self._entries[key]
-        dtype = entry.dtype if isinstance(entry, FileRange) else entry.dtype
-        if dtype is None:
+        if entry.dtype is None:
             raise InvalidInputError(f"weight {key} has dtype {entry.dtype_name}, which torch does not know",
                                     fix="convert the checkpoint to a torch dtype")
         if tuple(entry.shape) != tuple(like.shape):
