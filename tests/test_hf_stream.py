@@ -32,13 +32,7 @@ def _empty_cache(config: object, batch: int, dtype: torch.dtype) -> object:
     return cache
 
 
-# onnxruntime's CPU provider lacks bfloat16 kernels for Mul and others until the translator computes such nodes
-# in float32 (translate/legalize.py); the export itself keeps the weights in bfloat16 either way.
-_BF16 = pytest.param(torch.bfloat16, marks=pytest.mark.xfail(raises=onnxport.OnnxportError, strict=False,
-                                                             reason="onnxruntime has no bfloat16 Mul kernel on CPU"))
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, _BF16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_streamed_llama_matches_transformers_in_the_checkpoint_dtype(dtype: torch.dtype, tmp_path) -> None:
     directory = str(tmp_path / "llama")
     write_llama(directory, dtype)
