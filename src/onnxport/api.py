@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from onnxport import blocks as _blocks
 from onnxport import capture as _capture
 from onnxport import decompose as _decompose
 from onnxport import optimize as _optimize
@@ -35,6 +36,7 @@ def export(
     custom_translations: Mapping[Any, Any] | None = None,
     custom_opsets: Mapping[str, int] | None = None,
     rewrite_control_flow: bool = True,
+    reuse_blocks: bool = True,
     optimize: bool = True,
     verify: bool = True,
     verify_mode: str = "raise",
@@ -53,6 +55,8 @@ def export(
     installed onnx and onnxruntime run.
     ``custom_translations`` maps an op (``OpOverload`` or ``"ns::op"``) to a translator;
     ``custom_opsets`` gives the versions of the custom domains its nodes use (default 1).
+    ``reuse_blocks`` captures and translates each kind of repeated layer (the blocks of a transformer or a
+    ResNet stage) once instead of once per layer; the ONNX model is the same (``onnxport.blocks``).
     ``verify`` runs the model in onnxruntime against eager PyTorch on the example inputs; a mismatch
     raises ``VerificationError``, or only warns with ``verify_mode="warn"``; ``verify_inputs`` adds
     input sets to check (each an args tuple, or ``(args, kwargs)``). ``progress`` prints one line per
@@ -76,7 +80,8 @@ def export(
         return _export(
             model, args, kwargs, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes, input_names=input_names,
             output_names=output_names, opset=opset, custom_translations=custom_translations,
-            custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow, optimize=optimize,
+            custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow, reuse_blocks=reuse_blocks,
+            optimize=optimize,
             verify=verify, verify_mode=verify_mode, verify_inputs=verify_inputs, progress=progress,
             bound=bound,
         )
@@ -85,7 +90,7 @@ def export(
 def _export(
     model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, dynamic_axes: Any, input_names: Any,
     output_names: Any, opset: Any, custom_translations: Any, custom_opsets: Any, rewrite_control_flow: bool,
-    optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any], progress: bool,
+    reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any], progress: bool,
     bound: _weights.Binding | None,
 ) -> OnnxProgram:
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
@@ -97,27 +102,37 @@ def _export(
     dynamic_shapes = _capture.resolve_dynamic_shapes(
         model, args, kwargs, dynamic_shapes, dynamic_axes, input_names, output_names
     )
-    with report.stage("capture") as stage:
-        captured = _capture.capture(
-            model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
-            rewrite_control_flow=rewrite_control_flow, report=report,
-        )
-        ep = captured.program
-        stage.detail = report.attempts[-1].strategy
-    with report.stage("decompose") as stage:
-        ep = _decompose.decompose(ep, custom=custom, opset=opset, report=report)
-        stage.detail = f"{sum(report.decomposed.values())} nodes decomposed"
-    with report.stage("translate") as stage:
-        translated = _translate.translate(
-            ep, opset=opset, input_names=input_names, output_names=output_names,
-            custom=custom, custom_opsets=custom_opsets, dim_names=captured.dim_names,
-            weights=bound.initializers(ep) if bound is not None else None,
-        )
-        if dynamic_axes is not None:
-            _translate.name_output_dims(
-                translated.model, _capture.output_dynamic_axes(model, args, kwargs, dynamic_axes, input_names)
+    blocks = _blocks.BlockReuse(model, _block_translator(opset, custom, custom_opsets)) if reuse_blocks else None
+    try:
+        with report.stage("capture") as stage:
+            captured = _capture.capture(
+                model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
+                rewrite_control_flow=rewrite_control_flow, report=report, blocks=blocks,
             )
-        stage.detail = f"{len(translated.model.graph)} nodes, opset {opset}"
+            ep = captured.program
+            stage.detail = report.attempts[-1].strategy
+            if blocks is not None:
+                report.blocks = blocks.summary()
+                custom = {**custom, **blocks.translators()}
+        with report.stage("decompose") as stage:
+            ep = _decompose.decompose(ep, custom=custom, opset=opset, report=report)
+            stage.detail = f"{sum(report.decomposed.values())} nodes decomposed"
+        with report.stage("translate") as stage:
+            translated = _translate.translate(
+                ep, opset=opset, input_names=input_names, output_names=output_names,
+                custom=custom, custom_opsets=custom_opsets, dim_names=captured.dim_names,
+                weights=bound.initializers(ep) if bound is not None else None,
+            )
+            if blocks is not None:
+                blocks.inline(translated.model)
+            if dynamic_axes is not None:
+                _translate.name_output_dims(
+                    translated.model, _capture.output_dynamic_axes(model, args, kwargs, dynamic_axes, input_names)
+                )
+            stage.detail = f"{len(translated.model.graph)} nodes, opset {opset}"
+    finally:
+        if blocks is not None:
+            blocks.close()
     if optimize:
         with report.stage("optimize") as stage:
             _optimize.optimize(translated.model)
@@ -141,6 +156,16 @@ def _export(
             )
             stage.detail = result.status
     return program
+
+
+def _block_translator(opset: int, custom: Any, custom_opsets: Any) -> Any:
+    """How one kind of repeated block becomes ONNX: the export's own decomposition and translation."""
+
+    def translate_block(ep: torch.export.ExportedProgram) -> Any:
+        ep = _decompose.decompose(ep, custom=custom, opset=opset, report=Report())
+        return _translate.translate(ep, opset=opset, custom=custom, custom_opsets=custom_opsets).model
+
+    return translate_block
 
 
 def unsupported_ops(

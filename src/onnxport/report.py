@@ -45,6 +45,7 @@ class Report:
     traced_ops: dict[str, int] = dataclasses.field(default_factory=dict)  # custom ops traced through their code
     warnings: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)  # what onnxport did for the user, for the record
+    blocks: list[str] = dataclasses.field(default_factory=list)  # repeated blocks captured once, or why not
     verification: Any = None
     progress: bool = False
 
@@ -88,6 +89,9 @@ class Report:
         if self.traced_ops:
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(self.traced_ops.items()))
             lines.append(f"custom ops traced through their implementation (no translation registered): {ops}")
+        if self.blocks:
+            lines.append("repeated blocks:")
+            lines.extend(f"  - {b}" for b in self.blocks)
         if self.notes:
             lines.append("notes:")
             lines.extend(f"  - {n}" for n in self.notes)

@@ -154,6 +154,7 @@ def capture(
     input_names: Any = None,
     rewrite_control_flow: bool = True,
     report: Report,
+    blocks: Any = None,
 ) -> Captured:
     """Export ``model`` with each strategy in turn; the first that works wins.
 
@@ -161,6 +162,8 @@ def capture(
     into ``torch.cond`` or ``while_loop``; when it fails on ``.data``, the lines using it read it as
     ``.detach()``; then the strategies run again (unless ``rewrite_control_flow`` is False). A capture
     holding tensors torch could not trace (strict export freezes ``.data`` so) counts as failed.
+    ``blocks`` (an ``onnxport.blocks.BlockReuse``) captures repeated layers once for the non-strict
+    attempts; an attempt that fails so runs again without it.
     """
     _warn_training(model, report)
     rewriter = ControlFlowRewriter(model) if rewrite_control_flow else None
@@ -173,14 +176,18 @@ def capture(
         small = dynamic.small_dynamic_dims(model, args, kwargs, specs)
         report.notes.append("captured from the one-token step widened to two tokens (torch fixes a one-token "
                             "length in attention); verified on the example itself")
+    if blocks is not None:
+        def trace() -> None:
+            with _capturing(model, small, rewriter):
+                torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+
+        blocks.prepare(trace, lambda: _capturing(model, small, None))
     while True:
         errors: list[tuple[str, BaseException]] = []
         for name, strict in STRATEGIES:
             label = _label(strict, rewriter, small)
             try:
-                with _capturing(model, small, rewriter):
-                    ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
-                _check_constants(ep)
+                ep = _export_once(model, args, kwargs, dynamic_shapes, strict, small, rewriter, blocks)
             except Exception as exc:  # torch.export raises many unrelated types
                 report.attempts.append(Attempt(label, False, _first_line(exc)))
                 errors.append((name, exc))
@@ -211,6 +218,30 @@ def capture(
             raise _capture_error(model, errors, rewriter) from None
         report.rewrites = rewriter.all_rewrites
         _rewrite_or_raise(model, rewriter, last)
+
+
+def _export_once(
+    model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any, strict: bool,
+    small: list[str], rewriter: ControlFlowRewriter | None, blocks: Any,
+) -> torch.export.ExportedProgram:
+    """One ``torch.export.export`` call; non-strict with repeated blocks captured once when there are
+    any, and again without them when that fails where the plain capture works."""
+    reuse = blocks is not None and blocks.active and blocks.kinds and not strict
+    if reuse:
+        try:
+            with _capturing(model, small, rewriter), blocks.applied():
+                ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+            _check_constants(ep)
+            return ep
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the plain capture decides
+            reused = exc
+    with _capturing(model, small, rewriter):
+        ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+    _check_constants(ep)
+    if reuse:
+        blocks.active = False
+        blocks.notes.append(f"repeated blocks traced layer by layer: capturing them once failed ({_first_line(reused)})")
+    return ep
 
 
 def _label(strict: bool, rewriter: ControlFlowRewriter | None, small: list[str]) -> str:
