@@ -8,7 +8,7 @@ PIP_VERSION := 26.3
 # The newest-releases run keeps torch's CPU build unless told otherwise (a plain torch pulls CUDA).
 LATEST_TORCH ?= torch==2.13.0
 
-.PHONY: demo test test-latest bench bench-zoo bench-llm bench-memory opinfo setup clean
+.PHONY: demo test test-latest bench bench-zoo bench-llm bench-depth bench-memory opinfo setup clean
 
 demo: $(VENV)/.installed
 	$(BIN)/onnxport demo
@@ -34,6 +34,9 @@ opinfo: $(VENV)/.installed
 
 bench-llm: $(VENV)/.installed
 	$(BIN)/python bench/llm.py --out bench/llm.md
+
+bench-depth: $(VENV)/.installed-bench
+	$(BIN)/python bench/depth.py --out bench/depth.md
 
 bench-memory: $(VENV)/.installed-bench
 	$(BIN)/python bench/memory.py --out bench/memory.md
