@@ -41,6 +41,7 @@ def export(
     verify: bool = True,
     verify_mode: str = "raise",
     verify_inputs: Sequence[Any] = (),
+    verify_budget: float | None = _verify.DEFAULT_BUDGET,
     progress: bool = False,
     weights: Any = None,
 ) -> OnnxProgram:
@@ -59,8 +60,11 @@ def export(
     ResNet stage) once instead of once per layer; the ONNX model is the same (``onnxport.blocks``).
     ``verify`` runs the model in onnxruntime against eager PyTorch on the example inputs; a mismatch
     raises ``VerificationError``, or only warns with ``verify_mode="warn"``; ``verify_inputs`` adds
-    input sets to check (each an args tuple, or ``(args, kwargs)``). ``progress`` prints one line per
-    stage to stderr.
+    input sets to check (each an args tuple, or ``(args, kwargs)``). Verification also checks inputs it
+    makes up: ones taking the other branch of each rewritten ``if``, and, per group of dynamic dims, the
+    example resized to another size; those may take up to ``verify_budget`` times the export so far
+    (default 2; None for no limit), and the report lists any left out. The example and ``verify_inputs``
+    are always checked. ``progress`` prints one line per stage to stderr.
 
     transformers' KV caches (``DynamicCache``) are accepted as inputs and outputs: each layer becomes
     ``past_key_values.{i}.key``/``.value`` in and ``present.{i}.key``/``.value`` out.
@@ -83,6 +87,7 @@ def export(
             custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow, reuse_blocks=reuse_blocks,
             optimize=optimize,
             verify=verify, verify_mode=verify_mode, verify_inputs=verify_inputs, progress=progress,
+            verify_budget=verify_budget,
             bound=bound,
         )
 
@@ -91,12 +96,14 @@ def _export(
     model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, dynamic_axes: Any, input_names: Any,
     output_names: Any, opset: Any, custom_translations: Any, custom_opsets: Any, rewrite_control_flow: bool,
     reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any], progress: bool,
+    verify_budget: float | None,
     bound: _weights.Binding | None,
 ) -> OnnxProgram:
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
     opset = _check_opset(opset)
     if verify_mode not in ("raise", "warn"):
         raise InvalidInputError(f"verify_mode must be 'raise' or 'warn', not {verify_mode!r}")
+    verify_budget = _verify.check_budget(verify_budget)
     custom = normalise_custom_translations(custom_translations)
     report = Report(progress=progress)
     dynamic_shapes = _capture.resolve_dynamic_shapes(
@@ -152,7 +159,8 @@ def _export(
         with report.stage("verify") as stage:
             given = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
             result = _verify.verify_export(
-                program, model, given, captured, input_names, raise_on_mismatch=verify_mode == "raise"
+                program, model, given, captured, input_names, raise_on_mismatch=verify_mode == "raise",
+                budget=verify_budget,
             )
             stage.detail = result.status
     return program

@@ -1,9 +1,14 @@
 """Stage 5: run the ONNX model in onnxruntime and compare with eager PyTorch."""
 
 from onnxport.verify.branches import BranchCoverage, explore_branches
+from onnxport.verify.budget import DEFAULT_BUDGET, Budget, check_budget
 from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
-from onnxport.verify.run import eager_outputs, verify_program
+from onnxport.verify.run import Checker, eager_outputs, verification_optimization
 from onnxport.verify.session import OrtRunner
 from onnxport.verify.stage import verify_export
 
-__all__ = ["BranchCoverage", "OrtRunner", "explore_branches", "OutputCheck", "Verification", "compare", "eager_outputs", "tolerance", "verify_export", "verify_program"]
+__all__ = [
+    "DEFAULT_BUDGET", "BranchCoverage", "Budget", "Checker", "OrtRunner", "OutputCheck", "Verification",
+    "check_budget", "compare", "eager_outputs", "explore_branches", "tolerance", "verification_optimization",
+    "verify_export",
+]

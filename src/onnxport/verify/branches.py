@@ -3,7 +3,8 @@
 The example inputs take one branch of each rewritten ``if``; verification must also see the others.
 Variants of the examples (sign flips, zeros, ones, scaling, shifts, fresh random values) are run
 eagerly with the rewritten code, which records the branch each site takes; the variants that reach
-a branch not seen yet are kept for verification, within a small budget.
+a branch not seen yet are kept for verification, within a small budget of tries, and only while the
+caller's time budget affords another eager run.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class BranchCoverage:
     taken: dict[str, set[bool]]
     sites: list[str]
     tries: int
+    out_of_time: bool = False  # the search stopped for verification's time budget
 
     @property
     def complete(self) -> bool:
@@ -59,7 +61,8 @@ class BranchCoverage:
             missing = {True, False} - seen
             note = "" if not missing else (
                 f" (no input taking the {'/'.join('true' if m else 'false' for m in sorted(missing, reverse=True))} "
-                f"branch found in {self.tries} tries: pass verify_inputs=[...] that take it)"
+                f"branch found in {self.tries} tries{' (stopped by the time budget)' if self.out_of_time else ''}: "
+                "pass verify_inputs=[...] that take it)"
             )
             lines.append(f"  {site}: {names}{note}")
         return "\n".join(lines)
@@ -73,10 +76,16 @@ def _eager_taken(model: torch.nn.Module, inputs: InputSet) -> dict[str, set[bool
 
 
 def explore_branches(
-    model: torch.nn.Module, given: list[InputSet], rewriter: Any, *, budget: int = 16, seed: int = 0
+    model: torch.nn.Module,
+    given: list[InputSet],
+    rewriter: Any,
+    *,
+    budget: int = 16,
+    seed: int = 0,
+    affordable: Callable[[], bool] = lambda: True,
 ) -> tuple[list[InputSet], BranchCoverage]:
     """Input sets (besides the ``given`` ones, the example first) that reach branches the given ones
-    do not, and the coverage of all of them together."""
+    do not, and the coverage of all of them together. ``affordable()`` is asked before each try."""
     sites = list(dict.fromkeys(f"{r.file}:{r.line}" for r in rewriter.rewrites))
     generator = torch.Generator().manual_seed(seed)
     kept: list[InputSet] = []
@@ -86,9 +95,12 @@ def explore_branches(
         for inputs in given:
             for site, branches in _eager_taken(model, inputs).items():
                 taken.setdefault(site, set()).update(branches)
-        tries = 0
+        tries, out_of_time = 0, False
         for _, transform in _variants()[:budget]:
             if all(taken.get(s) == {True, False} for s in sites):
+                break
+            if not affordable():
+                out_of_time = True
                 break
             tries += 1
             variant = pytree.tree_map(
@@ -103,4 +115,4 @@ def explore_branches(
                 kept.append(variant)
                 for site, branches in new.items():
                     taken.setdefault(site, set()).update(branches)
-    return kept, BranchCoverage(taken, sites, tries)
+    return kept, BranchCoverage(taken, sites, tries, out_of_time)

@@ -10,6 +10,12 @@ ids stay ids, and positions stay in range.
 Sizes follow torch's shape symbols. Symbols whose example values are equal move together (the batch
 of ``input_ids`` and of ``attention_mask``), unless the user named them with distinct ``Dim``s;
 derived dims follow their roots; every range torch.export recorded holds.
+
+Verification asks for sets by need (``sizes_by_group``): each group of symbols must be seen once at
+a size other than the example's, so it gets one set in which it alone moves, to the nearest size
+the ranges allow, one below the example's first (cheaper to run) unless that would reach 0 or 1,
+with a few fallback sizes in case eager PyTorch refuses the first. A group that a given input set
+(``verify_inputs``) already shows at another size gets none.
 """
 
 from __future__ import annotations
@@ -24,15 +30,70 @@ from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 from onnxport.capture.dynamic import dim_names, example_symbol_values, tensor_input_shapes, user_named_symbols
 from onnxport.errors import InvalidInputError
 
-__all__ = ["SampleSets", "other_sizes", "resize_keeping_ends"]
+__all__ = ["GroupSizes", "SampleSets", "other_sizes", "resize_keeping_ends", "sizes_by_group"]
 
 _OFFSETS = (-1, 1, 3, 2, -2, 5, 4, 7, -3, 9)
+_NEAREST = (-1, 1, 2, -2, 3, 4, -3, 5, 6, 7, 9)  # one group moving alone: nearest first, smaller first
 
 
 class SampleSets(list):
     """Input sets (flat, like the example); ``descriptions[i]`` says the sizes of set i (``batch=3, seq=5``)."""
 
     descriptions: list[str]
+
+
+class _Dims:
+    """The example's dynamic dims as torch.export recorded them: symbols, their groups and names."""
+
+    def __init__(self, ep: torch.export.ExportedProgram, flat: Sequence[Any], specs: list[dict[int, Any]],
+                 input_names: Sequence[str] | None):
+        self.ep = ep
+        self.shapes = tensor_input_shapes(ep)
+        self.flat = list(flat)
+        self.where = [i for i, v in enumerate(self.flat) if isinstance(v, torch.Tensor)]
+        if len(self.where) != len(self.shapes):
+            raise InvalidInputError(
+                f"got {len(self.where)} example tensors for a program with {len(self.shapes)} tensor inputs",
+                fix="pass tree_leaves((args, kwargs)) of the inputs the program was exported with",
+            )
+        self.roots = list(dict.fromkeys(
+            s for row in self.shapes for e in row if e is not None for s in sorted(e.free_symbols, key=str)
+        ))
+        self.example: dict[Any, int] = {}
+        self.groups: list[list[Any]] = []
+        self.names: dict[str, str] = {}
+        if self.roots:
+            self.example = example_symbol_values(ep, self.roots, [self.flat[i] for i in self.where])
+            self.groups = _groups(self.roots, self.example, user_named_symbols(ep, specs))
+            self.names = dim_names(ep, specs, input_names)
+
+    def name(self, group: list[Any]) -> str:
+        return "=".join(self.names.get(str(r), str(r)) for r in group)
+
+    def bounds(self, group: list[Any]) -> tuple[int, int]:
+        bounds = [_bounds(self.ep, r) for r in group]
+        return max(b[0] for b in bounds), min(b[1] for b in bounds)
+
+    def resized(self, values: dict[Any, int]) -> list[Any]:
+        """The example's leaves with every tensor resized to the sizes ``values`` give its dims."""
+        new = list(self.flat)
+        for pos, row in zip(self.where, self.shapes):
+            sizes = [int(e.xreplace({r: sympy.Integer(values[r]) for r in e.free_symbols})) if e is not None else None
+                     for e in row]
+            new[pos] = _resized(self.flat[pos], sizes)
+        return new
+
+    def observed(self, flat: Sequence[Any]) -> dict[Any, int]:
+        """The symbols' values in another input set (those its dims show on their own)."""
+        tensors = [v for v in flat if isinstance(v, torch.Tensor)]
+        values: dict[Any, int] = {}
+        if len(tensors) != len(self.shapes):
+            return values
+        for row, tensor in zip(self.shapes, tensors):
+            for expr, size in zip(row, tensor.shape if tensor.dim() == len(row) else ()):
+                if expr is not None and isinstance(expr, sympy.Symbol):
+                    values.setdefault(expr, int(size))
+        return values
 
 
 def other_sizes(
@@ -48,22 +109,12 @@ def other_sizes(
     ranges, avoiding 0 and 1 where the range allows. Non-tensor leaves pass through unchanged.
     Empty when no input dim is symbolic.
     """
-    shapes = tensor_input_shapes(ep)
-    flat = list(example_flat_inputs)
-    where = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
-    if len(where) != len(shapes):
-        raise InvalidInputError(
-            f"got {len(where)} example tensors for a program with {len(shapes)} tensor inputs",
-            fix="pass tree_leaves((args, kwargs)) of the inputs the program was exported with",
-        )
+    dims = _Dims(ep, example_flat_inputs, specs, input_names)
     result = SampleSets()
     result.descriptions = []
-    roots = list(dict.fromkeys(s for row in shapes for e in row if e is not None for s in sorted(e.free_symbols, key=str)))
-    if not roots:
+    if not dims.roots:
         return result
-    example = example_symbol_values(ep, roots, [flat[i] for i in where])
-    groups = _groups(roots, example, user_named_symbols(ep, specs))
-    names = dim_names(ep, specs, input_names)
+    example, groups, roots = dims.example, dims.groups, dims.roots
     seen = {tuple(example[r] for r in roots)}
     for attempt in range(8 * count):
         if len(result) == count:
@@ -71,22 +122,60 @@ def other_sizes(
         values = {}
         for n, group in enumerate(groups):
             offset = _OFFSETS[(attempt + n) % len(_OFFSETS)]
-            bounds = [_bounds(ep, r) for r in group]
-            value = _pick(example[group[0]], (max(b[0] for b in bounds), min(b[1] for b in bounds)), offset)
+            value = _pick(example[group[0]], dims.bounds(group), offset)
             values.update(dict.fromkeys(group, value))
         key = tuple(values[r] for r in roots)
         if key in seen or not _fits(ep, values):
             continue
         seen.add(key)
-        new = list(flat)
-        for pos, row in zip(where, shapes):
-            sizes = [int(e.xreplace({r: sympy.Integer(values[r]) for r in e.free_symbols})) if e is not None else None
-                     for e in row]
-            new[pos] = _resized(flat[pos], sizes)
-        result.append(new)
-        result.descriptions.append(
-            ", ".join("=".join(names.get(str(r), str(r)) for r in group) + f"={values[group[0]]}" for group in groups)
-        )
+        result.append(dims.resized(values))
+        result.descriptions.append(", ".join(f"{dims.name(group)}={values[group[0]]}" for group in groups))
+    return result
+
+
+class GroupSizes(SampleSets):
+    """Candidate input sets for one group of symbols (the first to try first); ``group`` names it."""
+
+    group: str
+
+
+def sizes_by_group(
+    ep: torch.export.ExportedProgram,
+    example_flat_inputs: Sequence[Any],
+    specs: list[dict[int, Any]],
+    *,
+    input_names: Sequence[str] | None = None,
+    given: Sequence[Sequence[Any]] = (),
+    tries: int = 3,
+) -> list[GroupSizes]:
+    """Per group of symbols that needs one, up to ``tries`` candidate input sets in which that group
+    alone takes another size (nearest first, below the example's first), the rest the example's.
+
+    A group needs none when one of the ``given`` input sets (flat leaves, like the example) already
+    has it at another size, or when its recorded range allows no other size.
+    """
+    dims = _Dims(ep, example_flat_inputs, specs, input_names)
+    observed = [dims.observed(flat) for flat in given]
+    result = []
+    for group in dims.groups:
+        lead, start = group[0], dims.example[group[0]]
+        if any(values.get(lead, start) != start for values in observed):
+            continue
+        candidates = GroupSizes()
+        candidates.group, candidates.descriptions = dims.name(group), []
+        picked: list[int] = []
+        for offset in _NEAREST:
+            value = _pick(start, dims.bounds(group), offset)
+            values = {**dims.example, **dict.fromkeys(group, value)}
+            if value == start or value in picked or not _fits(ep, values):
+                continue
+            picked.append(value)
+            candidates.append(dims.resized(values))
+            candidates.descriptions.append(f"{candidates.group}={value}")
+            if len(candidates) == tries:
+                break
+        if candidates:
+            result.append(candidates)
     return result
 
 

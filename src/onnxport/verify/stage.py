@@ -1,4 +1,17 @@
-"""The verify stage: which input sets to check, then the comparison itself."""
+"""The verify stage: which input sets to check, chosen by need, within a time budget.
+
+1. The given sets: the example (always, whatever the budget) and the user's ``verify_inputs``.
+2. Where dims are dynamic: per group of dims that move together and that no given set already shows
+   at another size, one set in which that group alone takes another size (see ``sizes``); should
+   eager PyTorch refuse that size, the next one is tried, up to three.
+3. Where onnxport rewrote ``if``s into ``torch.cond``: variants of the example that take a branch the
+   given sets do not (see ``branches``); the search itself stops when the budget runs out.
+
+Every set goes through one onnxruntime session (see ``run``) and eager PyTorch once. Sets 2 and 3
+are made up: each runs only if its predicted cost fits the budget, ``budget`` times the export so far
+when the first of them is considered (see ``budget``); those left out are listed in the report and
+warned about, with what verification took.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +23,10 @@ from torch.utils import _pytree as pytree
 from onnxport.capture import Captured
 from onnxport.errors import VerificationError
 from onnxport.verify.branches import explore_branches
+from onnxport.verify.budget import DEFAULT_BUDGET, Budget
 from onnxport.verify.compare import Verification
-from onnxport.verify.run import verify_program
-from onnxport.verify.sizes import other_sizes
+from onnxport.verify.run import Checker
+from onnxport.verify.sizes import sizes_by_group
 
 __all__ = ["verify_export"]
 
@@ -27,22 +41,26 @@ def verify_export(
     input_names: Any = None,
     *,
     raise_on_mismatch: bool = True,
+    budget: float | None = DEFAULT_BUDGET,
 ) -> Verification:
     """Check ``program`` against ``model`` on the ``given`` input sets (the example first), plus inputs
     that take the other branches of rewritten ifs, plus inputs at other sizes the dynamic dims allow."""
-    sets = list(given)
+    checker = Checker(program, model, Budget(budget, export_seconds=program.report.total_seconds))
     labels = ["example"] + [f"verify_inputs[{i}]" for i in range(len(given) - 1)]
-    coverage = None
-    if captured.rewriter is not None:
-        explored, coverage = explore_branches(model, sets, captured.rewriter)
-        sets += explored
-        labels += ["an example variant taking another branch"] * len(explored)
-    resized, descriptions = _other_sizes(captured, given[0], input_names, program.report)
-    labels += [f"example resized to {d}" for d in descriptions]
-    try:
-        result = verify_program(
-            program, model, sets + resized, raise_on_mismatch=raise_on_mismatch, generated=len(resized), labels=labels
+    for label, inputs in zip(labels, given):
+        if checker.check(label, inputs) == "unrunnable":
+            return checker.finish()
+    tried, verified = _check_other_sizes(checker, captured, given, input_names)
+    program.report.sizes_verified = verified
+    if captured.rewriter is not None:  # after the sizes: its search is open-ended, theirs is not
+        explored, checker.result.branches = explore_branches(
+            model, given, captured.rewriter, affordable=lambda: checker.budget.allows(checker.eager_seconds)
         )
+        for inputs in explored:
+            checker.check("an example variant taking another branch", inputs, generated=True)
+    _note_budget(checker.result, program.report)
+    try:
+        result = checker.finish(raise_on_mismatch=raise_on_mismatch)
     except VerificationError as exc:
         if not captured.size_oblivious:
             raise
@@ -54,30 +72,54 @@ def verify_export(
             "if the model branches on that size being 1 (e.g. `if x.shape[0] == 1`), export with an example "
             f"of size >= 2 there, or keep {dims} static",
         ) from None
-    _note_refused_sizes(captured, descriptions, result, program.report)
-    result.branches = coverage
+    _note_refused_sizes(tried, verified, result, program.report)
     return result
 
 
-def _note_refused_sizes(captured: Captured, descriptions: list[str], result: Any, report: Any) -> None:
-    """Dims declared dynamic at which eager PyTorch refuses every other size: the model needs the example's."""
-    tried = [run for run in result.runs if "example resized to" in run]
-    if tried and all("skipped: eager PyTorch refuses it" in run for run in tried):
+def _check_other_sizes(
+    checker: Checker, captured: Captured, given: list[InputSet], input_names: Any
+) -> tuple[list[str], list[str]]:
+    """Check one set per group of dynamic dims that needs one; the sizes tried, and those verified."""
+    if not captured.specs:
+        return [], []
+    leaves, spec = pytree.tree_flatten(given[0])
+    groups = sizes_by_group(captured.program, leaves, captured.specs, input_names=input_names,
+                            given=[pytree.tree_leaves(inputs) for inputs in given[1:]])
+    tried, verified = [], []
+    for candidates in groups:
+        for sample, description in zip(candidates, candidates.descriptions):
+            tried.append(description)
+            outcome = checker.check(f"example resized to {description}", pytree.tree_unflatten(sample, spec),
+                                    generated=True)
+            if outcome == "checked":
+                verified.append(description)
+            if outcome != "refused":
+                break
+    return tried, verified
+
+
+def _note_budget(result: Verification, report: Any) -> None:
+    """Say which made-up sets the time budget left out (never the example or the user's sets)."""
+    coverage = result.branches
+    stopped = coverage is not None and coverage.out_of_time
+    if result.over_budget or stopped:
+        left_out = [*result.over_budget, *(["the search for inputs taking other branches"] if stopped else [])]
         message = (
-            f"eager PyTorch refuses every other size tried ({'; '.join(descriptions)}): the model only runs at the "
-            "example's sizes there, so those dims are dynamic in name only; make them static in dynamic_shapes"
+            f"verification left out {len(left_out)} made-up check(s) for its time budget "
+            f"({result.budget:g}x the export so far): {'; '.join(left_out)}; "
+            "pass verify_budget=None (or a larger one) to run them"
         )
         report.warn(message)
         warnings.warn(f"onnxport: {message}", stacklevel=4)
 
 
-def _other_sizes(
-    captured: Captured, example: InputSet, input_names: Any, report: Any
-) -> tuple[list[InputSet], list[str]]:
-    """Input sets at other sizes that the dynamic dims allow (none for a static model), and their sizes."""
-    if not captured.specs:
-        return [], []
-    leaves, spec = pytree.tree_flatten(example)
-    samples = other_sizes(captured.program, leaves, captured.specs, input_names=input_names)
-    report.sizes_verified = list(samples.descriptions)
-    return [pytree.tree_unflatten(sample, spec) for sample in samples], list(samples.descriptions)
+def _note_refused_sizes(tried: list[str], verified: list[str], result: Verification, report: Any) -> None:
+    """Dims declared dynamic at which eager PyTorch refuses every other size: the model needs the example's."""
+    refused = [run for run in result.runs if "example resized to" in run and "eager PyTorch refuses it" in run]
+    if tried and not verified and len(refused) == len(tried):
+        message = (
+            f"eager PyTorch refuses every other size tried ({'; '.join(tried)}): the model only runs at the "
+            "example's sizes there, so those dims are dynamic in name only; make them static in dynamic_shapes"
+        )
+        report.warn(message)
+        warnings.warn(f"onnxport: {message}", stacklevel=4)
