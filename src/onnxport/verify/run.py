@@ -3,9 +3,10 @@
 The session is built for verification alone (``prog(...)`` builds its own, fully optimised one when
 first called). It skips onnxruntime's graph optimisations unless the graph computes on its weights
 (a weight transposed before a MatMul, say), where constant folding saves redoing that work on every
-run; the extended fusions and layout changes, which only speed up repeated runs, are never applied.
-Should onnxruntime fail at that level, the set is run again at its default level, so the choice can
-never turn into a false alarm.
+run; the extended fusions, layout changes and weight prepacking, which pay off over many runs and
+not over a few, are never applied (measured in bench/verify.md: on ViT-B/16 the default level and
+prepacking cost 0.5 s at load and save less over two runs). Should onnxruntime fail at that level,
+the set is run again at its default level, so the choice can never turn into a false alarm.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ class Checker:
         start = time.perf_counter()
         self.result.optimization = optimization
         try:
-            self._runner = OrtRunner(self.program.model, optimization=optimization)
+            self._runner = OrtRunner(self.program.model, optimization=optimization, prepack=optimization == "all")
         finally:
             self.session_seconds += time.perf_counter() - start
 

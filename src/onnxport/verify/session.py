@@ -34,7 +34,9 @@ class OrtRunner:
     """Owns one ``onnxruntime.InferenceSession`` for an ``ir.Model``.
 
     ``optimization`` is onnxruntime's graph optimisation level: ``"all"`` (its default, for running the
-    model) down to ``"none"``. ``constructed`` counts the sessions built in this process (tests use it).
+    model) down to ``"none"``. ``prepack=False`` leaves the weights of MatMul and Conv as they are instead
+    of repacking them at load (which pays off over many runs, not a few). ``constructed`` counts the
+    sessions built in this process (tests use it).
     """
 
     constructed = 0
@@ -46,12 +48,15 @@ class OrtRunner:
         threads: int | None = None,
         model_bytes: bytes | None = None,
         optimization: str = "all",
+        prepack: bool = True,
     ):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.log_severity_level = 3
         options.graph_optimization_level = _level(ort, optimization)
+        if not prepack:
+            options.add_session_config_entry("session.disable_prepacking", "1")
         if threads is not None:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
