@@ -11,6 +11,8 @@ from torch import nn
 
 import onnxport
 from onnxport import blocks
+from onnxport.blocks._groups import equal
+from onnxport.blocks._kind import KINDS
 
 
 class Block(nn.Module):
@@ -156,16 +158,16 @@ def test_attribute_objects_compare_by_their_contents():
     import functools
 
     gelu = functools.partial(torch.nn.functional.gelu, approximate="tanh")
-    assert blocks._equal(gelu, functools.partial(torch.nn.functional.gelu, approximate="tanh"))
-    assert not blocks._equal(gelu, functools.partial(torch.nn.functional.gelu, approximate="none"))
+    assert equal(gelu, functools.partial(torch.nn.functional.gelu, approximate="tanh"))
+    assert not equal(gelu, functools.partial(torch.nn.functional.gelu, approximate="none"))
 
     class Processor:
         def __init__(self, scale):
             self.scale = scale
 
-    assert blocks._equal(Processor(1.0), Processor(1.0))
-    assert not blocks._equal(Processor(1.0), Processor(2.0))
-    assert not blocks._equal(lambda x: x, lambda x: x)
+    assert equal(Processor(1.0), Processor(1.0))
+    assert not equal(Processor(1.0), Processor(2.0))
+    assert not equal(lambda x: x, lambda x: x)
 
 
 def test_a_batch_one_example_stays_dynamic():
@@ -179,7 +181,7 @@ def test_the_kinds_are_forgotten_after_export():
     model, args = Stack(), _inputs()
     program = _export(model, args)
     assert _reused(program)
-    assert blocks._KINDS == {}
+    assert KINDS == {}
 
 
 # -- real architectures, deep enough for their layers to be captured once ---------------------------------

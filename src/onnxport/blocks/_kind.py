@@ -1,0 +1,348 @@
+"""One kind of block: how the model calls it, its capture on its own, and the op each member calls."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import onnx_ir as ir
+import sympy
+import torch
+from torch.utils import _pytree as pytree
+
+from onnxport.blocks._groups import CONSTANTS, reading
+from onnxport.blocks._shapes import bind, evaluate, known_equal
+from onnxport.decompose import _is_view
+
+__all__ = ["DOMAIN", "KINDS", "Kind", "NotReusable", "capture_kind", "first_line", "forwarder", "record_calls"]
+
+DOMAIN = "onnxport.blocks"     # the ONNX domain of the kinds' functions, gone once they are inlined
+_NAMESPACE = "onnxport_blocks"  # the torch op namespace
+_LIBRARY = torch.library.Library(_NAMESPACE, "FRAGMENT")
+KINDS: dict[str, Kind] = {}     # op name -> kind, while its export runs
+_counter = itertools.count()
+_PLAIN = (tuple, list, dict, type(None))
+
+
+class NotReusable(Exception):
+    """Why a kind of block is traced layer by layer after all."""
+
+
+@dataclasses.dataclass
+class Kind:
+    """One kind of block: its capture, translation and the layers that reuse it."""
+
+    name: str
+    module: torch.nn.Module                  # the layer it was captured from
+    members: list[str]
+    state_names: list[str]                   # parameters then buffers, as the op takes them
+    in_spec: pytree.TreeSpec
+    is_tensor: list[bool]                    # per input leaf
+    constants: list[Any]                     # the non-tensor leaves, in order
+    in_meta: list[tuple[torch.dtype, list[Any]]]   # per tensor input: dtype, dims (int or sympy expression)
+    out_meta: list[tuple[torch.dtype, list[Any]]]
+    out_spec: tuple[pytree.TreeSpec, list[bool], list[Any]]  # as in_spec, is_tensor and constants
+    ranges: dict[sympy.Symbol, Any]
+    reads: dict[str, dict[str, Any]]         # submodule path -> plain attributes the capture read
+    program: torch.export.ExportedProgram | None = None
+    module_refs: list[torch.nn.Module] = dataclasses.field(default_factory=list)
+    function: ir.Function | None = None
+    calls: int = 0
+    fallbacks: list[str] = dataclasses.field(default_factory=list)
+    op: Any = None  # the OpOverload each member calls
+
+
+
+# -- the trace that records how each group is called -------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Call:
+    """The first call of a group's layer in the model's capture: the input structure, the constants, and
+    per tensor its dtype, example sizes and which of them are symbolic."""
+
+    spec: pytree.TreeSpec
+    is_tensor: list[bool]
+    constants: list[Any]
+    tensors: list[tuple[torch.dtype, list[int], list[bool]]]
+    fakes: list[torch.Tensor]
+    out: Any = None
+
+
+def record_calls(groups: list[list[tuple[str, torch.nn.Module]]], trace: Callable[[], Any]) -> dict[int, _Call]:
+    """Run ``trace`` with the first layer of each group traced and recorded, and every other layer whose
+    inputs look the same returning empty tensors shaped like the first's outputs (the trace is thrown away)."""
+    calls: dict[int, _Call] = {}
+    patched = []
+
+    def forwarder(group: list[Any], module: torch.nn.Module) -> Callable[..., Any]:
+        original = type(module).forward
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            call = calls.get(id(group))
+            if call is None:
+                call = calls[id(group)] = _describe_call(args, kwargs)
+                if len(calls) == len(groups):
+                    raise _Recorded  # every group seen: the rest of the trace is not needed
+                call.out = original(module, *args, **kwargs)
+                return call.out
+            if call.out is not None and _looks_same(call, args, kwargs):
+                return pytree.tree_map_only(torch.Tensor, torch.empty_like, call.out)
+            return original(module, *args, **kwargs)
+
+        return forward
+
+    try:
+        for group in groups:
+            for _, module in group:
+                module.forward = forwarder(group, module)
+                patched.append(module)
+        trace()
+    except Exception as exc:
+        if not _caused_by(exc, _Recorded):
+            raise
+    finally:
+        for module in patched:
+            del module.forward
+    for call in calls.values():
+        call.out = call.fakes = None
+    return calls
+
+
+class _Recorded(Exception):
+    """Ends the recording trace once every group has been seen."""
+
+
+def _caused_by(exc: BaseException | None, kind: type) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kind):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _describe_call(args: tuple, kwargs: dict[str, Any]) -> _Call:
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    return _Call(
+        spec,
+        [isinstance(x, torch.Tensor) for x in leaves],
+        [x for x in leaves if not isinstance(x, torch.Tensor)],
+        [(t.dtype, [_hint(d) for d in t.shape], [isinstance(d, torch.SymInt) for d in t.shape]) for t in tensors],
+        tensors,
+    )
+
+
+def _hint(size: Any) -> int:
+    if isinstance(size, int):
+        return size
+    hint = size.node.hint
+    if hint is None:
+        raise NotReusable("an input's size depends on the data")
+    return int(hint)
+
+
+def _looks_same(call: _Call, args: tuple, kwargs: dict[str, Any]) -> bool:
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    if spec != call.spec or [isinstance(x, torch.Tensor) for x in leaves] != call.is_tensor:
+        return False
+    constants = [x for x in leaves if not isinstance(x, torch.Tensor)]
+    if any(type(a) is not type(b) or a is not b and a != b for a, b in zip(constants, call.constants)):
+        return False
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    return all(
+        a.dtype == b.dtype and a.dim() == b.dim() and all(known_equal(x, y) for x, y in zip(a.shape, b.shape))
+        for a, b in zip(tensors, call.fakes)
+    )
+
+
+def _example(dtype: torch.dtype, sizes: list[int]) -> torch.Tensor:
+    """A tensor to capture a block from: only its dtype and sizes matter to the capture."""
+    if dtype.is_floating_point:
+        return torch.randn(sizes).to(dtype)
+    if dtype == torch.bool:
+        return torch.ones(sizes, dtype=dtype)
+    return torch.zeros(sizes, dtype=dtype)
+
+
+# -- capturing one kind ----------------------------------------------------------------------------
+
+
+class _Functional(torch.nn.Module):
+    """A block as a function of its state and its tensor inputs (the block is not a submodule, so its
+    parameters are inputs, not constants)."""
+
+    def __init__(self, block: torch.nn.Module, state_names: list[str], in_spec: pytree.TreeSpec,
+                 is_tensor: list[bool], constants: list[Any], record: Callable[[Any], None]):
+        super().__init__()
+        self._block = [block]
+        self.state_names, self.in_spec, self.is_tensor, self.constants = state_names, in_spec, is_tensor, constants
+        self._record = record  # a function, shared by the copies torch.export may make of this module
+
+    def forward(self, state: list[torch.Tensor], tensors: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        args, kwargs = rebuild(self.in_spec, self.is_tensor, self.constants, tensors)
+        out = torch.func.functional_call(self._block[0], dict(zip(self.state_names, state)), args, kwargs)
+        leaves, spec = pytree.tree_flatten(out)
+        constants = [x for x in leaves if not isinstance(x, torch.Tensor)]
+        if not all(isinstance(x, CONSTANTS) for x in constants):
+            raise NotReusable(f"it returns a {type(next(x for x in constants if not isinstance(x, CONSTANTS))).__name__}")
+        self._record((spec, [isinstance(x, torch.Tensor) for x in leaves], constants))
+        return tuple(x for x in leaves if isinstance(x, torch.Tensor))
+
+
+def rebuild(spec: pytree.TreeSpec, is_tensor: list[bool], constants: list[Any], tensors: list[Any]) -> Any:
+    t, c = iter(tensors), iter(constants)
+    return pytree.tree_unflatten([next(t) if flag else next(c) for flag in is_tensor], spec)
+
+
+def capture_kind(qualname: str, module: torch.nn.Module, call: _Call) -> Kind:
+    spec, is_tensor, constants = call.spec, call.is_tensor, call.constants
+    if not _plain_spec(spec):
+        raise NotReusable(f"its inputs include a {_foreign_type(spec)}")
+    if not all(isinstance(x, CONSTANTS) for x in constants):
+        raise NotReusable("an input is neither a tensor nor a constant")
+    tensors = [_example(dtype, sizes) for dtype, sizes, _ in call.tensors]
+    named = list(module.named_parameters()) + list(module.named_buffers())
+    state_names = [n for n, _ in named]
+    out_specs: list[tuple[pytree.TreeSpec, list[bool], list[Any]]] = []
+
+    def record(out_spec: tuple[pytree.TreeSpec, list[bool], list[Any]]) -> None:
+        out_specs.append(out_spec)
+
+    wrapper = _Functional(module, state_names, spec, is_tensor, constants, record)
+    auto = torch.export.Dim.AUTO
+    dynamic = ([None] * len(named), [{i: auto for i, free in enumerate(symbolic) if free} or None
+                                     for _, _, symbolic in call.tensors])
+    with reading(module) as reads:
+        ep = torch.export.export(wrapper, ([t for _, t in named], tensors), dynamic_shapes=dynamic, strict=False)
+    signature = ep.graph_signature
+    if signature.buffers_to_mutate or signature.user_inputs_to_mutate or _writes_inputs(ep.graph):
+        raise NotReusable("it changes its inputs, parameters or buffers in place")
+    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+    user = [n for n, s in zip(placeholders, signature.input_specs) if s.kind.name == "USER_INPUT"]
+    in_meta = [_meta(n.meta["val"]) for n in user[len(named):]]
+    output = next(n for n in reversed(ep.graph.nodes) if n.op == "output")
+    outs = list(output.args[0])
+    if not all(isinstance(n, torch.fx.Node) and isinstance(n.meta.get("val"), torch.Tensor) for n in outs):
+        raise NotReusable("an output is not a tensor computed by the block")
+    out_meta = [_meta(n.meta["val"]) for n in outs]
+    known = {d for _, dims in in_meta for d in dims if isinstance(d, sympy.Symbol)}
+    free = set().union(*(d.free_symbols for _, dims in out_meta for d in dims if isinstance(d, sympy.Expr)))
+    if not free <= known:
+        raise NotReusable("an output's size depends on the data (or on a derived input size)")
+    name = f"{type(module).__name__.lower()}_{next(_counter)}"
+    kind = Kind(name, module, [qualname], state_names, spec, is_tensor, constants, in_meta, out_meta,
+                out_specs[-1], dict(ep.range_constraints), reads)
+    kind.program = ep
+    define(kind)
+    return kind
+
+
+def _writes_inputs(graph: torch.fx.Graph) -> bool:
+    """Whether an in-place op writes into an input of the graph (or a view of one)."""
+    for node in graph.nodes:
+        target = node.target
+        if not (isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable):
+            continue
+        for arg, schema_arg in zip(node.args, target._schema.arguments):
+            if schema_arg.alias_info is None or not schema_arg.alias_info.is_write:
+                continue
+            while isinstance(arg, torch.fx.Node) and arg.op == "call_function" and _is_view(arg.target):
+                arg = arg.args[0]
+            if isinstance(arg, torch.fx.Node) and arg.op == "placeholder":
+                return True
+    return False
+
+
+def _plain_spec(spec: pytree.TreeSpec) -> bool:
+    return spec.type in _PLAIN and all(_plain_spec(c) for c in spec.children_specs) if not spec.is_leaf() else True
+
+
+def _foreign_type(spec: pytree.TreeSpec) -> str:
+    if not spec.is_leaf() and spec.type not in _PLAIN:
+        return spec.type.__name__
+    return next((f for f in map(_foreign_type, spec.children_specs) if f), "") if not spec.is_leaf() else ""
+
+
+def _meta(val: torch.Tensor) -> tuple[torch.dtype, list[Any]]:
+    return val.dtype, [d.node.expr if isinstance(d, torch.SymInt) else int(d) for d in val.shape]
+
+
+# -- the op each member calls ----------------------------------------------------------------------
+
+
+def define(kind: Kind) -> None:
+    _LIBRARY.define(f"{kind.name}(Tensor[] inputs) -> Tensor[]")
+    _LIBRARY.impl(kind.name, _eager(kind.name), "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{_NAMESPACE}::{kind.name}", _fake(kind.name), lib=_LIBRARY)
+    kind.op = getattr(getattr(torch.ops, _NAMESPACE), kind.name).default
+
+
+def _live(name: str) -> Kind:
+    kind = KINDS.get(name)
+    if kind is None:
+        raise RuntimeError(f"{_NAMESPACE}::{name} is onnxport's stand-in for a block during one export only")
+    return kind
+
+
+def _eager(name: str) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
+    def run(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        kind = _live(name)
+        n = len(kind.state_names)
+        args, kwargs = rebuild(kind.in_spec, kind.is_tensor, kind.constants, inputs[n:])
+        out = torch.func.functional_call(kind.module, dict(zip(kind.state_names, inputs[:n])), args, kwargs)
+        return [t.clone() for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+    return run
+
+
+def _fake(name: str) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
+    def shapes(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        kind = _live(name)
+        tensors = inputs[len(kind.state_names):]
+        env = bind(kind, tensors, check=False)
+        if env is None:
+            raise RuntimeError(f"{_NAMESPACE}::{name} called with inputs its block was not captured for")
+        return [tensors[0].new_empty([evaluate(d, env) for d in dims], dtype=dtype) for dtype, dims in kind.out_meta]
+
+    return shapes
+
+
+def forwarder(kind: Kind, module: torch.nn.Module) -> Callable[..., Any]:
+    original = type(module).forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        why = _mismatch(kind, args, kwargs)
+        if why is not None:
+            kind.fallbacks.append(f"a call of {type(module).__name__} traced as usual: {why}")
+            return original(module, *args, **kwargs)
+        leaves = pytree.tree_leaves((args, kwargs))
+        state = [t for _, t in module.named_parameters()] + [t for _, t in module.named_buffers()]
+        outs = kind.op(state + [x for x in leaves if isinstance(x, torch.Tensor)])
+        kind.calls += 1
+        return rebuild(*kind.out_spec, list(outs))
+
+    return forward
+
+
+def _mismatch(kind: Kind, args: tuple, kwargs: dict[str, Any]) -> str | None:
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    if spec != kind.in_spec:
+        return "its arguments differ in structure from the captured call"
+    if [isinstance(x, torch.Tensor) for x in leaves] != kind.is_tensor:
+        return "tensor and constant arguments differ"
+    constants = [x for x in leaves if not isinstance(x, torch.Tensor)]
+    if any(type(a) is not type(b) or a != b for a, b in zip(constants, kind.constants)):
+        return "a constant argument differs from the captured call"
+    if bind(kind, [x for x in leaves if isinstance(x, torch.Tensor)], check=True) is None:
+        return "a tensor's dtype or size differs from what the captured block allows"
+    return None
+
+
+def first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:200]
