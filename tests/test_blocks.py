@@ -137,6 +137,24 @@ def test_blocks_that_cannot_be_captured_alone_are_traced_layer_by_layer(layer):
         _check(program, model, args)
 
 
+def test_layers_are_captured_once_after_an_if_before_them_is_rewritten():
+    class Gated(Stack):
+        def forward(self, x, mask):
+            h = self.embed(x)
+            if h.mean() > 0:  # data-dependent: the recording trace fails until this becomes torch.cond
+                h = h * 2
+            for layer in self.layers:
+                h = layer(h, mask)
+            return self.head(h)
+
+    model, args = Gated(), _inputs()
+    program = _export(model, args)
+    assert program.report.rewrites
+    assert _reused(program) == ["Block captured once for 4 calls (layers.0 ... layers.3)"]
+    _check(program, model, _inputs(3, 6))
+    _check(program, model, (-_inputs()[0], _inputs()[1]))
+
+
 def test_hooks_keep_a_layer_out():
     model, args = Stack(depth=5), _inputs()
     model.layers[1].register_forward_hook(lambda m, i, o: o * 2)

@@ -48,6 +48,7 @@ class BlockReuse:
         self.kinds: list[Kind] = []
         self.notes: list[str] = []
         self.active = True
+        self.traced = False  # whether the recording trace got through (it may once an if is rewritten)
 
     # -- before capture -------------------------------------------------------------------------
 
@@ -55,7 +56,9 @@ class BlockReuse:
         """Find the groups of identical blocks, see how the capture calls each (one trace of the model that
         traces one layer per group and stubs the others), then capture and translate one of each kind.
         ``trace()`` runs the model's capture under ``capturing()``. Never raises: what fails is noted, and
-        those layers are traced one by one."""
+        those layers are traced one by one. When the trace itself fails (an ``if`` on a tensor not rewritten
+        yet), ``traced`` stays False and the capture calls this again after its rewrites."""
+        self.traced = True
         if global_hooks():
             self.notes.append("traced layer by layer: global module hooks are registered")
             return
@@ -65,8 +68,10 @@ class BlockReuse:
         try:
             calls = record_calls(groups, trace)
         except Exception as exc:  # noqa: BLE001 - the capture itself reports the model's failure
-            self.notes.append(f"traced layer by layer: the model's capture failed ({first_line(exc)})")
+            self.traced = False
+            self.notes = [f"traced layer by layer: the model's capture failed ({first_line(exc)})"]
             return
+        self.notes = []
         for group in groups:
             call = calls.get(id(group))
             if call is None:

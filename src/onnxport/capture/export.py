@@ -183,6 +183,8 @@ def capture(
 
         blocks.prepare(trace, lambda: _capturing(model, small, None))
     while True:
+        if blocks is not None and not blocks.traced and rewriter is not None and rewriter.all_rewrites:
+            blocks.prepare(trace, lambda: _capturing(model, small, rewriter))
         errors: list[tuple[str, BaseException]] = []
         for name, strict in STRATEGIES:
             label = _label(strict, rewriter, small)
