@@ -234,3 +234,74 @@ def test_real_models_with_layers_captured_once(case):
     assert _reused(program), program.report.blocks
     assert program.report.verification.ok
     check_other_size(case, model, program)
+
+
+# -- decoders with a KV cache: each layer's slot of the cache goes in and out of its call ----------------
+
+def _cache_cases() -> list:
+    import dataclasses
+
+    pytest.importorskip("transformers")
+    from tests.test_llm_cache import CASES
+
+    deep = []
+    for case in CASES:
+        if case.name in ("llama", "gpt2", "falcon", "gemma2"):
+            kwargs = {k: 4 if k in ("num_hidden_layers", "n_layer") else v for k, v in case.kwargs.items()}
+            deep.append(pytest.param(dataclasses.replace(case, kwargs=kwargs), id=case.name))
+    return deep
+
+
+@pytest.mark.parametrize("case", _cache_cases())
+def test_decoders_with_a_cache_capture_their_layers_once(case):
+    from tests.test_llm_cache import _build, _decode_inputs
+
+    model = _build(case)
+    program = onnxport.export(model, (), _decode_inputs(model), dynamic_shapes="auto")
+    if case.name == "gemma2":  # sliding-window cache layers: traced layer by layer, said so
+        assert not _reused(program)
+        assert any("sliding-window" in line for line in program.report.blocks)
+    else:
+        assert _reused(program) == [next(line for line in program.report.blocks if "for 4 calls" in line)]
+    ids = torch.randint(3, 99, (2, 6), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones_like(ids)
+    mask[1, :2], ids[1, :2] = 0, 0
+    tokens, logits = onnxport.generate(program, ids, mask, max_new_tokens=6, output_logits=True)
+    expected = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=6, output_logits=True,
+                              return_dict_in_generate=True)
+    assert torch.equal(tokens, expected.sequences)
+    for got, want in zip(logits, expected.logits):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+
+
+def test_one_token_decode_step_at_batch_one_captures_its_layers_once():
+    pytest.importorskip("transformers")
+    import dataclasses
+
+    from tests.test_llm_cache import CASES, _build, _decode_inputs
+
+    case = dataclasses.replace(CASES[0], kwargs={**CASES[0].kwargs, "num_hidden_layers": 4})
+    model = _build(case)
+    inputs = _decode_inputs(model, batch=1, past=4, new=1)
+    del inputs["position_ids"]
+    program = onnxport.export(model, (), inputs, dynamic_shapes="auto")
+    assert _reused(program)
+    ids = torch.randint(3, 99, (2, 6), generator=torch.Generator().manual_seed(3))
+    expected = model.generate(ids, do_sample=False, max_new_tokens=5)
+    assert torch.equal(onnxport.generate(program, ids, max_new_tokens=5), expected)
+
+
+def test_a_layer_computing_with_its_index_is_not_shared():
+    class Indexed(Block):
+        def __init__(self, index):
+            super().__init__()
+            self.layer_idx = index
+
+        def forward(self, x, mask=None):
+            return super().forward(x, mask) * (self.layer_idx + 1)
+
+    model, args = Stack(), _inputs()
+    model.layers = nn.ModuleList(Indexed(i) for i in range(4))
+    program = _export(model, args)
+    assert not _reused(program)  # layer_idx is read, and differs: four kinds of one
+    _check(program, model, _inputs(3, 4))

@@ -26,7 +26,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from onnxport.blocks._groups import differing, find_groups, global_hooks, same_reads
+from onnxport.blocks._groups import differing, find_groups, global_hooks, same_reads, varying_ints
 from onnxport.blocks._kind import DOMAIN, KINDS, Kind, capture_kind, first_line, forwarder, record_calls
 from onnxport.blocks._onnx import as_function, translator
 
@@ -81,7 +81,7 @@ class BlockReuse:
                 qualname, module = remaining[0]
                 try:
                     with capturing():
-                        kind = capture_kind(qualname, module, call)
+                        kind = capture_kind(qualname, module, call, varying_ints([m for _, m in remaining]))
                     kind.function = as_function(self.translate_block(kind.program), kind.name)
                 except Exception as exc:  # noqa: BLE001 - any failure: trace these layers as usual
                     self.notes.append(f"{type(module).__name__} ({_span([q for q, _ in remaining])}) traced layer "

@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 
 __all__ = ["CONSTANTS", "MIN_MODULES", "MIN_REPEATS", "differing", "equal", "find_groups", "global_hooks", "reading",
-           "same_reads"]
+           "same_reads", "varying_ints"]
 
 MIN_MODULES = 3  # a block holds at least this many modules (itself included)
 MIN_REPEATS = 4  # and comes at least this many times: fewer are traced faster than captured apart
@@ -72,15 +72,19 @@ def global_hooks() -> bool:
 
 
 @contextlib.contextmanager
-def reading(block: torch.nn.Module) -> Iterator[dict[str, dict[str, Any]]]:
-    """Record the plain attributes (not parameters, buffers, submodules) each submodule reads."""
+def reading(
+    block: torch.nn.Module, opaque: Mapping[tuple[str, str], Callable[[], Any]] | None = None
+) -> Iterator[dict[str, dict[str, Any]]]:
+    """Record the plain attributes (not parameters, buffers, submodules) each submodule reads; those in
+    ``opaque`` (path, name) read as what its function makes, and are not recorded."""
     reads: dict[str, dict[str, Any]] = {}
     swapped = []
     try:
         for path, module in block.named_modules():
             seen = reads.setdefault(path, {})
             original = type(module)
-            module.__class__ = _reader_class(original, seen)
+            stand_ins = {name: make for (p, name), make in (opaque or {}).items() if p == path}
+            module.__class__ = _reader_class(original, seen, stand_ins)
             swapped.append((module, original))
         yield reads
     finally:
@@ -95,14 +99,30 @@ _SKIPPED = frozenset({"_parameters", "_buffers", "_modules", "__dict__", "__clas
                       "_state_dict_pre_hooks", "_load_state_dict_post_hooks", "_compiled_call_impl"})
 
 
-def _reader_class(original: type, seen: dict[str, Any]) -> type:
+def _reader_class(original: type, seen: dict[str, Any], stand_ins: Mapping[str, Callable[[], Any]]) -> type:
     def __getattribute__(self: Any, name: str) -> Any:  # noqa: N807 - the hook Python calls
+        if name in stand_ins:
+            return stand_ins[name]()
         value = original.__getattribute__(self, name)
         if name not in _SKIPPED and name in object.__getattribute__(self, "__dict__"):
             seen.setdefault(name, value)
         return value
 
     return type(original.__name__, (original,), {"__getattribute__": __getattribute__, "__module__": original.__module__})
+
+
+def varying_ints(members: list[torch.nn.Module]) -> list[tuple[str, str]]:
+    """The int attributes (submodule path, name) whose values differ between ``members``, e.g. ``layer_idx``."""
+    tables = [dict(m.named_modules()) for m in members]
+    varying = []
+    for path, module in tables[0].items():
+        for name, value in module.__dict__.items():
+            if type(value) is not int:
+                continue
+            values = {getattr(t.get(path), "__dict__", {}).get(name, None) for t in tables}
+            if len(values) > 1:
+                varying.append((path, name))
+    return varying
 
 
 def same_reads(reads: dict[str, dict[str, Any]], reference: torch.nn.Module, module: torch.nn.Module) -> bool:

@@ -12,6 +12,8 @@ import sympy
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxport.blocks import _cache
+from onnxport.blocks._cache import SLOT
 from onnxport.blocks._groups import CONSTANTS, reading
 from onnxport.blocks._shapes import bind, evaluate, known_equal
 from onnxport.decompose import _is_view
@@ -52,6 +54,9 @@ class Kind:
     calls: int = 0
     fallbacks: list[str] = dataclasses.field(default_factory=list)
     op: Any = None  # the OpOverload each member calls
+    wrapper: Any = None  # the block as a function of its state and inputs, as captured
+    slot: list[Any] | None = None  # with a cache argument: its slot's (dtype, dims) when captured filled, or []
+    slot_index: tuple[str, str] | None = None  # the attribute (submodule path, name) that picks the slot
 
 
 
@@ -69,6 +74,7 @@ class _Call:
     tensors: list[tuple[torch.dtype, list[int], list[bool]]]
     fakes: list[torch.Tensor]
     out: Any = None
+    slot: list[tuple[torch.dtype, list[int], list[bool]]] | None = None  # the cache slot's keys and values
 
 
 def record_calls(groups: list[list[tuple[str, torch.nn.Module]]], trace: Callable[[], Any]) -> dict[int, _Call]:
@@ -126,15 +132,23 @@ def _caused_by(exc: BaseException | None, kind: type) -> bool:
 
 
 def _describe_call(args: tuple, kwargs: dict[str, Any]) -> _Call:
+    args, kwargs, cache = _cache.split_cache(args, kwargs)
     leaves, spec = pytree.tree_flatten((args, kwargs))
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-    return _Call(
+    call = _Call(
         spec,
         [isinstance(x, torch.Tensor) for x in leaves],
         [x for x in leaves if not isinstance(x, torch.Tensor)],
-        [(t.dtype, [_hint(d) for d in t.shape], [isinstance(d, torch.SymInt) for d in t.shape]) for t in tensors],
+        [_describe(t) for t in tensors],
         tensors,
     )
+    if cache is not None:
+        call.slot = [_describe(t) for t in _cache.layer_state(cache) or []]
+    return call
+
+
+def _describe(t: torch.Tensor) -> tuple[torch.dtype, list[int], list[bool]]:
+    return t.dtype, [_hint(d) for d in t.shape], [isinstance(d, torch.SymInt) for d in t.shape]
 
 
 def _hint(size: Any) -> int:
@@ -147,6 +161,7 @@ def _hint(size: Any) -> int:
 
 
 def _looks_same(call: _Call, args: tuple, kwargs: dict[str, Any]) -> bool:
+    args, kwargs, _ = _cache.split_cache(args, kwargs)
     leaves, spec = pytree.tree_flatten((args, kwargs))
     if spec != call.spec or [isinstance(x, torch.Tensor) for x in leaves] != call.is_tensor:
         return False
@@ -177,21 +192,34 @@ class _Functional(torch.nn.Module):
     parameters are inputs, not constants)."""
 
     def __init__(self, block: torch.nn.Module, state_names: list[str], in_spec: pytree.TreeSpec,
-                 is_tensor: list[bool], constants: list[Any], record: Callable[[Any], None]):
+                 is_tensor: list[bool], constants: list[Any], record: Callable[[Any], None], slot: bool = False):
         super().__init__()
         self._block = [block]
         self.state_names, self.in_spec, self.is_tensor, self.constants = state_names, in_spec, is_tensor, constants
         self._record = record  # a function, shared by the copies torch.export may make of this module
+        self.slot = slot
 
-    def forward(self, state: list[torch.Tensor], tensors: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def forward(self, state: list[torch.Tensor], tensors: list[torch.Tensor],
+                slot: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, ...]:
         args, kwargs = rebuild(self.in_spec, self.is_tensor, self.constants, tensors)
+        cache = _cache.slot_cache(list(slot or [])) if self.slot else None
+        if cache is not None:
+            args, kwargs = pytree.tree_map(lambda x: cache if x is SLOT else x, (args, kwargs))
         out = torch.func.functional_call(self._block[0], dict(zip(self.state_names, state)), args, kwargs)
         leaves, spec = pytree.tree_flatten(out)
         constants = [x for x in leaves if not isinstance(x, torch.Tensor)]
         if not all(isinstance(x, CONSTANTS) for x in constants):
             raise NotReusable(f"it returns a {type(next(x for x in constants if not isinstance(x, CONSTANTS))).__name__}")
-        self._record((spec, [isinstance(x, torch.Tensor) for x in leaves], constants))
-        return tuple(x for x in leaves if isinstance(x, torch.Tensor))
+        is_tensor = [isinstance(x, torch.Tensor) for x in leaves]
+        tensors_out = [x for x in leaves if isinstance(x, torch.Tensor)]
+        index = None
+        if cache is not None:
+            if len({(o.path, o.name) for o in cache.indices}) != 1:
+                raise NotReusable("it is handed the cache but does not update one slot of it")
+            index = (cache.indices[0].path, cache.indices[0].name)
+            tensors_out += [cache.layers[0].keys, cache.layers[0].values]
+        self._record(((spec, is_tensor, constants), index))
+        return tuple(tensors_out)
 
 
 def rebuild(spec: pytree.TreeSpec, is_tensor: list[bool], constants: list[Any], tensors: list[Any]) -> Any:
@@ -199,26 +227,36 @@ def rebuild(spec: pytree.TreeSpec, is_tensor: list[bool], constants: list[Any], 
     return pytree.tree_unflatten([next(t) if flag else next(c) for flag in is_tensor], spec)
 
 
-def capture_kind(qualname: str, module: torch.nn.Module, call: _Call) -> Kind:
+def capture_kind(
+    qualname: str, module: torch.nn.Module, call: _Call, opaque: list[tuple[str, str]] = ()
+) -> Kind:
+    """Capture ``module`` on its own as ``call`` describes it. With a cache argument, the ``opaque``
+    attributes (ints that differ between the layers) may only pick the cache's slot."""
     spec, is_tensor, constants = call.spec, call.is_tensor, call.constants
     if not _plain_spec(spec):
-        raise NotReusable(f"its inputs include a {_foreign_type(spec)}")
-    if not all(isinstance(x, CONSTANTS) for x in constants):
+        foreign = _foreign_type(spec)
+        if foreign.endswith("Cache"):
+            foreign += " not of plain growing layers (sliding-window or static ones are traced per layer)"
+        raise NotReusable(f"its inputs include a {foreign}")
+    if not all(isinstance(x, CONSTANTS) or x is SLOT for x in constants):
         raise NotReusable("an input is neither a tensor nor a constant")
     tensors = [_example(dtype, sizes) for dtype, sizes, _ in call.tensors]
+    slot = [_example(dtype, sizes) for dtype, sizes, _ in call.slot or []]
     named = list(module.named_parameters()) + list(module.named_buffers())
     state_names = [n for n, _ in named]
-    out_specs: list[tuple[pytree.TreeSpec, list[bool], list[Any]]] = []
-
-    def record(out_spec: tuple[pytree.TreeSpec, list[bool], list[Any]]) -> None:
-        out_specs.append(out_spec)
-
-    wrapper = _Functional(module, state_names, spec, is_tensor, constants, record)
+    out_specs: list[Any] = []
+    wrapper = _Functional(module, state_names, spec, is_tensor, constants, out_specs.append, call.slot is not None)
     auto = torch.export.Dim.AUTO
-    dynamic = ([None] * len(named), [{i: auto for i, free in enumerate(symbolic) if free} or None
-                                     for _, _, symbolic in call.tensors])
-    with reading(module) as reads:
-        ep = torch.export.export(wrapper, ([t for _, t in named], tensors), dynamic_shapes=dynamic, strict=False)
+
+    def dims(described: list[tuple[torch.dtype, list[int], list[bool]]]) -> list[Any]:
+        return [{i: auto for i, free in enumerate(symbolic) if free} or None for _, _, symbolic in described]
+
+    stand_ins = {key: (lambda key=key: _cache.Opaque(*key)) for key in opaque} if call.slot is not None else {}
+    inputs, dynamic = ([t for _, t in named], tensors), ([None] * len(named), dims(call.tensors))
+    if call.slot is not None:
+        inputs, dynamic = (*inputs, slot), (*dynamic, dims(call.slot))
+    with reading(module, stand_ins) as reads:
+        ep = torch.export.export(wrapper, inputs, dynamic_shapes=dynamic, strict=False)
     signature = ep.graph_signature
     if signature.buffers_to_mutate or signature.user_inputs_to_mutate or _writes_inputs(ep.graph):
         raise NotReusable("it changes its inputs, parameters or buffers in place")
@@ -235,9 +273,10 @@ def capture_kind(qualname: str, module: torch.nn.Module, call: _Call) -> Kind:
     if not free <= known:
         raise NotReusable("an output's size depends on the data (or on a derived input size)")
     name = f"{type(module).__name__.lower()}_{next(_counter)}"
+    out_spec, slot_index = out_specs[-1]
     kind = Kind(name, module, [qualname], state_names, spec, is_tensor, constants, in_meta, out_meta,
-                out_specs[-1], dict(ep.range_constraints), reads)
-    kind.program = ep
+                out_spec, dict(ep.range_constraints), reads)
+    kind.program, kind.wrapper, kind.slot, kind.slot_index = ep, wrapper, call.slot, slot_index
     define(kind)
     return kind
 
@@ -292,10 +331,9 @@ def _live(name: str) -> Kind:
 def _eager(name: str) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
     def run(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         kind = _live(name)
-        n = len(kind.state_names)
-        args, kwargs = rebuild(kind.in_spec, kind.is_tensor, kind.constants, inputs[n:])
-        out = torch.func.functional_call(kind.module, dict(zip(kind.state_names, inputs[:n])), args, kwargs)
-        return [t.clone() for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        n, m = len(kind.state_names), len(kind.state_names) + sum(kind.is_tensor)
+        slot = inputs[m:] if kind.slot is not None else None
+        return [t.clone() for t in kind.wrapper(inputs[:n], inputs[n:m], slot)]
 
     return run
 
@@ -316,29 +354,49 @@ def forwarder(kind: Kind, module: torch.nn.Module) -> Callable[..., Any]:
     original = type(module).forward
 
     def forward(*args: Any, **kwargs: Any) -> Any:
-        why = _mismatch(kind, args, kwargs)
+        plain_args, plain_kwargs, cache = _cache.split_cache(args, kwargs) if kind.slot is not None else (
+            args, kwargs, None)
+        index, slot = _slot_of(kind, module, cache)
+        why = _mismatch(kind, plain_args, plain_kwargs, slot)
         if why is not None:
             kind.fallbacks.append(f"a call of {type(module).__name__} traced as usual: {why}")
             return original(module, *args, **kwargs)
-        leaves = pytree.tree_leaves((args, kwargs))
+        leaves = pytree.tree_leaves((plain_args, plain_kwargs))
         state = [t for _, t in module.named_parameters()] + [t for _, t in module.named_buffers()]
-        outs = kind.op(state + [x for x in leaves if isinstance(x, torch.Tensor)])
+        outs = list(kind.op(state + [x for x in leaves if isinstance(x, torch.Tensor)] + (slot or [])))
+        if kind.slot is not None:
+            _cache.write_back(cache, index, outs[-2], outs[-1])
+            outs = outs[:-2]
         kind.calls += 1
-        return rebuild(*kind.out_spec, list(outs))
+        return rebuild(*kind.out_spec, outs)
 
     return forward
 
 
-def _mismatch(kind: Kind, args: tuple, kwargs: dict[str, Any]) -> str | None:
+def _slot_of(kind: Kind, module: torch.nn.Module, cache: Any) -> tuple[int | None, list[torch.Tensor] | None]:
+    """The cache slot this layer updates and its keys and values (None: the call does not fit the kind)."""
+    if kind.slot is None or cache is None or kind.slot_index is None:
+        return None, None
+    path, name = kind.slot_index
+    index = dict(module.named_modules())[path].__dict__.get(name)
+    state = _cache.layer_state(cache, index) if isinstance(index, int) else None
+    if not isinstance(index, int) or (state is None) != (not kind.slot):
+        return None, None
+    return index, state or []
+
+
+def _mismatch(kind: Kind, args: tuple, kwargs: dict[str, Any], slot: list[torch.Tensor] | None) -> str | None:
+    if kind.slot is not None and slot is None:
+        return "its cache slot is not the one the captured block was given (filled, or not)"
     leaves, spec = pytree.tree_flatten((args, kwargs))
     if spec != kind.in_spec:
         return "its arguments differ in structure from the captured call"
     if [isinstance(x, torch.Tensor) for x in leaves] != kind.is_tensor:
         return "tensor and constant arguments differ"
     constants = [x for x in leaves if not isinstance(x, torch.Tensor)]
-    if any(type(a) is not type(b) or a != b for a, b in zip(constants, kind.constants)):
+    if any(type(a) is not type(b) or a is not b and a != b for a, b in zip(constants, kind.constants)):
         return "a constant argument differs from the captured call"
-    if bind(kind, [x for x in leaves if isinstance(x, torch.Tensor)], check=True) is None:
+    if bind(kind, [x for x in leaves if isinstance(x, torch.Tensor)] + (slot or []), check=True) is None:
         return "a tensor's dtype or size differs from what the captured block allows"
     return None
 
