@@ -55,16 +55,16 @@ def sdpa_gqa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
 SEQ = (({2: Dim("l", min=2)}, {2: Dim("s", min=2)}, {2: Dim("s", min=2)}),)
 
 CASES = [
-    OpCase(aten.scaled_dot_product_attention.default, args=lambda: qkv(), expect_ops=["MatMul", "Softmax"],
+    OpCase(aten.scaled_dot_product_attention.default, args=lambda: qkv(), expect_ops=["Attention"],
            dtypes=(f32, f16), tol=F16_TOL),
-    OpCase(sdpa, args=lambda: (*qkv(ev=6), bool_mask()), name="bool_mask", expect_ops=["Where"], dtypes=(f32, f16),
+    OpCase(sdpa, args=lambda: (*qkv(ev=6), bool_mask()), name="bool_mask", expect_ops=["Attention"], dtypes=(f32, f16),
            tol=F16_TOL),
     OpCase(sdpa, args=lambda: (*qkv(), left_padded_mask()), name="fully_masked_rows", dtypes=(f32, f16), tol=F16_TOL),
     OpCase(sdpa, args=lambda: (*qkv(), torch.zeros(4, 5).masked_fill(~left_padded_mask(), float("-inf"))),
            name="fully_masked_rows_float"),
-    OpCase(sdpa, args=lambda: (*qkv(), randn(2, 1, 4, 5)), name="float_mask", expect_ops=["Add"], dtypes=(f32, f16),
+    OpCase(sdpa, args=lambda: (*qkv(), randn(2, 1, 4, 5)), name="float_mask", expect_ops=["Attention"], dtypes=(f32, f16),
            tol=F16_TOL),
-    OpCase(sdpa_causal, args=lambda: qkv(lq=5, s=5), expect_ops=["Where"], dtypes=(f32, f16), tol=F16_TOL),
+    OpCase(sdpa_causal, args=lambda: qkv(lq=5, s=5), expect_ops=["Attention"], dtypes=(f32, f16), tol=F16_TOL),
     OpCase(sdpa_causal, args=lambda: qkv(lq=3, s=6), name="rectangular"),
     OpCase(sdpa_scale, args=lambda: qkv()),
     OpCase(sdpa_gqa, args=lambda: qkv(h=6, hk=2), dtypes=(f32, f16), tol=F16_TOL),

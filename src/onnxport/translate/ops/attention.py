@@ -1,4 +1,4 @@
-"""Scaled dot-product attention, spelled out with MatMul and Softmax."""
+"""Scaled dot-product attention: one opset-23 ``Attention`` node where it fits, else MatMul and Softmax."""
 
 from __future__ import annotations
 
@@ -59,6 +59,35 @@ def _causal_keep(ctx: Ctx, q: ir.Value, k: ir.Value) -> ir.Value:
     return ctx.op.Trilu(ctx.op.Expand(ctx.const(True), size), upper=0)
 
 
+_ATTENTION_DTYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16)  # onnxruntime's CPU kernel has no bfloat16
+
+
+def _fits_attention(ctx: Ctx, q: ir.Value, k: ir.Value, mask: ir.Value | None, dropout_p: float) -> bool:
+    """Whether ONNX ``Attention`` computes this call: opset 23, 4-D inputs (batch, heads, seq, embed), a
+    dtype onnxruntime runs it in, no dropout, and a mask that broadcasts over the scores from the right.
+    ``Attention`` takes grouped key/value heads as they are (q heads a multiple of kv heads), as torch's
+    ``enable_gqa`` does, and gives a query row that the mask hides entirely zero weights, as torch does."""
+    if ctx.opset < 23 or dropout_p or q.dtype not in _ATTENTION_DTYPES or k.dtype != q.dtype:
+        return False
+    if rank(q) != 4 or rank(k) != 4:
+        return False
+    return mask is None or (rank(mask) <= 4 and mask.dtype in (ir.DataType.BOOL, q.dtype))
+
+
+def _attention(ctx: Ctx, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.Value | None, is_causal: bool,
+               scale: float | None) -> ir.Value:
+    """One ``Attention`` node. torch's causal mask is aligned to the top left; ``Attention``'s ``is_causal``
+    is used only where the query and key lengths are the same dim, else the mask is spelled out."""
+    if is_causal and q.shape[-2] != k.shape[-2]:
+        mask, is_causal = _causal_keep(ctx, q, k), False
+    attrs = {"is_causal": 1} if is_causal else {}
+    if scale is not None:
+        attrs["scale"] = float(scale)
+    out = ctx.op.Attention(q, k, v, *([] if mask is None else [mask]), **attrs)
+    out.shape = ir.Shape([*q.shape[:-1], v.shape[-1]])
+    return out
+
+
 @aten(aten_.scaled_dot_product_attention.default)
 def scaled_dot_product_attention(
     ctx: Ctx,
@@ -73,6 +102,8 @@ def scaled_dot_product_attention(
     enable_gqa: bool = False,
 ) -> ir.Value:
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
+    if _fits_attention(ctx, q, k, attn_mask, dropout_p):
+        return _attention(ctx, q, k, v, attn_mask, is_causal, scale)
     if enable_gqa and q.shape[-3] != k.shape[-3]:  # symbolic counts differ here even when equal at run time
         k, v = _repeat_heads(ctx, k, q), _repeat_heads(ctx, v, q)
     r = rank(k)
