@@ -5,16 +5,25 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnx_ir.passes import common as common_passes
 
+from onnxport.optimize.attention_cache_fuse import AttentionCacheFusePass
+from onnxport.optimize.attention_heads_fuse import AttentionHeadsFusePass
 from onnxport.optimize.constant_fold import ConstantFoldPass
+from onnxport.optimize.rms_norm_fuse import RmsNormFusePass
+from onnxport.optimize.rotary_fuse import RotaryFusePass
 
 __all__ = ["default_passes", "optimize"]
 
 
 def default_passes() -> list[ir.passes.PassBase]:
-    """Passes run by ``optimize=True``, in order."""
+    """Passes run by ``optimize=True``, in order. The fusions run after CSE, which merges the copies of
+    shared subexpressions (the rotary tables each layer unsqueezes) that they match on."""
     return [
         ConstantFoldPass(),
         common_passes.CommonSubexpressionEliminationPass(),
+        AttentionHeadsFusePass(),
+        AttentionCacheFusePass(),
+        RmsNormFusePass(),
+        RotaryFusePass(),
         common_passes.RemoveUnusedNodesPass(),
         common_passes.RemoveUnusedOpsetsPass(),
     ]
