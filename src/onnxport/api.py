@@ -10,6 +10,7 @@ import torch
 from onnxport import blocks as _blocks
 from onnxport import capture as _capture
 from onnxport import decompose as _decompose
+from onnxport import half as _half
 from onnxport import optimize as _optimize
 from onnxport import translate as _translate
 from onnxport import verify as _verify
@@ -44,6 +45,7 @@ def export(
     verify_budget: float | None = _verify.DEFAULT_BUDGET,
     progress: bool = False,
     weights: Any = None,
+    dtype: torch.dtype | None = None,
 ) -> OnnxProgram:
     """Export ``model`` called on ``args``/``kwargs`` to ONNX.
 
@@ -77,6 +79,12 @@ def export(
     dtype (converted only where the model's differs) and are copied into the external data when the
     program is saved (``prog.save`` writes external data for such a model), so memory stays far below the
     weights' size. The model cannot run in eager PyTorch, so ``verify`` is skipped; the report says so.
+
+    ``dtype=torch.float16`` exports a float32 model as a float16 one: float16 weights, float16 floating
+    inputs and outputs (call it with ``x.half()``), float16 arithmetic, and float32 islands where float16
+    is not safe (softmax, normalisations, summing reductions, rotary angles; see ``onnxport.half``). It is
+    verified against the model in eager float32 on the float32 examples, within float16's tolerance. A
+    model that is already float16 (``model.half()``) gets the same islands with or without ``dtype``.
     """
     source = _weights.Weights.open(weights) if weights is not None else None
     # The caches are pytree nodes for the whole export (capture and verification flatten them), not after.
@@ -88,7 +96,7 @@ def export(
             optimize=optimize,
             verify=verify, verify_mode=verify_mode, verify_inputs=verify_inputs, progress=progress,
             verify_budget=verify_budget,
-            bound=bound,
+            bound=bound, dtype=_half.check_dtype(dtype),
         )
 
 
@@ -98,6 +106,7 @@ def _export(
     reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any], progress: bool,
     verify_budget: float | None,
     bound: _weights.Binding | None,
+    dtype: torch.dtype | None,
 ) -> OnnxProgram:
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
     opset = _check_opset(opset)
@@ -144,6 +153,11 @@ def _export(
         with report.stage("optimize") as stage:
             _optimize.optimize(translated.model)
             stage.detail = f"{len(translated.model.graph)} nodes"
+    narrowed = dtype is not None and not _half.is_half(translated.model)
+    if narrowed or _half.is_half(translated.model):
+        with report.stage("half") as stage:
+            stage.detail = str(_half.to_half(translated.model, opset, from_float32=narrowed,
+                                             weights=ep.graph_signature.parameters))
     program = OnnxProgram(
         translated.model,
         report=report,
@@ -159,8 +173,8 @@ def _export(
         with report.stage("verify") as stage:
             given = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
             result = _verify.verify_export(
-                program, model, given, captured, input_names, raise_on_mismatch=verify_mode == "raise",
-                budget=verify_budget,
+                _half.HalfView(program) if narrowed else program, model, given, captured, input_names,
+                raise_on_mismatch=verify_mode == "raise", budget=verify_budget,
             )
             stage.detail = result.status
     return program
