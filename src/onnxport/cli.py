@@ -40,7 +40,7 @@ def _export(ns: argparse.Namespace) -> int:
     prog = export(
         target.model, inputs.args, inputs.kwargs, dynamic_shapes=inputs.dynamic_shapes, input_names=inputs.input_names,
         output_names=ns.output_names, opset=ns.opset, optimize=not ns.no_optimize, verify=not ns.no_verify,
-        progress=progress,
+        progress=progress, dtype=ns.dtype,
     )
     prog.save(ns.output, external_data=True if ns.external_data else None)
     if not ns.quiet:
@@ -184,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 23, up to the newest onnxruntime runs)")
     p.add_argument("--no-verify", action="store_true", help="skip the onnxruntime vs eager check")
     p.add_argument("--no-optimize", action="store_true", help="skip the ONNX graph optimizations")
+    p.add_argument("--dtype", choices=["float16"], default=None,
+                   help="export as float16 (weights, floating inputs and outputs) with float32 islands")
     p.add_argument("--external-data", action="store_true", help="write weights to FILE.onnx.data")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="one line per stage on stderr (default: on when stderr is a terminal)")
