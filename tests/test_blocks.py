@@ -305,3 +305,23 @@ def test_a_layer_computing_with_its_index_is_not_shared():
     program = _export(model, args)
     assert not _reused(program)  # layer_idx is read, and differs: four kinds of one
     _check(program, model, _inputs(3, 4))
+
+
+def test_layer_copies_keep_the_fusions_of_the_whole_model_capture():
+    """The copies carry the model's own dim names, so the optimizer's fusions and size sharing apply
+    to them as to layers traced in place."""
+    pytest.importorskip("transformers")
+    import dataclasses
+
+    from tests.test_llm_cache import CASES, _build, _decode_inputs
+
+    case = dataclasses.replace(CASES[0], kwargs={**CASES[0].kwargs, "num_hidden_layers": 4})
+    model = _build(case)
+    reused = onnxport.export(model, (), _decode_inputs(model), dynamic_shapes="auto", verify=False)
+    plain = onnxport.export(model, (), _decode_inputs(model), dynamic_shapes="auto", verify=False,
+                            reuse_blocks=False)
+    assert _reused(reused)
+    ops = [collections.Counter(n.op_type for n in p.model_proto.graph.node) for p in (reused, plain)]
+    for fused in ("Attention", "RMSNormalization", "RotaryEmbedding", "MatMul"):
+        assert ops[0][fused] == ops[1][fused] > 0, fused
+    assert sum(ops[0].values()) <= sum(ops[1].values()) + 8  # a few size ops the layers do not share

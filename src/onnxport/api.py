@@ -183,9 +183,10 @@ def _export(
 def _block_translator(opset: int, custom: Any, custom_opsets: Any) -> Any:
     """How one kind of repeated block becomes ONNX: the export's own decomposition and translation."""
 
-    def translate_block(ep: torch.export.ExportedProgram) -> Any:
+    def translate_block(ep: torch.export.ExportedProgram, dim_names: dict[str, str]) -> Any:
         ep = _decompose.decompose(ep, custom=custom, opset=opset, report=Report())
-        return _translate.translate(ep, opset=opset, custom=custom, custom_opsets=custom_opsets).model
+        return _translate.translate(ep, opset=opset, custom=custom, custom_opsets=custom_opsets,
+                                    dim_names=dim_names).model
 
     return translate_block
 

@@ -28,7 +28,7 @@ import torch
 
 from onnxport.blocks._groups import differing, find_groups, global_hooks, same_reads, varying_ints
 from onnxport.blocks._kind import DOMAIN, KINDS, Kind, capture_kind, first_line, forwarder, record_calls
-from onnxport.blocks._onnx import as_function, translator
+from onnxport.blocks._onnx import as_function, prepare_graph, token, translator, uses_function
 
 __all__ = ["DOMAIN", "BlockReuse", "find_groups"]
 
@@ -38,11 +38,12 @@ MAX_CAPTURES = 8  # kinds captured per export at most
 class BlockReuse:
     """Finds, captures and translates the repeated blocks of ``model``; see the module docstring.
 
-    ``translate_block(ep) -> ir.Model`` decomposes and translates one kind's program (the export's
-    opset and custom translations); it raises when the kind cannot be translated.
+    ``translate_block(ep, dim_names) -> ir.Model`` decomposes and translates one kind's program (the
+    export's opset and custom translations, the size symbols named by ``dim_names``); it raises when the
+    kind cannot be translated.
     """
 
-    def __init__(self, model: torch.nn.Module, translate_block: Callable[[torch.export.ExportedProgram], ir.Model]):
+    def __init__(self, model: torch.nn.Module, translate_block: Callable[..., ir.Model]):
         self.model = model
         self.translate_block = translate_block
         self.kinds: list[Kind] = []
@@ -82,7 +83,10 @@ class BlockReuse:
                 try:
                     with capturing():
                         kind = capture_kind(qualname, module, call, varying_ints([m for _, m in remaining]))
-                    kind.function = as_function(self.translate_block(kind.program), kind.name)
+                    dim_names = {str(symbol): token(symbol) for symbol in kind.program.range_constraints}
+                    kind.graph = prepare_graph(self.translate_block(kind.program, dim_names))
+                    if uses_function(kind):
+                        kind.function = as_function(kind.graph, kind.name)
                 except Exception as exc:  # noqa: BLE001 - any failure: trace these layers as usual
                     self.notes.append(f"{type(module).__name__} ({_span([q for q, _ in remaining])}) traced layer "
                                       f"by layer: {first_line(exc)}")

@@ -50,7 +50,8 @@ class Kind:
     reads: dict[str, dict[str, Any]]         # submodule path -> plain attributes the capture read
     program: torch.export.ExportedProgram | None = None
     module_refs: list[torch.nn.Module] = dataclasses.field(default_factory=list)
-    function: ir.Function | None = None
+    graph: ir.Graph | None = None            # its translation, initializers as Constant nodes
+    function: ir.Function | None = None      # the same as a function, when it holds subgraphs
     calls: int = 0
     fallbacks: list[str] = dataclasses.field(default_factory=list)
     op: Any = None  # the OpOverload each member calls
