@@ -41,6 +41,10 @@ bench-depth: $(VENV)/.installed-bench
 bench-memory: $(VENV)/.installed-bench
 	$(BIN)/python bench/memory.py --out bench/memory.md
 
+.PHONY: bench-half
+bench-half: $(VENV)/.installed
+	$(BIN)/python bench/half.py --out bench/half.md
+
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml requirements-test.txt

@@ -1,27 +1,35 @@
 """Which nodes of a float16 graph compute in float32: the islands.
 
-Chosen by measurement (onnxruntime 1.32 CPU against the same op in float32, on float16-rounded inputs;
-the numbers are in bench/half.md):
+Chosen by measurement: each op in float16 against float32 on the same float16-rounded inputs in
+onnxruntime 1.32 (CPU), and whole models under onnx's reference evaluator, which rounds to float16 after
+every op as a float16-native runtime does (onnxruntime's CPU provider computes most float16 ops in float32
+between casts of its own, and hides most of what follows):
 
 - Reductions that sum (``ReduceSum``, ``ReduceMean``, ``ReduceSumSquare``, ``ReduceL2``, ``CumSum``, ...):
   a float16 sum overflows where a float32 one does not (4,096 values of 100 +- 10: inf), and a runtime
   may accumulate float16 in float16. ``ReduceMax``/``ReduceMin``/``ArgMax`` are exact and stay float16.
 - ``Softmax``/``LogSoftmax``: ONNX leaves the precision of its exponentials and sum to the runtime (the
   fused ``Attention`` has ``softmax_precision`` for this, which the conversion sets instead).
-- The fused ``LayerNormalization``/``RMSNormalization`` are *not* islands: their ``stash_type`` (float32
-  by default) already computes the statistics in float32, and measured on float16 inputs they are within
-  one float16 rounding of float32 at every scale tried. Their decomposed forms (``x * x`` then
-  ``ReduceMean``, ``Exp`` then ``ReduceSum``) are islands through the growth rules below.
+- Normalisations (``LayerNormalization``, ``RMSNormalization``, group and instance norms): their
+  ``stash_type`` asks for float32 statistics, and onnxruntime computes them so (within one float16
+  rounding of float32 at every scale tried), but not every runtime does: onnx's reference evaluator
+  squares in float16, and a tiny Llama whose hidden states reach |x| ~ 400 gave logits off by 0.65 (all
+  of them) with the norms in float16, 3e-4 with them in float32. Decomposed norms (``x * x`` then
+  ``ReduceMean``) and softmaxes (``Exp`` then ``ReduceSum``) are islands through the growth rules below.
 - ``Cos``/``Sin``, and a ``Cast`` from an integer or bool to a float: rotary embeddings take the cosine of
   position x frequency, and float16 rounds an angle of 1,000 to a multiple of 0.5 (a position of 3,000 to
-  one of 2), so the angles and the positions they come from are float32.
+  one of 2), so the angles and the positions they come from are float32 (a tiny Llama at positions
+  3,000-3,016: logits off by 3.8e-3 with float16 angles, 5e-4 with float32 ones).
 - An op whose ONNX schema has no float16 for its floats (``Range``).
 
 From these seeds an island grows while growing costs no precision and little time:
 
 - backward, to an elementwise op (or a reshape) whose every use is in the island, and to one that widens
   the range (``Exp``, ``Pow``, a square ``x * x``) with any use in it: the values a reduction sums are
-  then formed in float32, so ``x * x`` of a hidden state of 300 (90,000) no longer overflows;
+  then formed in float32, so ``x * x`` of a hidden state of 300 (90,000) no longer overflows. In a
+  transformer the residual additions join too (each is used only by a norm and the next addition): the
+  residual stream is float32, as mixed-precision training keeps it, and only the matrix products' outputs
+  are cast up into it;
 - forward, to any op whose every float input comes from the island or is a small constant (an epsilon,
   the rotary frequencies): ``var + eps`` then ``Sqrt`` then ``Reciprocal``, or ``exp / sum``.
 
