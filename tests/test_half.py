@@ -275,3 +275,21 @@ def test_cli_dtype_float16(tmp_path: Any, capsys: Any) -> None:
     saved = onnx.load(str(out))
     assert saved.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
     assert {t.data_type for t in saved.graph.initializer} == {onnx.TensorProto.FLOAT16}
+
+
+def test_streamed_weights_are_converted_when_saved(tmp_path: Any) -> None:
+    """``weights=`` (a meta model): the weights become float16 as they are written, never loaded before."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8)).eval()
+    with torch.device("meta"):
+        meta = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8)).eval()
+    x = torch.randn(2, 4)
+    prog = onnxport.export(meta, (x,), weights=dict(model.state_dict()), dtype=torch.float16)
+    assert all(isinstance(v.const_value, ir.LazyTensor) for v in prog.model.graph.initializers.values())
+    path = tmp_path / "model.onnx"
+    prog.save(path)
+    saved = onnx.load(str(path))
+    assert {t.data_type for t in saved.graph.initializer} == {onnx.TensorProto.FLOAT16}
+    out = onnxport.verify.OrtRunner(ir.serde.deserialize_model(saved)).run([x.half()])[0]
+    with torch.no_grad():
+        torch.testing.assert_close(out.float(), model(x), atol=ATOL, rtol=RTOL)
