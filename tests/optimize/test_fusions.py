@@ -26,6 +26,7 @@ class FusionCase:
     zoo: str
     expect: dict[str, int]
     absent: tuple[str, ...] = ()
+    flat_attention: bool = True  # Attention takes (batch, seq, heads * embed) projections, no head transposes
 
 
 LAYERS = 2
@@ -52,6 +53,8 @@ def test_fused_ops_appear_and_match_eager(case: FusionCase) -> None:
     ops = Counter(node.op_type for node in prog.model.graph)
     assert {op: ops[op] for op in case.expect} == case.expect, ops
     assert not [op for op in case.absent if ops[op]], ops
+    if case.flat_attention:
+        assert all(n.attributes.get("q_num_heads") for n in prog.model.graph if n.op_type == "Attention")
     check_other_size(zoo, model, prog)
 
 
@@ -67,6 +70,7 @@ def test_decoder_cache_goes_into_attention() -> None:
     for i, node in enumerate(attention):
         assert [v.name for v in node.inputs[4:]] == [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
         assert {v.name for v in node.outputs[1:]} <= outputs
+        assert node.attributes["q_num_heads"].value == 4 and node.attributes["kv_num_heads"].value == 2
     assert "Softmax" not in {node.op_type for node in prog.model.graph}
     spread = [n for n in prog.model.graph if n.op_type == "Expand" and n.inputs[0].dtype == ir.DataType.FLOAT]
     assert not spread, "keys and values are still repeated over the query heads"

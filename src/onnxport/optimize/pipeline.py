@@ -7,10 +7,10 @@ from onnx_ir.passes import common as common_passes
 
 from onnxport.optimize.attention_cache_fuse import AttentionCacheFusePass
 from onnxport.optimize.attention_heads_fuse import AttentionHeadsFusePass
+from onnxport.optimize.attention_layout_fuse import AttentionLayoutFusePass
 from onnxport.optimize.constant_fold import ConstantFoldPass
 from onnxport.optimize.rms_norm_fuse import RmsNormFusePass
 from onnxport.optimize.rotary_fuse import RotaryFusePass
-from onnxport.optimize.shape_cse import SameShapePass
 
 __all__ = ["default_passes", "optimize"]
 
@@ -20,12 +20,13 @@ def default_passes() -> list[ir.passes.PassBase]:
     shared subexpressions (the rotary tables each layer unsqueezes) that they match on."""
     return [
         ConstantFoldPass(),
-        SameShapePass(),
         common_passes.CommonSubexpressionEliminationPass(),
         AttentionHeadsFusePass(),
         AttentionCacheFusePass(),
         RmsNormFusePass(),
         RotaryFusePass(),
+        common_passes.RemoveUnusedNodesPass(),  # the layout fusion counts readers: dead ones first
+        AttentionLayoutFusePass(),
         common_passes.RemoveUnusedNodesPass(),
         common_passes.RemoveUnusedOpsetsPass(),
     ]
