@@ -11,6 +11,7 @@ from onnxport.optimize.attention_layout_fuse import AttentionLayoutFusePass
 from onnxport.optimize.constant_fold import ConstantFoldPass
 from onnxport.optimize.rms_norm_fuse import RmsNormFusePass
 from onnxport.optimize.rotary_fuse import RotaryFusePass
+from onnxport.optimize.shape_cse import SameShapePass
 
 __all__ = ["default_passes", "optimize"]
 
@@ -20,6 +21,7 @@ def default_passes() -> list[ir.passes.PassBase]:
     shared subexpressions (the rotary tables each layer unsqueezes) that they match on."""
     return [
         ConstantFoldPass(),
+        SameShapePass(),
         common_passes.CommonSubexpressionEliminationPass(),
         AttentionHeadsFusePass(),
         AttentionCacheFusePass(),
