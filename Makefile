@@ -35,6 +35,10 @@ opinfo: $(VENV)/.installed
 bench-llm: $(VENV)/.installed
 	$(BIN)/python bench/llm.py --out bench/llm.md
 
+.PHONY: bench-speed
+bench-speed: $(VENV)/.installed-bench
+	$(BIN)/python bench/speed.py --out bench/speed.md
+
 bench-depth: $(VENV)/.installed-bench
 	$(BIN)/python bench/depth.py --out bench/depth.md
 

@@ -9,7 +9,8 @@ with dynamic batch, sequence and past lengths; the same ONNX file serves prefill
 onnxruntime-genai's builder (``python -m onnxruntime_genai.models.builder``) builds its float32 CPU
 model from the same weights saved as a local model directory. Each figure is the median latency of
 one forward call, batch 1, one thread everywhere: a decode step (1 new token) at past lengths 128 and
-1024, and a prefill of 128 tokens.
+1024, and a prefill of 128 tokens. The two onnxruntime sessions run in turn (A B A B ..., bench/run.py's
+``latency_ms``), so the machine's drift hits both alike; the logits of the two are compared.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from run import log, make_session, quiet  # noqa: E402
+from run import latency_ms, log, make_session, quiet  # noqa: E402
 
 from tests.hf_dirs import write_tokenizer  # noqa: E402
 
@@ -130,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log("build with onnxruntime-genai's builder")
         theirs = genai_builder_session(model, workdir)
     ours_names = {"key": "past_key_values.%d.key", "value": "past_key_values.%d.value"}
-    rows = []
+    rows, logit_diff = [], 0.0
     for label, past, new in (("decode, past 128", 128, 1), ("decode, past 1024", 1024, 1), ("prefill 128", 0, 128)):
         log(label)
         inputs = step_inputs(model, past, new)
@@ -142,19 +143,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         with torch.no_grad():
             eager = median_ms(eager_call)
-        onnxport_ms = median_ms(lambda: ours.run(None, feeds))
         if isinstance(theirs, Exception):
-            genai_ms = f"fail: {theirs}"
+            onnxport_ms, genai_ms = median_ms(lambda: ours.run(None, feeds)), f"fail: {theirs}"
         else:
             their_feeds = ort_feeds(theirs, inputs, ours_names)
-            genai_ms = f"{median_ms(lambda: theirs.run(None, their_feeds)):.2f}"
+            onnxport_ms, builder_ms = latency_ms([(ours, feeds), (theirs, their_feeds)])
+            genai_ms = f"{builder_ms:.2f}"
+            logit_diff = max(logit_diff, float(np.abs(ours.run(None, feeds)[0] - theirs.run(None, their_feeds)[0]).max()))
         rows.append((label, eager, onnxport_ms, genai_ms))
     import onnxruntime
 
     lines = [
         f"Llama-style decoder: hidden {opts.hidden}, {opts.layers} layers, {opts.heads} heads, {opts.kv_heads} KV "
         f"heads, vocab {opts.vocab}, float32, batch 1, one thread; torch {torch.__version__}, onnxruntime "
-        f"{onnxruntime.__version__}, {platform.machine()}. onnxport export: {export_s:.1f} s.",
+        f"{onnxruntime.__version__}, {platform.machine()}. onnxport export: {export_s:.1f} s. Largest difference "
+        f"between the two models' logits: {logit_diff:.1e}.",
         "",
         "| call | eager ms | onnxport ms | onnxruntime-genai builder ms | onnxport / eager | onnxport / builder |",
         "|---|---:|---:|---:|---:|---:|",
