@@ -83,8 +83,24 @@ def _attention(ctx: Ctx, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.Value |
     attrs = {"is_causal": 1} if is_causal else {}
     if scale is not None:
         attrs["scale"] = float(scale)
+    if mask is not None:
+        mask = _mask_rows(ctx, mask, q)
     out = ctx.op.Attention(q, k, v, *([] if mask is None else [mask]), **attrs)
     out.shape = ir.Shape([*q.shape[:-1], v.shape[-1]])
+    return out
+
+
+def _mask_rows(ctx: Ctx, mask: ir.Value, q: ir.Value) -> ir.Value:
+    """``mask`` with a row per query: onnxruntime's ``Attention`` does not broadcast the mask's query dim
+    (a padding mask of shape (B, 1, 1, S) fails there), so one of size 1, or not known to be the query
+    length, is expanded to it."""
+    mask_shape = mask.shape
+    if mask_shape is not None and len(mask_shape) >= 2 and q.shape is not None and mask_shape[-2] == q.shape[-2]:
+        return mask
+    # Expand aligns from the right: (q_len, 1) spreads the query dim and keeps every other.
+    out = ctx.op.Expand(mask, ctx.op.Concat(_shape_slice(ctx, q, -2, -1), ctx.const([1]), axis=0))
+    if mask_shape is not None and q.shape is not None:
+        out.shape = ir.Shape([*mask_shape[:-2], q.shape[-2], mask_shape[-1]])
     return out
 
 
