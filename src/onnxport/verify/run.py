@@ -11,6 +11,7 @@ the set is run again at its default level, so the choice can never turn into a f
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from typing import Any
@@ -107,6 +108,11 @@ class Checker:
             self.result.runs.append(f"{described} (skipped: over the time budget, about {predicted:.2f} s more)")
             self.result.over_budget.append(label)
             return "over budget"
+        if self._runner is None:
+            # before eager PyTorch runs: its idle threads keep spinning for a while after it and slow down
+            # onnxruntime's load (on ViT-B/16, 1.4 s instead of 0.4 s); a failure is met again in _run
+            with contextlib.suppress(Exception):
+                self._build(verification_optimization(self.program.model))
         start = time.perf_counter()
         try:
             self.eager_runs += 1
