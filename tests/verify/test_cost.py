@@ -154,11 +154,16 @@ class TransposedWeight(torch.nn.Module):
     [
         (TransposedWeight(), (torch.randn(2, 256),), "basic"),  # Transpose(w): folded once, not per run
         (torch.nn.Conv2d(3, 8, 3), (torch.randn(1, 3, 8, 8),), "none"),
+        # nn.Linear on (batch, seq, features): Gemm reads the weight as stored, nothing to fold
+        (torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.Linear(512, 256, bias=False)),
+         (torch.randn(2, 5, 256),), "none"),
     ],
 )
 def test_session_optimises_only_what_verification_needs(model, args, level) -> None:
     prog = onnxport.export(model, args)
     assert prog.report.verification.optimization == level
+    if level == "none":
+        assert "Transpose" not in {n.op_type for n in prog.model_proto.graph.node}
     assert f"optimisation level '{level}'" in str(prog.report)
 
 
