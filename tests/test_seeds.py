@@ -421,7 +421,7 @@ def test_bad2_write_through_data_is_read_as_detach() -> None:
     (rewrite,) = prog.report.rewrites
     lines, first = inspect.getsourcelines(Bad2)
     assert rewrite.kind == "data"
-    assert rewrite.line == first + next(i for i, l in enumerate(lines) if "x.data[0, 0]" in l)
+    assert rewrite.line == first + next(i for i, text in enumerate(lines) if "x.data[0, 0]" in text)
     expected = x.clone()
     expected[0, 0] = 3
     torch.testing.assert_close(prog(x), expected)
