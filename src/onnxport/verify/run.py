@@ -4,8 +4,8 @@ The session is built for verification alone (``prog(...)`` builds its own, fully
 first called). It skips onnxruntime's graph optimisations unless the graph computes on its weights
 (a weight transposed before a MatMul, say), where constant folding saves redoing that work on every
 run; the extended fusions, layout changes and weight prepacking, which pay off over many runs and
-not over a few, are never applied (measured in bench/verify.md: on ViT-B/16 the default level and
-prepacking cost 0.5 s at load and save less over two runs). Should onnxruntime fail at that level,
+not over a few, are never applied (on ViT-B/16, onnxruntime's default level with prepacking took
+0.5 s longer to load and saved less than that over two runs). Should onnxruntime fail at that level,
 the set is run again at its default level, so the choice can never turn into a false alarm.
 """
 
