@@ -19,7 +19,12 @@ from torch.utils import _pytree as pytree
 from onnxport.capture._transformers_cache import registered as transformers_caches
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.report import Report
-from onnxport.translate.driver import COMPLEX_INPUTS_KEY, COMPLEX_OUTPUTS_KEY, RANDOM_OUTPUTS_KEY
+from onnxport.translate.driver import (
+    COMPLEX_INPUTS_KEY,
+    COMPLEX_OUTPUTS_KEY,
+    FLOAT64_AS_FLOAT32_KEY,
+    RANDOM_OUTPUTS_KEY,
+)
 from onnxport.verify.session import initializer_bytes
 
 __all__ = ["OnnxProgram"]
@@ -232,6 +237,13 @@ class OnnxProgram:
     def random_outputs(self) -> list[str]:
         """Names of the outputs that depend on random ops: verification compares only their shape and dtype."""
         names = self.model.metadata_props.get(RANDOM_OUTPUTS_KEY)
+        return json.loads(names) if names else []
+
+    @property
+    def float64_as_float32(self) -> list[str]:
+        """Op types whose float64 nodes compute in float32, for want of an onnxruntime kernel: float64
+        outputs are then as precise as float32 and verified with float32's tolerances."""
+        names = self.model.metadata_props.get(FLOAT64_AS_FLOAT32_KEY)
         return json.loads(names) if names else []
 
     # -- saving --------------------------------------------------------------------------------------

@@ -28,11 +28,14 @@ from onnxport.translate.ops.complex import complex_translator, is_complex, touch
 from onnxport.translate.registry import _BUILTIN, Translator, _functional_variant, lookup, target_name
 
 __all__ = [
-    "COMPLEX_INPUTS_KEY", "COMPLEX_OUTPUTS_KEY", "RANDOM_OUTPUTS_KEY", "Translated", "name_output_dims",
+    "COMPLEX_INPUTS_KEY", "COMPLEX_OUTPUTS_KEY", "FLOAT64_AS_FLOAT32_KEY", "RANDOM_OUTPUTS_KEY", "Translated", "name_output_dims",
     "random_outputs", "translate", "translator_for", "untranslated_ops",
 ]
 
 RANDOM_OUTPUTS_KEY = "onnxport.random_outputs"  # model metadata: JSON list of the outputs random ops feed
+# Model metadata: JSON list of the op types whose float64 nodes compute in float32 (no onnxruntime kernel);
+# verification then holds float64 outputs to float32's tolerances.
+FLOAT64_AS_FLOAT32_KEY = "onnxport.float64_as_float32"
 # Model metadata: JSON lists of the inputs and outputs that are complex tensors in PyTorch. Each is a real
 # tensor in the graph with a trailing dim of 2 (real, imaginary part), as every complex value inside it.
 COMPLEX_INPUTS_KEY = "onnxport.complex_inputs"
@@ -258,8 +261,11 @@ def translate(
     out_specs = ep.graph_signature.output_specs
     user_flat = [r for r, s in zip(flat, out_specs) if s.kind == OutputKind.USER_OUTPUT]
     output_slots = _add_outputs(ctx, user_flat, output_names, leaf_names)
-    legalize_dtypes(graph, opset)
+    narrowed: set[str] = set()
+    legalize_dtypes(graph, opset, narrowed)
     model = ir.Model(graph, ir_version=10, producer_name="onnxport", producer_version=_version())
+    if narrowed:
+        model.metadata_props[FLOAT64_AS_FLOAT32_KEY] = json.dumps(sorted(narrowed))
     random = random_outputs(graph)
     if random:
         model.metadata_props[RANDOM_OUTPUTS_KEY] = json.dumps(random)

@@ -42,11 +42,18 @@ _INTEGER_MEANING = frozenset({"Div", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr
                               "Pow", "ReduceMean", "Cast", "CastLike"})
 
 
-def legalize_dtypes(graph: ir.Graph, opset: int) -> int:
+def legalize_dtypes(graph: ir.Graph, opset: int, narrowed: set[str] | None = None) -> int:
     """Make every node of ``graph`` (and of its subgraphs) use dtypes onnxruntime has kernels for; returns
-    how many nodes now compute in another dtype."""
+    how many nodes now compute in another dtype. The op types of float64 nodes that now compute in
+    float32 (onnxruntime has no float64 kernel for them) are added to ``narrowed``."""
     casts = _Casts()
-    return sum(_legalize(node, opset, casts) for node in list(_nodes(graph)))
+    changed = 0
+    for node in list(_nodes(graph)):
+        source = _legalize(node, opset, casts)
+        changed += source is not None
+        if source == D.DOUBLE and narrowed is not None:
+            narrowed.add(node.op_type)
+    return changed
 
 
 def _nodes(graph: ir.Graph) -> Iterator[ir.Node]:
@@ -60,14 +67,15 @@ def _nodes(graph: ir.Graph) -> Iterator[ir.Node]:
                     yield from _nodes(sub)
 
 
-def _legalize(node: ir.Node, opset: int, casts: _Casts) -> int:
+def _legalize(node: ir.Node, opset: int, casts: _Casts) -> ir.DataType | None:
+    """The dtype the node computed in when it now computes in another, else None."""
     if node.domain not in ("", "ai.onnx"):
-        return 0
+        return None
     kernels = _kernels(node.op_type, opset)
     if not kernels:
-        return 0
+        return None
     inputs, outputs = _constraints(node, opset)
-    changed = 0
+    changed = None
     for constraint, allowed in kernels.items():
         slots = [i for i, c in enumerate(inputs) if c == constraint and node.inputs[i] is not None]
         dtypes = {node.inputs[i].dtype for i in slots}
@@ -83,7 +91,7 @@ def _legalize(node: ir.Node, opset: int, casts: _Casts) -> int:
         for out, c in zip(node.outputs, outputs):
             if c == constraint and out.dtype == source:
                 casts.cast_back(node, out, target)
-        changed = 1
+        changed = source
     return changed
 
 

@@ -143,7 +143,8 @@ class Checker:
             problem = f"onnxruntime failed on {described}: {_first_line(actual)}"
             checks = [OutputCheck(name, "", (), 0, 0, 0, 0, False, problem) for name in names]
         else:
-            checks = compare(names, self.program.onnx_leaves(expected), actual, random=self.program.random_outputs)
+            checks = compare(names, self.program.onnx_leaves(expected), actual, random=self.program.random_outputs,
+                             float64_as_float32=bool(self.program.float64_as_float32))
         outputs = self.result.outputs
         self.result.outputs = checks if not outputs else [_worst(a, b) for a, b in zip(outputs, checks)]
         self.result.runs.append(described)
