@@ -40,8 +40,9 @@ def test_one_session_and_one_eager_run_per_set() -> None:
     model, prog = _counting_export()
     assert OrtRunner.constructed - before == 1  # example, batch and seq sets all in one session
     verification = prog.report.verification
-    # batch (2) and seq (5) are two groups: one set each, moving alone, seq one below the example's
-    assert model.calls == [((2, 5, 4), (2, 3)), ((3, 5, 4), (3, 3)), ((2, 4, 4), (2, 3))]
+    # batch (2) and seq (5) are two groups: one set each, moving alone, one below the example's (batch
+    # to 1, which the Dim allows though torch.export's range starts at 2)
+    assert model.calls == [((2, 5, 4), (2, 3)), ((1, 5, 4), (1, 3)), ((2, 4, 4), (2, 3))]
     assert len(verification.runs) == 3 and verification.ok
     assert len(prog.report.sizes_verified) == 2
     assert verification.time_split.keys() == {"session", "eager", "onnxruntime", "comparison"}
@@ -113,14 +114,16 @@ def test_a_mismatch_at_another_size_is_still_caught() -> None:
     with pytest.raises(onnxport.VerificationError) as info:
         _export_rows()
     runs = info.value.verification.runs
-    assert runs[0].startswith("example:") and runs[1].startswith("example resized to rows=3")
+    assert runs[0].startswith("example:") and runs[1].startswith("example resized to rows=1")
+    assert "differs from eager PyTorch" in runs[1]  # below torch.export's range: the next size decides
+    assert runs[2].startswith("example resized to rows=3") and not info.value.verification.ok
 
 
 def test_the_budget_can_miss_it_and_the_report_says_what_was_not_checked() -> None:
     with pytest.warns(UserWarning, match="time budget") as record:
         prog = _export_rows(verify_budget=0)
     assert not [w for w in record if "does not match" in str(w.message)]
-    assert prog.report.verification.ok and prog.report.verification.over_budget == ["example resized to rows=3"]
+    assert prog.report.verification.ok and prog.report.verification.over_budget == ["example resized to rows=1"]
     assert any("time budget" in w for w in prog.report.warnings)
 
 
@@ -190,3 +193,42 @@ def test_made_up_sets_get_a_multiple_of_the_export_so_far(monkeypatch) -> None:
     now[0] += 4.0  # one made-up set ran
     assert clock.allows(1.9) and not clock.allows(2.1)
     assert budget_module.Budget(None, export_seconds=1.0).allows(1e9)
+
+
+class Conv(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x).relu()
+
+
+def test_a_batch_of_two_is_checked_at_one_where_the_user_allows_it() -> None:
+    """torch.export takes dynamic dims to be >= 2; size 1, which the user's Dim allows, is checked in place of
+    3: the size most deployments run, at half the example's cost instead of one and a half times it."""
+    model = Conv().eval()
+    prog = onnxport.export(model, (torch.randn(2, 3, 8, 8),), dynamic_shapes=({0: Dim("batch")},))
+    assert prog.report.sizes_verified == ["batch=1"]
+    assert prog.report.verification.ok and not prog.report.warnings
+    x = torch.randn(1, 3, 8, 8)
+    torch.testing.assert_close(prog(x), model(x).detach(), atol=1e-5, rtol=1e-4)
+
+
+def test_a_user_minimum_of_two_is_kept() -> None:
+    prog = onnxport.export(Conv().eval(), (torch.randn(2, 3, 8, 8),), dynamic_shapes=({0: Dim("batch", min=2)},))
+    assert prog.report.sizes_verified == ["batch=3"]
+
+
+class SqueezesSizeOne(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.squeeze() * 2  # drops the batch dim when it is 1: torch.export captured the >= 2 case
+
+
+def test_a_model_that_treats_size_one_apart_is_not_a_false_alarm() -> None:
+    with pytest.warns(UserWarning, match="batch=1"):
+        prog = onnxport.export(SqueezesSizeOne(), (torch.randn(2, 3),), dynamic_shapes=({0: Dim("batch")},))
+    verification = prog.report.verification
+    assert verification.ok and prog.report.sizes_verified == ["batch=3"]
+    assert "differs from eager PyTorch" in verification.runs[1] and "shape" in verification.runs[1]
+    assert any("batch=1" in w and ">= 2" in w for w in prog.report.warnings)

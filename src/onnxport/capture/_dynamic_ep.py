@@ -21,6 +21,7 @@ from onnxport.errors import CaptureError, InvalidInputError
 
 __all__ = [
     "check_specialization",
+    "declared_minimums",
     "dim_names",
     "example_symbol_values",
     "rename_expr",
@@ -105,6 +106,29 @@ def user_named_symbols(ep: torch.export.ExportedProgram, specs: list[dict[int, A
                 root = spec.root
                 named.setdefault(str(next(iter(expr.free_symbols))), getattr(root, "_onnx_name", root.__name__))
     return named
+
+
+def declared_minimums(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]]) -> dict[str, int]:
+    """``{symbol: the smallest size the user's specs allow}`` for the symbols that every input dim holds
+    alone: a ``Dim``'s ``min`` (0 by default), 0 for ``Dim.AUTO``/``DYNAMIC``. torch.export's own lower
+    bound is 2 for most of them (it takes sizes 0 and 1 apart); a symbol that some dim holds in an
+    expression (a derived ``Dim``), or that a spec does not declare, is left out."""
+    found: dict[str, int] = {}
+    excluded: set[str] = set()
+    for i, (_, val) in enumerate(_tensor_placeholders(ep)):
+        for k, size in enumerate(val.shape):
+            expr, spec = _expr(size), (specs[i] if i < len(specs) else {}).get(k)
+            if expr is None:
+                continue
+            if isinstance(expr, sympy.Symbol) and _is_named(spec):
+                lowest = int(spec.min) if isinstance(spec.min, int) else 0
+            elif isinstance(expr, sympy.Symbol) and isinstance(spec, _DimHint) and spec.type != _DimHintType.STATIC:
+                lowest = 0
+            else:
+                excluded.update(str(s) for s in expr.free_symbols)
+                continue
+            found[str(expr)] = min(found.get(str(expr), lowest), lowest)
+    return {symbol: lowest for symbol, lowest in found.items() if symbol not in excluded}
 
 
 def rename_expr(expr: Any, names: Mapping[str, str]) -> str:

@@ -19,6 +19,7 @@ from torch.utils import _pytree as pytree
 
 from onnxport.capture._dynamic_ep import (
     check_specialization,
+    declared_minimums,
     dim_names,
     example_symbol_values,
     rename_expr,
@@ -33,6 +34,7 @@ __all__ = [
     "auto_dynamic_shapes",
     "check_specialization",
     "complete_dynamic_shapes",
+    "declared_minimums",
     "dim_names",
     "dynamic_shapes_from_axes",
     "example_symbol_values",

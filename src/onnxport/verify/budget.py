@@ -17,8 +17,9 @@ from onnxport.errors import InvalidInputError
 
 __all__ = ["DEFAULT_BUDGET", "Budget", "check_budget"]
 
-# One set per group of dynamic dims costs about the example's check (1.5 times it for a batch of 2
-# grown to 3), so 2 lets a model with one or two groups check them all, whatever its size, and stops
+# One set per group of dynamic dims costs about the example's check (half of it for a batch of 2 cut
+# to 1, 1.5 times it where the batch must grow to 3), so 2 lets a model with one or two groups check
+# them all, whatever its size, and stops
 # the open-ended work (the search for inputs taking other branches, many groups) on a large model.
 DEFAULT_BUDGET = 2.0
 

@@ -16,6 +16,14 @@ a size other than the example's, so it gets one set in which it alone moves, to 
 the ranges allow, one below the example's first (cheaper to run) unless that would reach 0 or 1,
 with a few fallback sizes in case eager PyTorch refuses the first. A group that a given input set
 (``verify_inputs``) already shows at another size gets none.
+
+Below 2 lies what torch.export does not guarantee: it traces dynamic dims as >= 2, setting sizes 0
+and 1 apart, so a model that treats size 1 apart (a ``squeeze()``, an ``if x.shape[0] == 1``) is
+captured without that path. For an example size of 2 the next size up would be 3, one and a half
+times the example's cost; where the user's spec allows 1 (a ``Dim``'s default ``min`` is 0) and every
+recorded range holds, size 1 comes first instead, marked ``below_range``: half the example's cost,
+and the size most deployments run. The stage treats a difference there as a note about the model,
+not a failure of the export, and goes on to the next size.
 """
 
 from __future__ import annotations
@@ -27,7 +35,13 @@ import sympy
 import torch
 from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
-from onnxport.capture.dynamic import dim_names, example_symbol_values, tensor_input_shapes, user_named_symbols
+from onnxport.capture.dynamic import (
+    declared_minimums,
+    dim_names,
+    example_symbol_values,
+    tensor_input_shapes,
+    user_named_symbols,
+)
 from onnxport.errors import InvalidInputError
 
 __all__ = ["GroupSizes", "SampleSets", "other_sizes", "resize_keeping_ends", "sizes_by_group"]
@@ -134,9 +148,11 @@ def other_sizes(
 
 
 class GroupSizes(SampleSets):
-    """Candidate input sets for one group of symbols (the first to try first); ``group`` names it."""
+    """Candidate input sets for one group of symbols (the first to try first); ``group`` names it and
+    ``below_range[i]`` says whether set i lies below the range torch.export recorded (size 1)."""
 
     group: str
+    below_range: list[bool]
 
 
 def sizes_by_group(
@@ -156,14 +172,21 @@ def sizes_by_group(
     """
     dims = _Dims(ep, example_flat_inputs, specs, input_names)
     observed = [dims.observed(flat) for flat in given]
+    declared = declared_minimums(ep, specs) if dims.roots else {}
     result = []
     for group in dims.groups:
         lead, start = group[0], dims.example[group[0]]
         if any(values.get(lead, start) != start for values in observed):
             continue
         candidates = GroupSizes()
-        candidates.group, candidates.descriptions = dims.name(group), []
+        candidates.group, candidates.descriptions, candidates.below_range = dims.name(group), [], []
         picked: list[int] = []
+        one = {**dims.example, **dict.fromkeys(group, 1)}
+        if start == 2 and all(declared.get(str(s), 2) <= 1 for s in group) and _fits(ep, one, declared=group):
+            picked.append(1)
+            candidates.append(dims.resized(one))
+            candidates.descriptions.append(f"{candidates.group}=1")
+            candidates.below_range.append(True)
         for offset in _NEAREST:
             value = _pick(start, dims.bounds(group), offset)
             values = {**dims.example, **dict.fromkeys(group, value)}
@@ -172,6 +195,7 @@ def sizes_by_group(
             picked.append(value)
             candidates.append(dims.resized(values))
             candidates.descriptions.append(f"{candidates.group}={value}")
+            candidates.below_range.append(False)
             if len(candidates) == tries:
                 break
         if candidates:
@@ -238,10 +262,12 @@ def _pick(example: int, bounds: tuple[int, int], offset: int) -> int:
     return min(max(example + offset, lower), upper)
 
 
-def _fits(ep: torch.export.ExportedProgram, values: dict[Any, int]) -> bool:
-    """Whether every range torch.export recorded (derived ones included) holds at ``values``."""
+def _fits(ep: torch.export.ExportedProgram, values: dict[Any, int], declared: Sequence[Any] = ()) -> bool:
+    """Whether every range torch.export recorded (derived ones included) holds at ``values``; the own
+    ranges of the ``declared`` symbols are left out (their lower bound of 2 for ``Dim.DYNAMIC`` is
+    torch's setting sizes 0 and 1 apart, which the caller knows the user's spec allows)."""
     for expr, vr in ep.range_constraints.items():
-        if not expr.free_symbols <= set(values):
+        if not expr.free_symbols <= set(values) or expr in declared:
             continue
         value = expr.xreplace({s: sympy.Integer(values[s]) for s in expr.free_symbols})
         if not (vr.lower <= value <= vr.upper):
