@@ -3,6 +3,8 @@ need, and a time budget that may skip generated sets but never the example, and 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -41,8 +43,10 @@ def test_one_session_and_one_eager_run_per_set() -> None:
     assert OrtRunner.constructed - before == 1  # example, batch and seq sets all in one session
     verification = prog.report.verification
     # batch (2) and seq (5) are two groups: one set each, moving alone, one below the example's (batch
-    # to 1, which the Dim allows though torch.export's range starts at 2)
-    assert model.calls == [((2, 5, 4), (2, 3)), ((1, 5, 4), (1, 3)), ((2, 4, 4), (2, 3))]
+    # to 1, which the Dim allows though torch.export's range starts at 2); the model keeps its batch rows
+    # apart, so the batch set is checked against the example's eager rows, the seq set against eager
+    assert model.calls == [((2, 5, 4), (2, 3)), ((2, 4, 4), (2, 3))]
+    assert "rows resized" in verification.runs[1] and "rows resized" not in verification.runs[2]
     assert len(verification.runs) == 3 and verification.ok
     assert len(prog.report.sizes_verified) == 2
     assert verification.time_split.keys() == {"session", "eager", "onnxruntime", "comparison"}
@@ -74,7 +78,7 @@ def test_budget_skips_generated_sets_never_the_example_and_says_so() -> None:
 
 def test_no_budget_checks_everything() -> None:
     model, prog = _counting_export(verify_budget=None)
-    assert len(model.calls) == 3 and not prog.report.verification.over_budget
+    assert len(prog.report.verification.runs) == 3 and not prog.report.verification.over_budget
     assert "no time budget" in str(prog.report.verification)
 
 
@@ -232,3 +236,24 @@ def test_a_model_that_treats_size_one_apart_is_not_a_false_alarm() -> None:
     assert verification.ok and prog.report.sizes_verified == ["batch=3"]
     assert "differs from eager PyTorch" in verification.runs[1] and "shape" in verification.runs[1]
     assert any("batch=1" in w and ">= 2" in w for w in prog.report.warnings)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from /proc")
+def test_verification_session_feeds_the_weights_instead_of_copying_them() -> None:
+    """onnxruntime copies initializers given as values into memory of its own; fed as inputs, the
+    verification session reads the model's weights where they are."""
+    model = torch.nn.Linear(4096, 4096).eval()  # 64 MiB of weight
+    prog = onnxport.export(model, (torch.randn(2, 4096),), verify=False)
+    before = _rss_bytes()
+    fed = OrtRunner(prog.model, optimization="none", weights_as_inputs=True)
+    assert _rss_bytes() - before < 16 << 20
+    assert fed.input_names == [prog.model.graph.inputs[0].name]
+    copied = OrtRunner(prog.model, optimization="none")
+    x = torch.randn(2, 4096)
+    torch.testing.assert_close(fed.run([x])[0], copied.run([x])[0])
+    torch.testing.assert_close(fed.run([x])[0], model(x).detach(), atol=1e-4, rtol=1e-4)

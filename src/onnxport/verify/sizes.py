@@ -148,11 +148,20 @@ def other_sizes(
 
 
 class GroupSizes(SampleSets):
-    """Candidate input sets for one group of symbols (the first to try first); ``group`` names it and
-    ``below_range[i]`` says whether set i lies below the range torch.export recorded (size 1)."""
+    """Candidate input sets for one group of symbols (the first to try first): ``group`` names it,
+    ``symbols`` are torch's, ``sizes[i]`` is the group's size in set i and ``below_range[i]`` says whether
+    it lies below the range torch.export recorded (size 1)."""
 
     group: str
+    symbols: list[Any]
+    sizes: list[int]
     below_range: list[bool]
+
+    def add(self, inputs: list[Any], size: int, *, below_range: bool = False) -> None:
+        self.append(inputs)
+        self.sizes.append(size)
+        self.descriptions.append(f"{self.group}={size}")
+        self.below_range.append(below_range)
 
 
 def sizes_by_group(
@@ -179,23 +188,17 @@ def sizes_by_group(
         if any(values.get(lead, start) != start for values in observed):
             continue
         candidates = GroupSizes()
-        candidates.group, candidates.descriptions, candidates.below_range = dims.name(group), [], []
-        picked: list[int] = []
+        candidates.group, candidates.symbols = dims.name(group), list(group)
+        candidates.descriptions, candidates.sizes, candidates.below_range = [], [], []
         one = {**dims.example, **dict.fromkeys(group, 1)}
         if start == 2 and all(declared.get(str(s), 2) <= 1 for s in group) and _fits(ep, one, declared=group):
-            picked.append(1)
-            candidates.append(dims.resized(one))
-            candidates.descriptions.append(f"{candidates.group}=1")
-            candidates.below_range.append(True)
+            candidates.add(dims.resized(one), 1, below_range=True)
         for offset in _NEAREST:
             value = _pick(start, dims.bounds(group), offset)
             values = {**dims.example, **dict.fromkeys(group, value)}
-            if value == start or value in picked or not _fits(ep, values):
+            if value == start or value in candidates.sizes or not _fits(ep, values):
                 continue
-            picked.append(value)
-            candidates.append(dims.resized(values))
-            candidates.descriptions.append(f"{candidates.group}={value}")
-            candidates.below_range.append(False)
+            candidates.add(dims.resized(values), value)
             if len(candidates) == tries:
                 break
         if candidates:

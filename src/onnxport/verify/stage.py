@@ -7,8 +7,10 @@
 3. Where onnxport rewrote ``if``s into ``torch.cond``: variants of the example that take a branch the
    given sets do not (see ``branches``); the search itself stops when the budget runs out.
 
-Every set goes through one onnxruntime session (see ``run``) and eager PyTorch once. Sets 2 and 3
-are made up: each runs only if its predicted cost fits the budget, ``budget`` times the export so far
+Every set goes through one onnxruntime session (see ``run``) and eager PyTorch once, except a set of
+type 2 where the captured program keeps the group's rows apart (see ``rows``): its expected outputs are
+the example's eager outputs with their rows resized as the inputs were, and eager PyTorch runs only
+should they not match. Sets 2 and 3 are made up: each runs only if its predicted cost fits the budget, ``budget`` times the export so far
 when the first of them is considered (see ``budget``); those left out are listed in the report and
 warned about, with what verification took.
 """
@@ -18,15 +20,18 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.capture import Captured
+from onnxport.capture._transformers_cache import registered as transformers_caches
 from onnxport.errors import VerificationError
 from onnxport.verify.branches import explore_branches
 from onnxport.verify.budget import DEFAULT_BUDGET, Budget
 from onnxport.verify.compare import Verification
 from onnxport.verify.run import Checker
-from onnxport.verify.sizes import sizes_by_group
+from onnxport.verify.rows import row_axes
+from onnxport.verify.sizes import resize_keeping_ends, sizes_by_group
 
 __all__ = ["verify_export"]
 
@@ -88,10 +93,12 @@ def _check_other_sizes(
     tried, verified = [], []
     for candidates in groups:
         differs = ""  # size 1 (below torch.export's range) did not match
-        for sample, description, below in zip(candidates, candidates.descriptions, candidates.below_range):
+        axes = row_axes(captured.program, candidates.symbols) if checker.reference is not None else None
+        for sample, description, below, size in zip(candidates, candidates.descriptions, candidates.below_range,
+                                                     candidates.sizes):
             tried.append(description)
             outcome = checker.check(f"example resized to {description}", pytree.tree_unflatten(sample, spec),
-                                    generated=True, tentative=below)
+                                    generated=True, tentative=below, derived=_rows_resized(checker.reference, axes, size))
             if outcome == "differs":
                 differs = f"{description} ({checker.difference})"
                 continue
@@ -102,6 +109,20 @@ def _check_other_sizes(
             if outcome != "refused":
                 break
     return tried, verified
+
+
+def _rows_resized(reference: Any, axes: list[int | None] | None, size: int) -> Any:
+    """The example's eager outputs with their rows cut or repeated as ``resize_keeping_ends`` does to the
+    inputs: what the captured program computes on the resized example where it keeps rows apart."""
+    if axes is None:
+        return None
+    with transformers_caches():
+        leaves, spec = pytree.tree_flatten(reference)
+    if len(leaves) != len(axes):
+        return None
+    resized = [resize_keeping_ends(leaf, axis, size) if axis is not None and isinstance(leaf, torch.Tensor) else leaf
+               for leaf, axis in zip(leaves, axes)]
+    return pytree.tree_unflatten(resized, spec)
 
 
 def _note_differs_below_range(differs: str, verified: str, report: Any) -> None:
