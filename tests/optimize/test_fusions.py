@@ -37,7 +37,11 @@ CASES = [
                absent=("Softmax", "Neg")),
     FusionCase("qwen2", {"RMSNormalization": 2 * LAYERS + 1, "RotaryEmbedding": 2 * LAYERS, "Attention": LAYERS},
                absent=("Softmax", "Neg")),
-    FusionCase("gpt2", {"Attention": LAYERS, "LayerNormalization": 2 * LAYERS + 1}, absent=("Softmax",)),
+    # GPT-2's written-out tanh GELU (gelu_new) becomes Gelu(approximate="tanh"); Bloom writes it otherwise
+    FusionCase("gpt2", {"Attention": LAYERS, "LayerNormalization": 2 * LAYERS + 1, "Gelu": LAYERS},
+               absent=("Softmax", "Tanh", "Pow")),
+    FusionCase("bloom", {"Gelu": LAYERS}, absent=("Tanh",), flat_attention=False),
+    FusionCase("phi", {"Gelu": LAYERS, "RotaryEmbedding": 2 * LAYERS}, absent=("Tanh", "Pow"), flat_attention=False),
     FusionCase("bert", {"Attention": LAYERS, "LayerNormalization": 2 * LAYERS + 1, "Gelu": LAYERS},
                absent=("Softmax",)),
     FusionCase("vit", {"Attention": LAYERS, "LayerNormalization": 2 * LAYERS + 1, "Gelu": LAYERS},

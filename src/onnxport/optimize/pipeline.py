@@ -5,6 +5,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnx_ir.passes import common as common_passes
 
+from onnxport.optimize.activation_fuse import ActivationFusePass
 from onnxport.optimize.attention_cache_fuse import AttentionCacheFusePass
 from onnxport.optimize.attention_heads_fuse import AttentionHeadsFusePass
 from onnxport.optimize.attention_layout_fuse import AttentionLayoutFusePass
@@ -27,6 +28,7 @@ def default_passes() -> list[ir.passes.PassBase]:
         AttentionCacheFusePass(),
         RmsNormFusePass(),
         RotaryFusePass(),
+        ActivationFusePass(),
         common_passes.RemoveUnusedNodesPass(),  # the layout fusion counts readers: dead ones first
         AttentionLayoutFusePass(),
         common_passes.RemoveUnusedNodesPass(),
