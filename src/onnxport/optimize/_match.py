@@ -78,3 +78,15 @@ def dims(value: ir.Value | None) -> list[int | str] | None:
 def last_axis(axis: int, rank: int) -> bool:
     """Whether ``axis`` names the last of ``rank`` axes."""
     return axis in (-1, rank - 1)
+
+
+def replace_node(graph: ir.Graph, node: ir.Node, fused: ir.Node, removed: list[ir.Node]) -> None:
+    """Put ``fused`` where ``node`` is: before it in ``graph``, its output taking the place (readers, name,
+    type, graph output) of ``node``'s first output; then remove ``removed`` (``node`` among them)."""
+    graph.insert_before(node, fused)
+    out = node.outputs[0]
+    fused.outputs[0].dtype, fused.outputs[0].shape = out.dtype, out.shape
+    name, out.name = out.name, None
+    ir.convenience.replace_all_uses_with(out, fused.outputs[0], replace_graph_outputs=True)
+    fused.outputs[0].name = name
+    graph.remove(list(reversed(removed)), safe=True)

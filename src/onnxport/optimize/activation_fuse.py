@@ -140,13 +140,7 @@ class ActivationFusePass(ir.passes.InPlacePass):
                 op, attributes, _, _ = _KNOWN[which]
                 fused = ir.Node("", op, [x], [ir.AttrString(k, v) for k, v in attributes.items()],
                                 name=f"{root.name}_{op.lower()}")
-                graph.insert_before(root, fused)
-                out = root.outputs[0]
-                fused.outputs[0].dtype, fused.outputs[0].shape = out.dtype, out.shape
-                name, out.name = out.name, None
-                ir.convenience.replace_all_uses_with(out, fused.outputs[0], replace_graph_outputs=True)
-                fused.outputs[0].name = name
-                graph.remove(list(reversed(nodes)), safe=True)
+                m.replace_node(graph, root, fused, nodes)
                 gone.update(nodes)
                 modified = True
         return ir.passes.PassResult(model, modified)

@@ -86,12 +86,6 @@ class RmsNormFusePass(ir.passes.InPlacePass):
                 x, weight, eps, nodes = found
                 fused = ir.Node("", "RMSNormalization", [x, weight],
                                 [ir.AttrInt64("axis", -1), ir.AttrFloat32("epsilon", eps)], name=f"{node.name}_rms")
-                graph.insert_before(node, fused)
-                out = node.outputs[0]
-                fused.outputs[0].dtype, fused.outputs[0].shape = out.dtype, out.shape
-                name, out.name = out.name, None
-                ir.convenience.replace_all_uses_with(out, fused.outputs[0], replace_graph_outputs=True)
-                fused.outputs[0].name = name
-                graph.remove(list(reversed(nodes)), safe=True)
+                m.replace_node(graph, node, fused, nodes)
                 modified = True
         return ir.passes.PassResult(model, modified)

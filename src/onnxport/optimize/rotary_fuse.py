@@ -112,13 +112,7 @@ class RotaryFusePass(ir.passes.InPlacePass):
                 x, cos, sin = found
                 tables = [self._first_half(graph, node, t, x, halves) for t in (cos, sin)]
                 fused = ir.Node("", "RotaryEmbedding", [x, *tables], [], name=f"{node.name}_rotary")
-                graph.insert_before(node, fused)
-                out = node.outputs[0]
-                fused.outputs[0].dtype, fused.outputs[0].shape = out.dtype, out.shape
-                name, out.name = out.name, None
-                ir.convenience.replace_all_uses_with(out, fused.outputs[0], replace_graph_outputs=True)
-                fused.outputs[0].name = name
-                graph.remove(node, safe=True)
+                m.replace_node(graph, node, fused, [node])
                 modified = True
         return ir.passes.PassResult(model, modified)
 
