@@ -51,13 +51,14 @@ _EXPECTED = [f(_GRID) for *_, f in _KNOWN]
 
 
 def _cone(root: ir.Node, order: dict[ir.Node, int]) -> list[ir.Node] | None:
-    """The elementwise nodes behind ``root`` that only it (through each other) reads, in graph order."""
+    """The elementwise nodes behind ``root`` that only it (through each other) reads, in graph order (in
+    ``root``'s own graph: a subgraph's outer values are inputs to it)."""
     found: dict[ir.Node, None] = {root: None}
     stack = [root]
     while stack and len(found) <= _MOST_NODES:
         for value in stack.pop().inputs:
             node = value.producer() if value is not None else None
-            if node is not None and node not in found and not node.domain and node.op_type in _EVAL:
+            if node in order and node not in found and not node.domain and node.op_type in _EVAL:
                 found[node] = None
                 stack.append(node)
     kept: set[ir.Node] = {root}

@@ -94,12 +94,13 @@ class Checker:
         """What one eager run of the example took (0 before the example ran)."""
         return self._unit[0] if self._unit else 0.0
 
-    def predicted(self, flat: list[Any]) -> float:
-        """Seconds a set is expected to take: the example's, scaled by the number of input elements."""
+    def predicted(self, flat: list[Any], *, eager: bool = True) -> float:
+        """Seconds a set is expected to take: the example's, scaled by the number of input elements
+        (onnxruntime's share alone without an ``eager`` run)."""
         if self._unit is None:
             return 0.0
         eager_s, ort_s, elements = self._unit
-        return (eager_s + ort_s) * _elements(flat) / max(elements, 1)
+        return (eager_s * eager + ort_s) * _elements(flat) / max(elements, 1)
 
     def check(self, label: str, inputs: InputSet, *, generated: bool = False, tentative: bool = False,
               derived: Any = None) -> str:
@@ -112,7 +113,7 @@ class Checker:
         args, kwargs = inputs
         flat = self.program.flatten_inputs(args, kwargs)
         described = f"{label}: " + ", ".join(f"{n}={_describe(t)}" for n, t in zip(self.program.input_names, flat))
-        predicted = self.predicted(flat)
+        predicted = self.predicted(flat, eager=derived is None)
         if generated and not self.budget.allows(predicted):
             self.result.runs.append(f"{described} (skipped: over the time budget, about {predicted:.2f} s more)")
             self.result.over_budget.append(label)

@@ -10,9 +10,9 @@
 Every set goes through one onnxruntime session (see ``run``) and eager PyTorch once, except a set of
 type 2 where the captured program keeps the group's rows apart (see ``rows``): its expected outputs are
 the example's eager outputs with their rows resized as the inputs were, and eager PyTorch runs only
-should they not match. Sets 2 and 3 are made up: each runs only if its predicted cost fits the budget, ``budget`` times the export so far
-when the first of them is considered (see ``budget``); those left out are listed in the report and
-warned about, with what verification took.
+should they not match. Sets 2 and 3 are made up: each runs only if its predicted cost fits the budget,
+``budget`` times the export so far when the first of them is considered (see ``budget``); those left
+out are listed in the report and warned about, with what verification took.
 """
 
 from __future__ import annotations
@@ -97,8 +97,9 @@ def _check_other_sizes(
         for sample, description, below, size in zip(candidates, candidates.descriptions, candidates.below_range,
                                                      candidates.sizes):
             tried.append(description)
+            derived = _rows_resized(checker.reference, axes, size)
             outcome = checker.check(f"example resized to {description}", pytree.tree_unflatten(sample, spec),
-                                    generated=True, tentative=below, derived=_rows_resized(checker.reference, axes, size))
+                                    generated=True, tentative=below, derived=derived)
             if outcome == "differs":
                 differs = f"{description} ({checker.difference})"
                 continue
