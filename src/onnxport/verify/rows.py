@@ -41,7 +41,7 @@ def row_axes(ep: torch.export.ExportedProgram, symbols: Sequence[Any]) -> list[i
     (None for an output that does not depend on them); None when some output is not row-wise."""
     try:
         return _Walk(ep, {str(s) for s in symbols}).run()
-    except _Mixed:
+    except Exception:  # noqa: BLE001 - _Mixed, or a graph the rules did not foresee: eager PyTorch runs instead
         return None
 
 
@@ -103,7 +103,11 @@ class _Walk:
         target = node.target
         if target is operator.getitem:
             held = self.get(node.args[0])
-            return held[node.args[1]] if isinstance(held, list) else FREE
+            if held is FREE:
+                return FREE
+            if not isinstance(held, list):
+                raise _Mixed
+            return held[node.args[1]]
         inputs = [self.get(a) for a in flat_args(node)]
         if not isinstance(target, torch._ops.OpOverload):  # size arithmetic (operator.mul, ...) or control flow
             if any(v is not FREE for v in inputs) or not isinstance(node.meta.get("val"), (int, torch.SymInt)):
@@ -154,6 +158,8 @@ Rule = Callable[[_Walk, torch.fx.Node], bool]
 
 def _broadcast(walk: _Walk, node: torch.fx.Node) -> bool:
     """Elementwise with broadcasting: every row-wise input's axis lands on the output's row axis."""
+    if not isinstance(node.meta.get("val"), torch.Tensor):
+        return False
     rank = node.meta["val"].dim()
     landed = {rank - walk.rank(a) + walk.rows(a) for a in flat_args(node) if walk.rows(a) is not None}
     return landed == {walk.axes(node)}
