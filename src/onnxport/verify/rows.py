@@ -17,6 +17,7 @@ the walk with ``None``, and verification runs eager PyTorch as for any set.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -187,12 +188,7 @@ def _view(walk: _Walk, node: torch.fx.Node) -> bool:
         return False
     before = node.args[0].meta["val"].shape[: walk.rows(node.args[0])]
     after = node.meta["val"].shape[: walk.axes(node)]
-    return all(isinstance(d, int) for d in (*before, *after)) and _prod(before) == _prod(after)
-
-
-def _expand(walk: _Walk, node: torch.fx.Node) -> bool:
-    """Broadcasting a tensor with rows keeps them; one without gets the same values in every row."""
-    return _args_free(walk, node, 1)
+    return all(isinstance(d, int) for d in (*before, *after)) and math.prod(before) == math.prod(after)
 
 
 def _batch_first(rank: int | None = None) -> Rule:
@@ -293,7 +289,8 @@ def _embedding(walk: _Walk, node: torch.fx.Node) -> bool:
 
 
 def _filled(walk: _Walk, node: torch.fx.Node) -> bool:
-    """A new tensor of one value, shaped by sizes or like its first argument: the same in every row."""
+    """A new or broadcast tensor, shaped by sizes or from its first argument: rows of that argument are
+    kept, and one without rows gives the same values in every row."""
     return _args_free(walk, node, 0 if isinstance(node.args[0], (list, tuple)) else 1)
 
 
@@ -321,7 +318,7 @@ def _table() -> dict[Any, Rule]:
         "squeeze.dims", "select.int", "slice.Tensor", "movedim.int", "split.Tensor", "split_with_sizes",
         "chunk", "unbind.int")
     add(_view, "view", "reshape", "_unsafe_view", "flatten.using_ints", "unflatten.int")
-    add(_expand, "expand")
+    add(_filled, "expand")
     for dims in (1, 2, 3):
         add(_batch_first(dims + 2), f"max_pool{dims}d", f"avg_pool{dims}d", f"adaptive_avg_pool{dims}d",
             f"adaptive_max_pool{dims}d", f"upsample_nearest{dims}d.vec", f"_adaptive_avg_pool{dims}d",
@@ -355,9 +352,3 @@ _SIZED = set(_ops("view", "reshape", "_unsafe_view", "expand", "unflatten.int", 
                   "empty.memory_format", "new_zeros", "new_ones", "new_full", "new_empty"))
 _RULES = _table()
 
-
-def _prod(dims: Sequence[int]) -> int:
-    out = 1
-    for d in dims:
-        out *= d
-    return out
