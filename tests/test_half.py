@@ -160,7 +160,10 @@ def _half_inputs(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, 
 def test_float16_export_matches_eager_float32(case: HalfCase, tmp_path: Any) -> None:
     model = case.build()
     args, kwargs = case.inputs(*case.sizes[0])
-    prog = onnxport.export(model, args, kwargs, dynamic_shapes=case.dynamic, dtype=torch.float16)
+    # The target with every fused op (Attention with grouped heads in float16, RMSNormalization): the
+    # islands must hold there; the default target's plain ops are checked in tests/test_targets.py.
+    prog = onnxport.export(model, args, kwargs, dynamic_shapes=case.dynamic, dtype=torch.float16,
+                           target="onnxruntime>=1.26")
     verification = prog.report.verification
     assert verification.ok and prog.report.sizes_verified, str(verification)
     assert all(o.dtype == "float16" for o in verification.outputs if o.dtype.startswith("float"))

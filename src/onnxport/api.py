@@ -11,6 +11,7 @@ from onnxport import blocks as _blocks
 from onnxport import capture as _capture
 from onnxport import decompose as _decompose
 from onnxport import half as _half
+from onnxport import targets as _targets
 from onnxport import optimize as _optimize
 from onnxport import translate as _translate
 from onnxport import verify as _verify
@@ -18,7 +19,7 @@ from onnxport import weights as _weights
 from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
 from onnxport.report import Report
-from onnxport.translate.opset import MIN_OPSET, default_opset, newest_opset
+from onnxport.translate.opset import default_opset, newest_opset
 from onnxport.translate.registry import normalise_custom_translations
 
 __all__ = ["export", "unsupported_ops"]
@@ -34,6 +35,7 @@ def export(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     opset: int | None = None,
+    target: str | _targets.Target | None = None,
     custom_translations: Mapping[Any, Any] | None = None,
     custom_opsets: Mapping[str, int] | None = None,
     rewrite_control_flow: bool = True,
@@ -53,9 +55,12 @@ def export(
     outputs may be nested tuples, lists and dicts of tensors, flattened in order and named by
     ``input_names``/``output_names``. Dynamic sizes: ``dynamic_shapes`` in any torch.export form,
     ``"auto"`` (every dim may vary), or ``onnxport.infer_dynamic_shapes([...])``; or torch.onnx's
-    ``dynamic_axes``. Symbolic dims keep the user's names in the ONNX model. ``opset`` defaults to 23
-    (the same on every machine; see ``onnxport.translate.opset``) and goes up to the newest the
-    installed onnx and onnxruntime run.
+    ``dynamic_axes``. Symbolic dims keep the user's names in the ONNX model.
+    ``target`` names the runtime the file is for and its oldest release (``"onnxruntime>=1.18"``, the
+    default; ``"onnxruntime>=1.26"``, ``"onnxruntime-web>=1.22"``, ...; see ``onnxport.targets``): it picks
+    the opset and which fused ops (``Attention``, ``RMSNormalization``, ...) the file holds, only those that
+    every release of the target computes right. ``opset`` overrides the target's opset (up to the newest its
+    oldest release loads); given alone, it means every onnxruntime release that loads that opset.
     ``custom_translations`` maps an op (``OpOverload`` or ``"ns::op"``) to a translator;
     ``custom_opsets`` gives the versions of the custom domains its nodes use (default 1).
     ``reuse_blocks`` captures and translates each kind of repeated layer (the blocks of a transformer or a
@@ -91,7 +96,7 @@ def export(
     with _capture.transformers_caches(), _weights.bind(model, source) as bound:
         return _export(
             model, args, kwargs, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes, input_names=input_names,
-            output_names=output_names, opset=opset, custom_translations=custom_translations,
+            output_names=output_names, opset=opset, target=target, custom_translations=custom_translations,
             custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow, reuse_blocks=reuse_blocks,
             optimize=optimize,
             verify=verify, verify_mode=verify_mode, verify_inputs=verify_inputs, progress=progress,
@@ -102,14 +107,15 @@ def export(
 
 def _export(
     model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, dynamic_axes: Any, input_names: Any,
-    output_names: Any, opset: Any, custom_translations: Any, custom_opsets: Any, rewrite_control_flow: bool,
+    output_names: Any, opset: Any, target: Any, custom_translations: Any, custom_opsets: Any, rewrite_control_flow: bool,
     reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any], progress: bool,
     verify_budget: float | None,
     bound: _weights.Binding | None,
     dtype: torch.dtype | None,
 ) -> OnnxProgram:
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
-    opset = _check_opset(opset)
+    target, opset = _targets.resolve(target, opset, newest_opset())
+    forms = _targets.Forms(target, opset, half=dtype is not None)
     if verify_mode not in ("raise", "warn"):
         raise InvalidInputError(f"verify_mode must be 'raise' or 'warn', not {verify_mode!r}")
     verify_budget = _verify.check_budget(verify_budget)
@@ -118,7 +124,7 @@ def _export(
     dynamic_shapes = _capture.resolve_dynamic_shapes(
         model, args, kwargs, dynamic_shapes, dynamic_axes, input_names, output_names
     )
-    blocks = _blocks.BlockReuse(model, _block_translator(opset, custom, custom_opsets)) if reuse_blocks else None
+    blocks = _blocks.BlockReuse(model, _block_translator(opset, forms, custom, custom_opsets)) if reuse_blocks else None
     try:
         with report.stage("capture") as stage:
             captured = _capture.capture(
@@ -137,7 +143,7 @@ def _export(
             translated = _translate.translate(
                 ep, opset=opset, input_names=input_names, output_names=output_names,
                 custom=custom, custom_opsets=custom_opsets, dim_names=captured.dim_names,
-                weights=bound.initializers(ep) if bound is not None else None,
+                weights=bound.initializers(ep) if bound is not None else None, forms=forms,
             )
             if blocks is not None:
                 blocks.inline(translated.model)
@@ -145,19 +151,21 @@ def _export(
                 _translate.name_output_dims(
                     translated.model, _capture.output_dynamic_axes(model, args, kwargs, dynamic_axes, input_names)
                 )
-            stage.detail = f"{len(translated.model.graph)} nodes, opset {opset}"
+            stage.detail = f"{len(translated.model.graph)} nodes, opset {opset} for {target}"
     finally:
         if blocks is not None:
             blocks.close()
     if optimize:
         with report.stage("optimize") as stage:
-            _optimize.optimize(translated.model)
+            _optimize.optimize(translated.model, forms)
             stage.detail = f"{len(translated.model.graph)} nodes"
     narrowed = dtype is not None and not _half.is_half(translated.model)
     if narrowed or _half.is_half(translated.model):
         with report.stage("half") as stage:
             stage.detail = str(_half.to_half(translated.model, opset, from_float32=narrowed,
                                              weights=ep.graph_signature.parameters))
+    translated.model.ir_version = _targets.ir_version_for(translated.model)
+    translated.model.metadata_props[_targets.TARGET_KEY] = str(target)
     program = OnnxProgram(
         translated.model,
         report=report,
@@ -180,13 +188,13 @@ def _export(
     return program
 
 
-def _block_translator(opset: int, custom: Any, custom_opsets: Any) -> Any:
+def _block_translator(opset: int, forms: _targets.Forms, custom: Any, custom_opsets: Any) -> Any:
     """How one kind of repeated block becomes ONNX: the export's own decomposition and translation."""
 
     def translate_block(ep: torch.export.ExportedProgram, dim_names: dict[str, str]) -> Any:
         ep = _decompose.decompose(ep, custom=custom, opset=opset, report=Report())
         return _translate.translate(ep, opset=opset, custom=custom, custom_opsets=custom_opsets,
-                                    dim_names=dim_names).model
+                                    dim_names=dim_names, forms=forms).model
 
     return translate_block
 
@@ -220,15 +228,3 @@ def _input_set(model: torch.nn.Module, extra: Any) -> tuple[tuple, dict[str, Any
     else:
         _, args, kwargs = _capture.check_inputs(model, extra, None)
     return args, kwargs
-
-
-def _check_opset(opset: int | None) -> int:
-    if opset is None:
-        return default_opset()
-    newest = newest_opset()
-    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
-        raise InvalidInputError(
-            f"opset {opset!r} is outside what onnxport emits and onnxruntime runs here ({MIN_OPSET}..{newest})",
-            fix=f"pass an opset between {MIN_OPSET} and {newest}, or leave it out for {default_opset()}",
-        )
-    return opset

@@ -15,17 +15,18 @@ import torch
 from onnxport._cli_inputs import Inputs, Target, example_inputs, load_target, load_weights
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import TASKS, export_hf
+from onnxport.targets import DEFAULT_TARGET, TARGETS
 
 
 def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
     """The target, its weights (``--weights``) and its example inputs, with a progress line."""
     start = time.perf_counter()
-    target = load_target(ns.target)
+    target = load_target(ns.model)
     if ns.weights:
         load_weights(target.model, ns.weights)
     inputs = example_inputs(ns.input, ns.seed, getattr(ns, "dynamic", None), target)
     if progress:
-        print(f"[onnxport] {'load':<10} {time.perf_counter() - start:7.3f}s  {ns.target}", file=sys.stderr, flush=True)
+        print(f"[onnxport] {'load':<10} {time.perf_counter() - start:7.3f}s  {ns.model}", file=sys.stderr, flush=True)
     return target, inputs
 
 
@@ -39,7 +40,7 @@ def _export(ns: argparse.Namespace) -> int:
     target, inputs = _load(ns, progress)
     prog = export(
         target.model, inputs.args, inputs.kwargs, dynamic_shapes=inputs.dynamic_shapes, input_names=inputs.input_names,
-        output_names=ns.output_names, opset=ns.opset, optimize=not ns.no_optimize, verify=not ns.no_verify,
+        output_names=ns.output_names, opset=ns.opset, target=ns.target, optimize=not ns.no_optimize, verify=not ns.no_verify,
         progress=progress, dtype=ns.dtype,
     )
     prog.save(ns.output, external_data=True if ns.external_data else None)
@@ -165,11 +166,19 @@ _INPUT_HELP = ("example input, once per input, e.g. x=float32[2,3,224,224]; a na
 
 
 def _add_target_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", help=_TARGET_HELP)
+    p.add_argument("model", help=_TARGET_HELP)
     p.add_argument("--input", action="append", default=[], metavar="NAME=DTYPE[DIMS]", help=_INPUT_HELP)
     p.add_argument("--weights", metavar="FILE",
                    help="state dict (torch.save, read with weights_only=True) or .safetensors to load first")
     p.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
+
+
+def _add_runtime_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default=None, metavar="RUNTIME>=VERSION",
+                   help=f"the runtime the file is for and its oldest release (default {DEFAULT_TARGET}); e.g. "
+                   + ", ".join(t for t in TARGETS if t != DEFAULT_TARGET) + ": picks the opset and the fused ops")
+    p.add_argument("--opset", type=int, default=None,
+                   help="ONNX opset (default: the target's; at most what the target's oldest release loads)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dynamic", choices=["auto", "static"], default=None,
                    help="auto: every dim may vary (named dims stay shared); static: none does (also for a .pt2)")
     p.add_argument("--output-names", nargs="+", default=None, help="names of the flattened outputs")
-    p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 23, up to the newest onnxruntime runs)")
+    _add_runtime_args(p)
     p.add_argument("--no-verify", action="store_true", help="skip the onnxruntime vs eager check")
     p.add_argument("--no-optimize", action="store_true", help="skip the ONNX graph optimizations")
     p.add_argument("--dtype", choices=["float16"], default=None,
@@ -196,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", default="text-generation", choices=list(TASKS),
                    help="what the model is exported for (default: text-generation, with its KV cache)")
     p.add_argument("-o", "--output", required=True, help="the folder to write the model(s) and their files into")
-    p.add_argument("--opset", type=int, default=None, help="ONNX opset (default 23, up to the newest onnxruntime runs)")
+    _add_runtime_args(p)
     p.add_argument("--in-memory", action="store_true",
                    help="load the weights and verify against eager PyTorch (default: stream them from the "
                    "safetensors files without loading them, unverified; seq2seq tasks always load)")

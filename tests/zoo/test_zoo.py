@@ -15,14 +15,14 @@ pytest.importorskip("transformers")
 pytest.importorskip("diffusers")
 
 
-def export_case(case: ZooCase, grad: bool) -> tuple[torch.nn.Module, onnxport.OnnxProgram]:
+def export_case(case: ZooCase, grad: bool, target: str | None = None) -> tuple[torch.nn.Module, onnxport.OnnxProgram]:
     """Build the case's model and export it from its example inputs, autograd on (as most users call an
-    exporter) or off."""
+    exporter) or off, for ``target`` (default: the default target)."""
     torch.manual_seed(0)
     model = case.build().eval()
     inputs = case.inputs(*case.example)
     with torch.set_grad_enabled(grad):
-        prog = onnxport.export(model, (), inputs, dynamic_shapes=case.dynamic)
+        prog = onnxport.export(model, (), inputs, dynamic_shapes=case.dynamic, target=target)
     return model, prog
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from onnxport.optimize import _match as m
+from onnxport.targets import Forms
 
 __all__ = ["AttentionHeadsFusePass"]
 
@@ -39,7 +40,12 @@ def grouped_source(value: ir.Value | None) -> ir.Value | None:
 
 
 class AttentionHeadsFusePass(ir.passes.InPlacePass):
-    """Feed ``Attention`` the grouped key/value heads instead of their repeat over the query heads."""
+    """Feed ``Attention`` the grouped key/value heads instead of their repeat over the query heads, where the
+    target computes grouped heads right in that dtype."""
+
+    def __init__(self, forms: Forms):
+        super().__init__()
+        self.forms = forms
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
@@ -48,7 +54,7 @@ class AttentionHeadsFusePass(ir.passes.InPlacePass):
                 if node.op_type != "Attention" or node.domain or len(node.inputs) < 3:
                     continue
                 k, v = grouped_source(node.inputs[1]), grouped_source(node.inputs[2])
-                if k is None or v is None:
+                if k is None or v is None or not self.forms.attention(k.dtype, grouped=True):
                     continue
                 node.replace_input_with(1, k)
                 node.replace_input_with(2, v)

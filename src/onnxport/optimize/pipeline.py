@@ -13,21 +13,23 @@ from onnxport.optimize.constant_fold import ConstantFoldPass
 from onnxport.optimize.rms_norm_fuse import RmsNormFusePass
 from onnxport.optimize.rotary_fuse import RotaryFusePass
 from onnxport.optimize.shape_cse import SameShapePass
+from onnxport.targets import DEFAULT_TARGET, Forms, parse
 
 __all__ = ["default_passes", "optimize"]
 
 
-def default_passes() -> list[ir.passes.PassBase]:
+def default_passes(forms: Forms) -> list[ir.passes.PassBase]:
     """Passes run by ``optimize=True``, in order. The fusions run after CSE, which merges the copies of
-    shared subexpressions (the rotary tables each layer unsqueezes) that they match on."""
+    shared subexpressions (the rotary tables each layer unsqueezes) that they match on; ``forms`` says which
+    fused ops the export's target computes right."""
     return [
         ConstantFoldPass(),
         SameShapePass(),
         common_passes.CommonSubexpressionEliminationPass(),
-        AttentionHeadsFusePass(),
+        AttentionHeadsFusePass(forms),
         AttentionCacheFusePass(),
-        RmsNormFusePass(),
-        RotaryFusePass(),
+        RmsNormFusePass(forms),
+        RotaryFusePass(forms),
         ActivationFusePass(),
         common_passes.RemoveUnusedNodesPass(),  # the layout fusion counts readers: dead ones first
         AttentionLayoutFusePass(),
@@ -36,7 +38,9 @@ def default_passes() -> list[ir.passes.PassBase]:
     ]
 
 
-def optimize(model: ir.Model) -> ir.Model:
-    """Run the default passes in place; returns the model."""
-    result = ir.passes.PassManager(default_passes())(model)
+def optimize(model: ir.Model, forms: Forms | None = None) -> ir.Model:
+    """Run the default passes in place (fusing what ``forms`` allows: default, the default target's at the
+    model's opset); returns the model."""
+    forms = forms or Forms(parse(DEFAULT_TARGET), model.opset_imports.get("", 0))
+    result = ir.passes.PassManager(default_passes(forms))(model)
     return result.model

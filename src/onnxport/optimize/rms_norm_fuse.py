@@ -11,6 +11,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from onnxport.optimize import _match as m
+from onnxport.targets import Forms
 
 __all__ = ["RmsNormFusePass"]
 
@@ -70,10 +71,14 @@ def _match(node: ir.Node) -> tuple[ir.Value, ir.Value, float, list[ir.Node]] | N
 
 
 class RmsNormFusePass(ir.passes.InPlacePass):
-    """Replace written-out RMS norms with ``RMSNormalization`` (models at opset 23 or newer)."""
+    """Replace written-out RMS norms with ``RMSNormalization`` (where the target computes it right)."""
+
+    def __init__(self, forms: Forms):
+        super().__init__()
+        self.forms = forms
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        if model.opset_imports.get("", 0) < 23:
+        if not self.forms.fused("RMSNormalization"):
             return ir.passes.PassResult(model, False)
         modified = False
         for graph in (model.graph, *model.graph.subgraphs()):

@@ -14,6 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.optimize import _match as m
+from onnxport.targets import Forms
 
 __all__ = ["RotaryFusePass"]
 
@@ -95,10 +96,14 @@ def _match(add: ir.Node) -> tuple[ir.Value, ir.Value, ir.Value] | None:
 
 
 class RotaryFusePass(ir.passes.InPlacePass):
-    """Replace written-out rotary embeddings with ``RotaryEmbedding`` (models at opset 23 or newer)."""
+    """Replace written-out rotary embeddings with ``RotaryEmbedding`` (where the target computes it right)."""
+
+    def __init__(self, forms: Forms):
+        super().__init__()
+        self.forms = forms
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        if model.opset_imports.get("", 0) < 23:
+        if not self.forms.fused("RotaryEmbedding"):
             return ir.passes.PassResult(model, False)
         modified = False
         for graph in (model.graph, *model.graph.subgraphs()):

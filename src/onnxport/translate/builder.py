@@ -18,6 +18,7 @@ from onnx_ir import convenience as _conv
 from onnx_ir.tensor_adapters import from_torch_dtype
 
 from onnxport.errors import TranslationError, location_from_stack_trace
+from onnxport.targets import DEFAULT_TARGET, Forms, parse
 from onnxport.translate.registry import target_name
 
 __all__ = ["COMPLEX_PARTS", "Ctx", "OpBuilder", "graph_dtype", "onnx_dtype", "set_type"]
@@ -112,9 +113,12 @@ class Ctx:
         inline_fn: Callable[..., list[Any]] | None = None,
         custom: Mapping[Any, Callable[..., Any]] | None = None,
         dim_name: Callable[[Any], str] | None = None,
+        forms: Forms | None = None,
     ):
         self.graph = graph
         self.opset = opset
+        # Which fused ops the export's target computes right (onnxport.targets); none unless told.
+        self.forms: Forms = forms or (parent.forms if parent else Forms(parse(DEFAULT_TARGET), opset))
         self.names = names or _Names()
         self.parent = parent
         self.node: torch.fx.Node | None = None

@@ -21,6 +21,7 @@ from onnx_ir.tensor_adapters import TorchTensor
 from torch.export.graph_signature import InputKind, OutputKind
 
 from onnxport.errors import OnnxportError, TranslationError, location_from_stack_trace
+from onnxport.targets import Forms
 from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-in translators)
 from onnxport.translate.builder import Ctx, _Names, onnx_dtype
 from onnxport.translate.legalize import legalize_dtypes
@@ -195,17 +196,20 @@ def translate(
     custom_opsets: Mapping[str, int] | None = None,
     dim_names: Mapping[str, str] | None = None,
     weights: Mapping[str, ir.TensorProtocol] | None = None,
+    forms: Forms | None = None,
 ) -> Translated:
     """Translate ``ep`` into an ONNX model of the given opset.
 
     ``dim_names`` maps torch's shape symbols (``"s17"``) to ONNX dim names (``"batch"``); symbolic dims
     of inputs, outputs and intermediate values are written with them (``"2*batch"``). ``weights`` gives
     the initializer of a state-dict entry instead of its tensor in ``ep`` (weights streamed from a file).
+    ``forms`` says which fused ops the export's target runs right (default: the default target's).
     """
     gm = ep.graph_module
     names = _Names()
     graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
-    ctx = Ctx(graph, opset=opset, names=names, inline_fn=_inline, custom=custom, dim_name=_dim_namer(dim_names or {}))
+    ctx = Ctx(graph, opset=opset, names=names, inline_fn=_inline, custom=custom, dim_name=_dim_namer(dim_names or {}),
+              forms=forms)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     specs = ep.graph_signature.input_specs
     bound: dict[torch.fx.Node, Any] = {}
@@ -263,7 +267,7 @@ def translate(
     output_slots = _add_outputs(ctx, user_flat, output_names, leaf_names)
     narrowed: set[str] = set()
     legalize_dtypes(graph, opset, narrowed)
-    model = ir.Model(graph, ir_version=10, producer_name="onnxport", producer_version=_version())
+    model = ir.Model(graph, ir_version=10, producer_name="onnxport", producer_version=_version())  # set at the end
     if narrowed:
         model.metadata_props[FLOAT64_AS_FLOAT32_KEY] = json.dumps(sorted(narrowed))
     random = random_outputs(graph)

@@ -1,10 +1,8 @@
-"""Which ONNX opset to emit.
+"""Which ONNX opsets this machine can check.
 
-The default is fixed, so the same call gives the same file on every machine, whatever onnxruntime is
-installed: opset 23 is the newest that current onnxruntime (1.23 and later, and onnxruntime-web of the
-same releases) and TensorRT (11.x parses up to 25) all load, and it is the first with
-RMSNormalization, Attention and RotaryEmbedding. ``opset=`` goes from 18 up to the newest that both
-the installed onnx and onnxruntime support.
+The opset of a file comes from its target (``onnxport.targets``), the same on every machine whatever
+onnxruntime is installed; ``newest_opset`` bounds what ``opset=`` may ask for here, since verification runs
+the file in the installed onnxruntime.
 """
 
 from __future__ import annotations
@@ -13,14 +11,15 @@ import functools
 
 import onnx
 
+from onnxport.targets import DEFAULT_TARGET, MIN_OPSET, parse
+
 __all__ = ["DEFAULT_OPSET", "MIN_OPSET", "default_opset", "newest_opset"]
 
-MIN_OPSET = 18
-DEFAULT_OPSET = 23
+DEFAULT_OPSET = parse(DEFAULT_TARGET).opset
 
 
 def default_opset() -> int:
-    """The opset used when none is given: ``DEFAULT_OPSET``, or the newest here if that is older."""
+    """The opset used when neither opset nor target is given: the default target's, or the newest here."""
     return min(DEFAULT_OPSET, newest_opset())
 
 
@@ -41,7 +40,7 @@ def newest_opset() -> int:
                 [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
             ),
             opset_imports=[onnx.helper.make_opsetid("", opset)],
-            ir_version=10,
+            ir_version=onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)], True),
         )
         try:
             ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])

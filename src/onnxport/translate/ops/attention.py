@@ -63,13 +63,14 @@ _ATTENTION_DTYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16)  # onnxruntime's CP
 
 
 def _fits_attention(ctx: Ctx, q: ir.Value, k: ir.Value, mask: ir.Value | None, dropout_p: float) -> bool:
-    """Whether ONNX ``Attention`` computes this call: opset 23, 4-D inputs (batch, heads, seq, embed), a
+    """Whether ONNX ``Attention`` computes this call: the target runs it right (opset 23 and a release that
+    computes this dtype and grouping right, see ``onnxport.targets``), 4-D inputs (batch, heads, seq, embed), a
     dtype onnxruntime runs it in, no dropout, and a mask that broadcasts over the scores from the right.
     ``Attention`` takes grouped key/value heads as they are (q heads a multiple of kv heads), as torch's
     ``enable_gqa`` does, and gives a query row that the mask hides entirely zero weights, as torch does."""
-    if ctx.opset < 23 or dropout_p or q.dtype not in _ATTENTION_DTYPES or k.dtype != q.dtype:
+    if dropout_p or q.dtype not in _ATTENTION_DTYPES or k.dtype != q.dtype or rank(q) != 4 or rank(k) != 4:
         return False
-    if rank(q) != 4 or rank(k) != 4:
+    if not ctx.forms.attention(q.dtype, grouped=q.shape[1] != k.shape[1]):
         return False
     return mask is None or (rank(mask) <= 4 and mask.dtype in (ir.DataType.BOOL, q.dtype))
 

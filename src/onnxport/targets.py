@@ -1,0 +1,193 @@
+"""Targets: the runtime a file is written for decides its form.
+
+A target names a runtime and the oldest release of it the file must run in: ``"onnxruntime>=1.18"`` (the
+default), ``"onnxruntime>=1.26"``, ``"onnxruntime-web>=1.22"``. It picks the opset (the newest that release
+loads, up to the newest onnxport writes), and which fused ops the file holds. The rule: in every release of
+the target that loads the file, the file computes what eager PyTorch computes. A fused op goes into a file
+only for targets whose every release computes it right; the tables below say from which release on, as
+measured by ``tests/runtimes`` (``bench/runtimes.md``), which runs files of every target in those releases.
+
+onnxruntime's Python wheels, its C/C++ packages and onnxruntime-node share one core and one version
+number, so ``"onnxruntime"`` covers them all; onnxruntime-web's wasm backend is the same core built for
+the browser, released under the same numbers, and is tested on its own.
+
+The IR version of a file is not the target's: it is the lowest that the file's opsets and element types
+allow (:func:`ir_version_for`), so that a runtime that loads the opset also loads the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import onnx
+import onnx_ir as ir
+
+from onnxport.errors import InvalidInputError
+
+__all__ = ["DEFAULT_TARGET", "TARGETS", "TARGET_KEY", "Forms", "Target", "ir_version_for", "resolve"]
+
+MIN_OPSET = 18  # the oldest opset onnxport writes
+# The newest opset onnxport writes by default (the first with Attention, RMSNormalization, RotaryEmbedding).
+NEWEST_DEFAULT_OPSET = 23
+
+# The newest ai.onnx opset each runtime release loads, from that release on: probed with onnxruntime's
+# wheels from 1.18 (tests/runtimes), earlier ones from its release notes. onnxruntime-web is the same core
+# under the same release numbers.
+_ORT_OPSETS = (((1, 14), 18), ((1, 15), 19), ((1, 17), 20), ((1, 18), 21), ((1, 22), 22), ((1, 23), 23),
+               ((1, 24), 25), ((1, 26), 26), ((1, 32), 28))
+_OPSETS: dict[str, tuple[tuple[tuple[int, int], int], ...]] = {
+    "onnxruntime": _ORT_OPSETS,
+    "onnxruntime-web": _ORT_OPSETS,
+}
+# TensorRT's ONNX parser: opset 20 in 10.x, 25 in 11.x (its support matrix). onnxport's tests cannot run
+# TensorRT (it needs a GPU), so its target holds no fused op; its files are the plain ops of that opset.
+_OPSETS["tensorrt"] = (((10, 0), 20), ((11, 0), 25))
+
+# Fused forms and the first release of each runtime that computes them right in every case onnxport
+# emits them (None: never emitted for that runtime). Found by tests/runtimes, see bench/runtimes.md:
+# - Attention: onnxruntime 1.23 lets the NaN at a left-padded row's masked positions spread to its real
+#   tokens, and onnxruntime-node 1.23 cannot run a prefill from an empty cache; right from 1.24.
+# - Attention with grouped key/value heads in float16: every output NaN before 1.26.
+FUSED_SINCE: dict[str, dict[str, tuple[int, int] | None]] = {
+    "Attention": {"onnxruntime": (1, 24), "onnxruntime-web": (1, 24), "tensorrt": None},
+    "Attention.float16_grouped": {"onnxruntime": (1, 26), "onnxruntime-web": (1, 26), "tensorrt": None},
+    "RMSNormalization": {"onnxruntime": (1, 23), "onnxruntime-web": (1, 23), "tensorrt": None},
+    "RotaryEmbedding": {"onnxruntime": (1, 23), "onnxruntime-web": (1, 23), "tensorrt": None},
+}
+
+DEFAULT_TARGET = "onnxruntime>=1.18"
+TARGET_KEY = "onnxport.target"  # the model metadata entry naming the target a file was written for
+# The named targets: the README's table, and what tests/runtimes exports and runs.
+TARGETS = ("onnxruntime>=1.18", "onnxruntime>=1.24", "onnxruntime>=1.26", "onnxruntime-web>=1.22",
+           "onnxruntime-web>=1.26", "tensorrt>=10.0")
+
+_SPEC = re.compile(r"^\s*([a-z][a-z-]*)\s*(?:>=\s*(\d+)(?:\.(\d+))?(?:\.\d+)?)?\s*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A runtime (``"onnxruntime"``, ``"onnxruntime-web"``, ``"tensorrt"``) and its oldest release."""
+
+    runtime: str
+    version: tuple[int, int]
+
+    def __str__(self) -> str:
+        return f"{self.runtime}>={self.version[0]}.{self.version[1]}"
+
+    @property
+    def max_opset(self) -> int:
+        """The newest opset the target's oldest release loads."""
+        return max(opset for since, opset in _OPSETS[self.runtime] if since <= self.version)
+
+    @property
+    def opset(self) -> int:
+        """The opset files for this target are written in."""
+        return min(self.max_opset, NEWEST_DEFAULT_OPSET)
+
+    def allows(self, form: str) -> bool:
+        """Whether every release of the target computes ``form`` (a key of ``FUSED_SINCE``) right."""
+        since = FUSED_SINCE[form].get(self.runtime)
+        return since is not None and self.version >= since
+
+
+@dataclasses.dataclass(frozen=True)
+class Forms:
+    """Which fused ops one export emits: its target's rules, its opset, and whether it ends in float16
+    (an export with ``dtype=torch.float16`` is translated in float32 and narrowed afterwards)."""
+
+    target: Target
+    opset: int
+    half: bool = False
+
+    def attention(self, dtype: ir.DataType | None, grouped: bool) -> bool:
+        """Whether an ``Attention`` node of this element type, with grouped key/value heads or not, is right."""
+        if self.opset < 23 or not self.target.allows("Attention"):
+            return False
+        float16 = self.half or dtype == ir.DataType.FLOAT16
+        return not (grouped and float16) or self.target.allows("Attention.float16_grouped")
+
+    def fused(self, op: str) -> bool:
+        """Whether the opset-23 op ``op`` (``"RMSNormalization"``, ``"RotaryEmbedding"``) is emitted."""
+        return self.opset >= 23 and self.target.allows(op)
+
+
+def resolve(target: str | Target | None, opset: int | None, newest_here: int) -> tuple[Target, int]:
+    """The target and the opset of an export: ``opset`` when given (checked against the target and this
+    machine's onnxruntime, ``newest_here``), else the target's own."""
+    if target is None and opset is not None and isinstance(opset, int) and not isinstance(opset, bool):
+        # opset= alone: a file for every onnxruntime release that loads that opset.
+        target = _oldest_loading("onnxruntime", opset)
+    target = parse(DEFAULT_TARGET if target is None else target)
+    if opset is None:
+        return target, min(target.opset, newest_here)
+    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= newest_here:
+        raise InvalidInputError(
+            f"opset {opset!r} is outside what onnxport emits and onnxruntime runs here ({MIN_OPSET}..{newest_here})",
+            fix=f"pass an opset between {MIN_OPSET} and {newest_here}, or leave it out for {target}'s {target.opset}",
+        )
+    if opset > target.max_opset:
+        newer = _oldest_loading(target.runtime, opset)
+        raise InvalidInputError(
+            f"opset {opset} is newer than {target} loads (its oldest release reads up to opset {target.max_opset})",
+            fix=f"pass opset={target.max_opset} or lower"
+            + (f", or target={newer!r}, whose releases all load opset {opset}" if newer else ""),
+        )
+    return target, opset
+
+
+def parse(spec: str | Target) -> Target:
+    """``"onnxruntime>=1.18"`` -> Target; a bare runtime name means its oldest supported release."""
+    if isinstance(spec, Target):
+        return spec
+    match = _SPEC.match(spec) if isinstance(spec, str) else None
+    runtime = match.group(1) if match else None
+    if runtime == "onnxruntime-node":  # the same core and releases as the Python wheels
+        runtime = "onnxruntime"
+    if match is None or runtime not in _OPSETS:
+        raise InvalidInputError(
+            f"target {spec!r} is not a runtime onnxport writes for",
+            fix="name one as RUNTIME>=VERSION, RUNTIME one of " + ", ".join(sorted(_OPSETS))
+            + f" (e.g. {DEFAULT_TARGET!r}, the default); the README's 'Targets' table lists the tested ones",
+        )
+    oldest = _OPSETS[runtime][0][0]
+    version = (int(match.group(2)), int(match.group(3) or 0)) if match.group(2) else oldest
+    if version < oldest:
+        raise InvalidInputError(
+            f"target {spec!r} is older than onnxport writes for: {runtime} {oldest[0]}.{oldest[1]} is the oldest",
+            fix=f"name {runtime}>={oldest[0]}.{oldest[1]} or newer",
+        )
+    return Target(runtime, version)
+
+
+def _oldest_loading(runtime: str, opset: int) -> str | None:
+    """The oldest release of ``runtime`` that loads ``opset``, as a target spec (None if none in the table)."""
+    for since, newest in _OPSETS[runtime]:
+        if newest >= opset:
+            return f"{runtime}>={since[0]}.{since[1]}"
+    return None
+
+
+# Element types newer than the IR version their opset implies, and the IR version that added each.
+_TYPE_IR = {
+    ir.DataType.FLOAT8E4M3FN: 9, ir.DataType.FLOAT8E4M3FNUZ: 9, ir.DataType.FLOAT8E5M2: 9,
+    ir.DataType.FLOAT8E5M2FNUZ: 9, ir.DataType.UINT4: 10, ir.DataType.INT4: 10, ir.DataType.FLOAT4E2M1: 11,
+}
+
+
+def ir_version_for(model: ir.Model) -> int:
+    """The lowest IR version that holds ``model``: the one its ai.onnx opset came with (custom domains
+    carry no IR version), raised by element types added since (float8: 9, int4: 10, float4: 11)."""
+    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+    version = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)], ignore_unknown=True)
+    for value in _values(model.graph):
+        if value.dtype is not None:
+            version = max(version, _TYPE_IR.get(value.dtype, 0))
+    return version
+
+
+def _values(graph: ir.Graph):
+    yield from graph.inputs
+    yield from graph.initializers.values()
+    for node in ir.traversal.RecursiveGraphIterator(graph):
+        yield from node.outputs

@@ -1,0 +1,173 @@
+"""Targets: the runtime a file is for picks its opset, its IR version and the fused ops it holds.
+
+Whether each target's files load and compute right in the runtimes themselves (older onnxruntime wheels,
+onnxruntime-node and -web) is tests/runtimes; here, what each target writes and that it matches eager.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+import pytest
+import torch
+
+import onnxport
+from onnxport import targets
+from onnxport.cli import main
+from onnxport.targets import Forms, Target, ir_version_for, parse
+
+transformers = pytest.importorskip("transformers")
+
+FUSED = {"Attention", "RMSNormalization", "RotaryEmbedding"}
+
+
+class AddMul(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x * y + x
+
+
+def _pair() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(2, 3), torch.randn(2, 3)
+
+
+def _llama() -> torch.nn.Module:
+    """Grouped key/value heads (4 query heads, 2 kv heads), RMS norms and rotary embeddings."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def _llama_inputs(batch: int = 2, seq: int = 8) -> dict[str, Any]:
+    """A left-padded batch: the padding rows are where a wrong Attention shows."""
+    ids = torch.randint(0, 100, (batch, seq), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[0, :3] = 0
+    return {"input_ids": ids, "attention_mask": mask, "use_cache": False}
+
+
+_DYN = {"input_ids": {0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC},
+        "attention_mask": {0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC}, "use_cache": None}
+
+
+def _ops(prog: onnxport.OnnxProgram) -> Counter[str]:
+    return Counter(node.op_type for node in prog.model.graph.all_nodes())
+
+
+def test_default_target_is_portable() -> None:
+    prog = onnxport.export(AddMul(), _pair())
+    assert str(parse(targets.DEFAULT_TARGET)) == "onnxruntime>=1.18"
+    assert prog.model.opset_imports[""] == 21 and prog.model.ir_version == 10
+    assert prog.model_proto.ir_version == 10
+    assert prog.model.metadata_props[targets.TARGET_KEY] == "onnxruntime>=1.18"
+
+
+@pytest.mark.parametrize("opset, ir_version", [(18, 8), (19, 9), (20, 9), (21, 10), (22, 10), (23, 11)])
+def test_ir_version_is_the_lowest_the_opset_allows(opset: int, ir_version: int) -> None:
+    prog = onnxport.export(AddMul(), _pair(), opset=opset)
+    assert (prog.model.opset_imports[""], prog.model_proto.ir_version) == (opset, ir_version)
+
+
+def test_ir_version_rises_for_newer_element_types() -> None:
+    graph = ir.Graph([], [], nodes=[], opset_imports={"": 18, "com.microsoft": 1})
+    model = ir.Model(graph, ir_version=3)
+    assert ir_version_for(model) == 8
+    graph.initializers["w"] = ir.Value(name="w", type=ir.TensorType(ir.DataType.INT4), shape=ir.Shape([4]),
+                                       const_value=ir.tensor([1, 2, 3, 4], dtype=ir.DataType.INT4))
+    assert ir_version_for(model) == 10
+
+
+def test_opset_alone_means_every_release_that_loads_it() -> None:
+    prog = onnxport.export(AddMul(), _pair(), opset=23)
+    assert prog.model.metadata_props[targets.TARGET_KEY] == "onnxruntime>=1.23"
+    assert prog.model.opset_imports[""] == 23
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"target": "onnxruntime>=1.18", "opset": 23}, "opset 23 is newer than onnxruntime>=1.18 loads"),
+    ({"target": "onnxruntimes>=1.18"}, "not a runtime onnxport writes for"),
+    ({"target": "onnxruntime>=1.2"}, "older than onnxport writes for"),
+    ({"target": 5}, "not a runtime onnxport writes for"),
+    ({"target": "onnxruntime=1.20"}, "not a runtime onnxport writes for"),
+])
+def test_bad_targets_are_named(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(onnxport.InvalidInputError, match=message) as info:
+        onnxport.export(AddMul(), _pair(), verify=False, **kwargs)
+    assert info.value.fix
+
+
+def test_target_spellings() -> None:
+    assert parse("onnxruntime-node>=1.22") == Target("onnxruntime", (1, 22))  # the same core and releases
+    assert parse(" onnxruntime-web >= 1.26.1 ") == Target("onnxruntime-web", (1, 26))
+    assert parse("onnxruntime") == Target("onnxruntime", (1, 14))
+    assert parse("onnxruntime>=1.26").opset == 23 and parse("onnxruntime>=1.20").opset == 21
+    assert parse("tensorrt>=10.0").opset == 20
+
+
+def test_fused_forms_follow_the_release_that_computes_them_right() -> None:
+    early, grouped_ok = Forms(parse("onnxruntime>=1.24"), 23), Forms(parse("onnxruntime>=1.26"), 23)
+    f32, f16 = ir.DataType.FLOAT, ir.DataType.FLOAT16
+    assert early.attention(f32, grouped=True) and early.attention(f16, grouped=False)
+    assert not early.attention(f16, grouped=True)  # NaN in 1.24-1.25
+    assert not Forms(parse("onnxruntime>=1.24"), 23, half=True).attention(f32, grouped=True)
+    assert grouped_ok.attention(f16, grouped=True)
+    assert not Forms(parse("onnxruntime>=1.23"), 23).attention(f32, grouped=False)  # padding NaN in 1.23
+    assert not Forms(parse("onnxruntime>=1.26"), 22).attention(f32, grouped=False)  # no Attention below 23
+    assert not Forms(parse("tensorrt>=11.0"), 23).fused("RMSNormalization")
+
+
+def _grouped(prog: onnxport.OnnxProgram) -> list[bool]:
+    """Per Attention node: does it read fewer key heads than query heads (the cache not repeated)?"""
+    out = []
+    for node in prog.model.graph.all_nodes():
+        if node.op_type == "Attention":
+            q_heads, kv_heads = node.attributes.get("q_num_heads"), node.attributes.get("kv_num_heads")
+            if q_heads is not None:
+                out.append(kv_heads.value < q_heads.value)
+            else:
+                out.append(node.inputs[1].shape[1] != node.inputs[0].shape[1])
+    return out
+
+
+@pytest.mark.parametrize("target, dtype, fused, grouped", [
+    (None, None, set(), None),
+    ("onnxruntime>=1.23", None, {"RMSNormalization", "RotaryEmbedding"}, None),
+    ("onnxruntime>=1.24", None, FUSED, True),
+    ("onnxruntime>=1.24", torch.float16, FUSED, False),  # grouped float16 is NaN before 1.26: heads repeated
+    ("onnxruntime>=1.26", torch.float16, FUSED, True),
+    ("onnxruntime-web>=1.22", None, set(), None),
+])
+def test_llama_per_target(target: str | None, dtype: torch.dtype | None, fused: set[str], grouped: bool | None) -> None:
+    """A grouped-heads Llama with a left-padded batch: each target holds the fused ops it computes right,
+    and every one matches eager (verified, float16 against eager float32)."""
+    model = _llama()
+    prog = onnxport.export(model, (), _llama_inputs(), dynamic_shapes=_DYN, target=target, dtype=dtype)
+    assert prog.report.verification.ok, str(prog.report.verification)
+    assert set(_ops(prog)) & FUSED == fused
+    if grouped is not None:
+        assert set(_grouped(prog)) == {grouped}
+    onnx.checker.check_model(prog.model_proto, full_check=True)
+    inputs = _llama_inputs(batch=3, seq=5)
+    with torch.no_grad():
+        expected = model(**inputs).logits
+    if dtype is not None:
+        actual = prog(**inputs).logits.float()
+        torch.testing.assert_close(actual, expected, atol=1e-2, rtol=1e-2)
+    else:
+        torch.testing.assert_close(prog(**inputs).logits, expected, atol=1e-4, rtol=1e-3)
+
+
+def test_cli_target(tmp_path: Any, capsys: Any) -> None:
+    path = tmp_path / "two.py"
+    path.write_text("import torch\nclass Two(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+    out = tmp_path / "two.onnx"
+    assert main(["export", f"{path}:Two", "--input", "x=float32[2,3]", "-o", str(out), "-q",
+                 "--target", "onnxruntime>=1.26"]) == 0
+    saved = onnx.load(str(out))
+    assert (saved.opset_import[0].version, saved.ir_version) == (23, 11)
+    assert main(["export", f"{path}:Two", "--input", "x=float32[2,3]", "-o", str(out), "-q",
+                 "--target", "onnxruntime>=1.18", "--opset", "23"]) == 1
+    assert "newer than onnxruntime>=1.18 loads" in capsys.readouterr().err
