@@ -49,6 +49,10 @@ bench-memory: $(VENV)/.installed-bench
 bench-half: $(VENV)/.installed
 	$(BIN)/python bench/half.py --out bench/half.md
 
+.PHONY: bench-targets
+bench-targets: $(VENV)/.installed-bench
+	$(BIN)/python bench/targets.py --out bench/targets.md
+
 .PHONY: bench-verify
 bench-verify: $(VENV)/.installed-bench
 	$(BIN)/python bench/verify_cost.py --zoo --out bench/verify.md
