@@ -117,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--kv-heads", type=int, default=2)
     parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--target", default="onnxruntime>=1.26",
+                        help="onnxport's target (default: onnxruntime>=1.26, every fused op; the builder writes "
+                        "for the newest onnxruntime too)")
     parser.add_argument("--out", help="also write the markdown table to this file")
     opts = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -124,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log("export with onnxport")
     start = time.perf_counter()
     with quiet():
-        prog = onnxport.export(model, (), step_inputs(model, 4, 3), dynamic_shapes="auto")
+        prog = onnxport.export(model, (), step_inputs(model, 4, 3), dynamic_shapes="auto", target=opts.target)
     export_s = time.perf_counter() - start
     ours = make_session(prog.model_proto)
     with tempfile.TemporaryDirectory() as workdir:
@@ -155,7 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     lines = [
         f"Llama-style decoder: hidden {opts.hidden}, {opts.layers} layers, {opts.heads} heads, {opts.kv_heads} KV "
-        f"heads, vocab {opts.vocab}, float32, batch 1, one thread; torch {torch.__version__}, onnxruntime "
+        f"heads, vocab {opts.vocab}, float32, batch 1, one thread; onnxport target {opts.target}; torch "
+        f"{torch.__version__}, onnxruntime "
         f"{onnxruntime.__version__}, {platform.machine()}. onnxport export: {export_s:.1f} s. Largest difference "
         f"between the two models' logits: {logit_diff:.1e}.",
         "",

@@ -90,12 +90,13 @@ def ort_nodes(proto: Any) -> int:
         return len(onnx.load(options.optimized_model_filepath, load_external_data=False).graph.node)
 
 
-def measure(name: str) -> tuple[str, ...]:
+def measure(name: str, target: str | None = None) -> tuple[str, ...]:
     model, args, dynamic = CASES[name]()
     names = list(dynamic)
     log(f"{name}: export with onnxport")
     with quiet():
-        ours = onnxport.export(model, args, dynamic_shapes=dynamic, input_names=names, verify=False).model_proto
+        ours = onnxport.export(model, args, dynamic_shapes=dynamic, input_names=names, verify=False,
+                               target=target).model_proto
     log(f"{name}: export with torch.onnx")
     with quiet():
         theirs = torch.onnx.export(model, args, dynamic_shapes=dynamic, input_names=names, dynamo=True,
@@ -116,15 +117,18 @@ def measure(name: str) -> tuple[str, ...]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
+    parser.add_argument("--target", default="onnxruntime>=1.26",
+                        help="onnxport's target (default: onnxruntime>=1.26, every fused op; bench/targets.py "
+                        "gives what the portable default costs)")
     parser.add_argument("--out", help="also write the markdown table to this file")
     opts = parser.parse_args(argv)
     torch.set_num_threads(1)
-    rows = [measure(name) for name in opts.models.split(",")]
+    rows = [measure(name, opts.target) for name in opts.models.split(",")]
     import onnxruntime
 
     lines = [
         f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, {platform.machine()}, one thread, "
-        f"numpy {np.__version__}.",
+        f"numpy {np.__version__}; onnxport target {opts.target}.",
         "",
         "| model | ORT ms onnxport | ORT ms torch.onnx | onnxport / torch.onnx | nodes onnxport | nodes torch.onnx "
         "| nodes after ORT onnxport | nodes after ORT torch.onnx | max abs err onnxport | max abs err torch.onnx |",
