@@ -13,7 +13,7 @@ LATEST_TORCH ?= torch==2.13.0
 demo: $(VENV)/.installed
 	$(BIN)/onnxport demo
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed runtimes
 	$(BIN)/python -m pytest -n auto --dist loadfile
 
 test-latest:
@@ -58,6 +58,16 @@ bench-verify: $(VENV)/.installed-bench
 	$(BIN)/python bench/verify_cost.py --zoo --out bench/verify.md
 
 setup: $(VENV)/.installed
+
+# Older onnxruntime wheels (numpy + onnxruntime only) and onnxruntime-node/-web from npm, at pinned versions,
+# for tests/runtimes; setup.sh skips what is already installed at its pins.
+.PHONY: runtimes
+runtimes:
+	PYTHON=$(PYTHON) bash tests/runtimes/setup.sh .runtimes
+
+.PHONY: bench-runtimes
+bench-runtimes: $(VENV)/.installed runtimes
+	$(BIN)/python bench/runtimes.py --out bench/runtimes.md
 
 $(VENV)/.installed: pyproject.toml requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
