@@ -36,13 +36,14 @@ def read_tensor(case_dir: str, spec: dict) -> np.ndarray:
 
 
 def compare(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> dict:
-    """max abs error, NaNs and whether ``got`` is within ``atol + rtol * |want|`` where ``want`` is not NaN."""
+    """max abs error where ``want`` is not NaN, NaNs anywhere in ``got``, and whether ``got`` has none and is
+    within ``atol + rtol * |want|`` where ``want`` is not NaN."""
     if tuple(got.shape) != tuple(want.shape):
         return {"max_abs_err": None, "nan": None, "ok": False, "error": f"shape {list(got.shape)} != {list(want.shape)}"}
     got, want = got.astype(np.float64), want.astype(np.float64)
+    nan = int(np.isnan(got).sum())
     cared = ~np.isnan(want)
     got, want = got[cared], want[cared]
-    nan = int(np.isnan(got).sum())
     err = np.abs(got - want)
     finite = err[~np.isnan(err)]
     max_err = float(finite.max()) if finite.size else 0.0
