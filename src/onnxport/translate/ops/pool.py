@@ -45,14 +45,55 @@ def _planes_shape(ctx: Ctx, x: ir.Value, nd: int) -> ir.Value:
     return ctx.op.Concat(ctx.op.Shape(x, end=rank(x) - nd), plane, axis=0)
 
 
+def _drop_padding_windows(ctx: Ctx, x: ir.Value, sizes: list[Any], out: ir.Value, k: list[int], s: list[int],
+                          p: list[int], d: list[int]) -> ir.Value:
+    """``out`` of a ``ceil_mode`` pool below opset 22, without the last window where it starts in the right
+    padding: torch (and MaxPool/AveragePool from opset 22) drop that window, the older ops keep it. Static
+    ``sizes`` (the spatial sizes of ``x``) are decided here; symbolic ones in the graph
+    (``n - ((n - 1) * s >= size + p)``)."""
+    nd, int64 = len(k), ir.DataType.INT64
+    ends: list[ir.Value | int] = []
+    kept = True  # no static size drops a window
+    for axis, (size, kk, ss, pp, dd) in enumerate(zip(sizes, k, s, p, d)):
+        if isinstance(size, int):
+            n = -(-(size + 2 * pp - dd * (kk - 1) - 1) // ss) + 1
+            drop = (n - 1) * ss >= size + pp
+            kept = kept and not drop
+            ends.append(n - 1 if drop else n)
+            continue
+        axis -= nd
+        n = ctx.op.Shape(out, start=axis, end=axis + 1 if axis < -1 else None)
+        size_v = ctx.op.Shape(x, start=axis, end=axis + 1 if axis < -1 else None)
+        overhang = ctx.op.GreaterOrEqual(ctx.op.Mul(ctx.op.Sub(n, ctx.const([1], int64)), ctx.const([ss], int64)),
+                                         ctx.op.Add(size_v, ctx.const([pp], int64)))
+        ends.append(ctx.op.Sub(n, ctx.cast(overhang, int64)))
+    if all(isinstance(e, int) for e in ends) and kept:
+        return out
+    end = (ctx.const(ends, int64) if all(isinstance(e, int) for e in ends)
+           else ctx.op.Concat(*[ctx.const([e], int64) if isinstance(e, int) else e for e in ends], axis=0))
+    return ctx.op.Slice(out, ctx.const([0] * nd, int64), end, ctx.const(list(range(-nd, 0)), int64))
+
+
+def _ceil_pool(ctx: Ctx, x: ir.Value, nd: int, k: list[int], s: list[int], p: list[int], d: list[int],
+               ceil_mode: bool, pool: Any) -> Any:
+    """``pool`` over ``x`` (one output or a tuple), its ceil_mode overhang dropped as torch does at every opset."""
+    sizes = list(x.shape)[-nd:]
+    out = with_batch(ctx, x, nd, pool)
+    if not ceil_mode or ctx.opset >= 22:
+        return out
+    if isinstance(out, tuple):
+        return tuple(_drop_padding_windows(ctx, x, sizes, o, k, s, p, d) for o in out)
+    return _drop_padding_windows(ctx, x, sizes, out, k, s, p, d)
+
+
 def _max_pool(ctx: Ctx, x: ir.Value, nd: int, kernel: IntList, stride: IntList, padding: IntList,
               dilation: IntList, ceil_mode: bool, indices: bool) -> Any:
     k, s, p = _window(ctx, kernel, stride, padding, nd)
-    attrs = {"kernel_shape": k, "strides": s, "pads": p + p, "dilations": spatial_ints(ctx, dilation, nd, "dilation"),
-             "ceil_mode": int(ceil_mode)}
+    dil = spatial_ints(ctx, dilation, nd, "dilation")
+    attrs = {"kernel_shape": k, "strides": s, "pads": p + p, "dilations": dil, "ceil_mode": int(ceil_mode)}
     if not indices:
-        return with_batch(ctx, x, nd, lambda v: ctx.op.MaxPool(v, **attrs))
-    out, flat = with_batch(ctx, x, nd, lambda v: ctx.op.MaxPool(v, **attrs, _outputs=2))
+        return _ceil_pool(ctx, x, nd, k, s, p, dil, ceil_mode, lambda v: ctx.op.MaxPool(v, **attrs))
+    out, flat = _ceil_pool(ctx, x, nd, k, s, p, dil, ceil_mode, lambda v: ctx.op.MaxPool(v, **attrs, _outputs=2))
     # ONNX indexes the whole tensor (N*C*plane); torch indexes within each (n, c) plane
     return out, ctx.op.Mod(flat, _plane_size(ctx, x, nd))
 
@@ -93,7 +134,7 @@ def _avg_pool(ctx: Ctx, x: ir.Value, nd: int, kernel: IntList, stride: IntList, 
     include = count_include_pad or bool(divisor_override)
     attrs = {"kernel_shape": k, "strides": s, "pads": p + p, "ceil_mode": int(ceil_mode),
              "count_include_pad": int(include)}
-    out = with_batch(ctx, x, nd, lambda v: ctx.op.AveragePool(v, **attrs))
+    out = _ceil_pool(ctx, x, nd, k, s, p, [1] * nd, ceil_mode, lambda v: ctx.op.AveragePool(v, **attrs))
     if not divisor_override:
         return out
     # window sum = average * the divisor count_include_pad used, then torch divides by the override
