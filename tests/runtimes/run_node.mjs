@@ -72,9 +72,10 @@ function compare(got, want, atol, rtol) {
   return { max_abs_err: maxErr, nan, ok: ok && nan === 0 };
 }
 
-function short(error, limit = 400) {
-  const text = String(error?.message ?? error).trim() || String(error);
-  return text.length <= limit ? text : `${text.slice(0, limit)} ...`;
+// The error's start and end: onnxruntime puts its message after a long C++ signature.
+function short(error, head = 100, tail = 300) {
+  const text = String(error?.message ?? error).split(/\s+/).join(' ').trim();
+  return text.length <= head + tail ? text : `${text.slice(0, head)} ... ${text.slice(-tail)}`;
 }
 
 async function load(dir) {

@@ -82,9 +82,10 @@ def run_case(case_dir: str, runtime: str) -> list[dict]:
     return results
 
 
-def _short(error: Exception, limit: int = 400) -> str:
-    text = f"{type(error).__name__}: {error}".strip()
-    return text if len(text) <= limit else text[:limit] + " ..."
+def _short(error: Exception, head: int = 100, tail: int = 300) -> str:
+    """The error's start and end: onnxruntime puts its message after a long C++ signature."""
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    return text if len(text) <= head + tail else f"{text[:head]} ... {text[-tail:]}"
 
 
 def main(argv: list[str]) -> int:

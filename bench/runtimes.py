@@ -1,0 +1,253 @@
+"""Which runtime computes which file right: tests/runtimes' models exported at each opset, fused form and
+target, in float32 and float16, run in every installed onnxruntime wheel, onnxruntime-node and -web.
+
+    make runtimes && python bench/runtimes.py --out bench/runtimes.md      # or: make bench-runtimes
+
+Columns: opsets 18-23 as ``opset=`` writes them, opset 23 with each set of the fused ops (Attention,
+RMSNormalization, RotaryEmbedding) switched on by hand (the target rules in ``onnxport.targets.FUSED_SINCE``
+are overridden for the export, so a form no target emits is measured too), and each named target. A cell is
+``ok`` (every input set of every model loads and matches eager), ``refused`` (refused at load), or the sets
+that run wrong or fail. A Identity probe per opset (at IR 8) and per IR version (at opset 18) gives the
+newest each Python wheel loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import onnx  # noqa: E402
+import torch  # noqa: E402
+
+from onnxport import targets as _targets  # noqa: E402
+from tests.runtimes import cases, runtimes  # noqa: E402
+
+FUSED = ("Attention", "RMSNormalization", "RotaryEmbedding")
+# label -> (export options, the fused ops forced on at opset 23, or None to follow the target rules)
+VARIANTS: dict[str, tuple[dict, tuple[str, ...] | None]] = {
+    **{f"opset {n}": ({"opset": n}, None) for n in (18, 20, 21, 22)},
+    "23 plain": ({"opset": 23}, ()),
+    "23 +Attention": ({"opset": 23}, ("Attention",)),
+    "23 +RMSNorm +Rotary": ({"opset": 23}, ("RMSNormalization", "RotaryEmbedding")),
+    "23 +all three": ({"opset": 23}, FUSED),
+    **{t: ({"target": t}, None) for t in _targets.TARGETS},
+}
+DTYPES = (torch.float32, torch.float16)
+PROBE_OPSETS = range(18, 29)
+PROBE_IRS = range(8, 16)
+
+
+@contextlib.contextmanager
+def forced(ops: tuple[str, ...] | None) -> Iterator[None]:
+    """Emit exactly ``ops`` for onnxruntime targets, whatever ``FUSED_SINCE`` says (None: leave it)."""
+    if ops is None:
+        yield
+        return
+    saved = {form: dict(since) for form, since in _targets.FUSED_SINCE.items()}
+    try:
+        for form, since in _targets.FUSED_SINCE.items():
+            since["onnxruntime"] = (1, 0) if form.split(".")[0] in ops else None
+        yield
+    finally:
+        for form, since in saved.items():
+            _targets.FUSED_SINCE[form].update(since)
+
+
+def build_cases(out: str) -> dict[str, dict]:
+    """Export every model for every variant and dtype; directory name -> what it holds."""
+    made = {}
+    for case in cases.CASES:
+        built = case.build()
+        for label, (options, ops) in VARIANTS.items():
+            for dtype in DTYPES:
+                name = f"{case.name}.{_slug(label)}.{str(dtype)[6:]}"
+                with forced(ops):
+                    prog = cases.export(case, built, dtype=dtype, **options)
+                directory = cases.write_case(case, built, prog, os.path.join(out, name), dtype=dtype)
+                model = onnx.load(os.path.join(directory, "model.onnx"))
+                present = sorted({n.op_type for n in model.graph.node} & set(FUSED))
+                made[name] = {"model": case.name, "variant": label, "dtype": str(dtype)[6:], "fused": present,
+                              "opset": model.opset_import[0].version, "ir": model.ir_version}
+                log(f"{name}: opset {made[name]['opset']} IR {made[name]['ir']} {'+'.join(present) or 'no fused op'}")
+    return made
+
+
+def build_probes(out: str) -> dict[str, tuple[str, int]]:
+    """One-node Identity models: per opset at IR 8, per IR version at opset 18."""
+    from onnx import TensorProto, helper
+
+    made = {}
+    for kind, values in (("opset", PROBE_OPSETS), ("ir", PROBE_IRS)):
+        for value in values:
+            x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+            y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+            graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [x], [y])
+            opset = value if kind == "opset" else 18
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+            model.ir_version = 8 if kind == "opset" else value
+            name = f"probe.{kind}{value}"
+            directory = os.path.join(out, name)
+            os.makedirs(directory)
+            onnx.save(model, os.path.join(directory, "model.onnx"))
+            _probe_set(directory)
+            made[name] = (kind, value)
+    return made
+
+
+def _probe_set(directory: str) -> None:
+    import json
+
+    import numpy as np
+
+    np.array([1.0, 2.0], dtype="<f4").tofile(os.path.join(directory, "x.bin"))
+    spec = {"name": "x", "dtype": "float32", "shape": [2], "file": "x.bin"}
+    case = {"sets": [{"name": "identity", "inputs": [spec], "outputs": [{**spec, "name": "y", "atol": 0, "rtol": 0}]}]}
+    with open(os.path.join(directory, "case.json"), "w") as f:
+        json.dump(case, f)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _slug(label: str) -> str:
+    return label.replace(">=", "-").replace(" +", "+").replace(" ", "_")
+
+
+SHORT = {"prefill_empty_cache": "prefill", "prefill_left_padded": "padded prefill",
+         "decode_after_left_padded": "decode", "left_padded": "padded", "batch2": "", "true_branch": "true",
+         "false_branch": "false"}
+
+
+def cell(results: list[dict]) -> str:
+    """One table cell: ``ok``, ``refused``, or each set that went wrong and how."""
+    outcomes = [runtimes.outcome(r) for r in results]
+    if all(o == "ok" for o in outcomes):
+        return "ok"
+    if all(o == "refused" for o in outcomes):
+        return "refused"
+    bad = collections.defaultdict(list)
+    for r, o in zip(results, outcomes):
+        if o != "ok":
+            model = r["case"].split(".")[0]
+            bad[o.upper() if o != "refused" else o].append(f"{model} {SHORT.get(r['set'], r['set'])}".strip())
+    return "; ".join(f"{kind}: {', '.join(where)}" for kind, where in bad.items())
+
+
+def render(made: dict, probes: dict, results: list[dict], seconds: dict[str, float]) -> str:
+    by = collections.defaultdict(list)
+    for r in results:
+        by[(r["runtime"], r["case"])].append(r)
+    names = list(dict.fromkeys(r["runtime"] for r in results))
+    lines = [
+        "# Runtimes: which file each runtime loads and computes right",
+        "",
+        "`make bench-runtimes` (`bench/runtimes.py`) regenerates this file; `make runtimes` installs the runtimes",
+        "(tests/runtimes/setup.sh). Models: tests/runtimes/cases.py (a CNN; the README's `if x.sum():` model on",
+        "both branches; GPT-2 on a left-padded batch; a tiny Llama with 4 query heads over 2 KV heads, without",
+        "a cache on a plain and a left-padded batch (its fused Attention takes the 3-D (B, S, H*E) form), and",
+        "with its DynamicCache (`llama_kv`, 4-D Attention with past inputs) as a prefill from an empty cache, a",
+        "left-padded prefill and a decode step after it), compared with eager PyTorch (float16 files against",
+        "eager float32 at atol = rtol = 1e-2; float32 at 1e-4, logits rtol 1e-3). Padding positions of the",
+        "logits and of the present keys/values are not compared (no caller reads them; a fully masked query",
+        "row has no defined attention result), but a NaN anywhere fails (a masked key still spreads it).",
+        "Sessions use default options (onnxruntime's default graph optimisation); web is the wasm backend",
+        "under Node, one thread.",
+        "",
+        "Cells: `ok` = every set of every model loads and matches; `refused` = refused at load (the rule allows",
+        "it); otherwise the sets that `NAN` (NaN where eager has a number), are `WRONG` (beyond tolerance) or",
+        "`ERROR` (loaded, failed to run), all of which break the rule; `refused: ...` lists the models refused",
+        "where others load. Opset columns are `opset=N` as onnxport writes it today; `23 ...` columns force",
+        "exactly those fused ops on at opset 23; target columns are `target=...`.",
+        "",
+    ]
+    variants = list(VARIANTS)
+    for dtype in ("float32", "float16"):
+        lines += [f"## {dtype}", "", "| runtime | " + " | ".join(variants) + " |",
+                  "| --- |" + " --- |" * len(variants)]
+        for name in names:
+            row = []
+            for label in variants:
+                dirs = [d for d, m in made.items() if m["variant"] == label and m["dtype"] == dtype]
+                row.append(cell([r for d in dirs for r in by[(name, d)]]))
+            lines.append(f"| {name} | " + " | ".join(row) + " |")
+        lines.append("")
+    lines += ["What each column's files hold (opset, IR version, fused ops):", "",
+              "| column | opset | IR | fused ops (float32 Llama) | fused ops (float16 Llama) |", "| --- | --- | --- | --- | --- |"]
+    for label in variants:
+        held = {m["dtype"]: m for m in made.values() if m["variant"] == label and m["model"] == "llama_kv"}
+        lines.append(f"| {label} | {held['float32']['opset']} | {held['float32']['ir']} | "
+                     f"{', '.join(held['float32']['fused']) or '-'} | {', '.join(held['float16']['fused']) or '-'} |")
+    lines += ["", "## Newest opset and IR version each runtime loads", "",
+              "One-node Identity probes: opset N at IR 8, IR N at opset 18.", "",
+              "| runtime | newest opset | newest IR |", "| --- | --- | --- |"]
+    for name in names:
+        loads = {probes[c]: all(r["ok"] for r in rs) for (rt, c), rs in by.items() if rt == name and c in probes}
+        opset = max((v for (k, v), ok in loads.items() if k == "opset" and ok), default=None)
+        ir = max((v for (k, v), ok in loads.items() if k == "ir" and ok), default=None)
+        lines.append(f"| {name} | {opset} | {ir} |")
+    lines += ["", "## Errors, one of each", ""]
+    seen = set()
+    for r in results:
+        o = runtimes.outcome(r)
+        text = r["load_error"] if o == "refused" else r["run_error"] if o == "error" else None
+        if o in ("ok", "nan", "wrong") or r["case"] in probes:
+            continue
+        text = re.sub(r"/\S*/model\.onnx", "model.onnx", (text or "").splitlines()[0] if text else "")
+        key = (r["runtime"], o, re.sub(r"\d+", "N", text)[:100])
+        if key not in seen:
+            seen.add(key)
+            # onnxruntime's message ends its text, after the C++ signature of the function that raised it.
+            lines.append(f"- {r['runtime']}, {o}, {r['case']} {r['set']}: `{'...' if len(text) > 160 else ''}{text[-160:]}`")
+    lines += ["", "## Run", "", f"- {platform.platform()}, torch {torch.__version__}, "
+              f"onnx {onnx.__version__}, node {_node_version()}",
+              f"- exports {seconds['export']:.0f} s, runtimes {seconds['run']:.0f} s", ""]
+    return "\n".join(lines)
+
+
+def _node_version() -> str:
+    try:
+        return subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "absent"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=None, help="write the markdown here (default: print it)")
+    parser.add_argument("--keep", default=None, help="write the case directories here instead of a temporary one")
+    args = parser.parse_args()
+    missing = runtimes.missing()
+    if missing:
+        log(f"missing runtimes: {', '.join(missing)}; {runtimes.SETUP_HINT}")
+    with tempfile.TemporaryDirectory(prefix="onnxport-runtimes-") as tmp:
+        out = args.keep or tmp
+        start = time.perf_counter()
+        made = build_cases(out)
+        probes = build_probes(out)
+        exported = time.perf_counter()
+        dirs = [os.path.join(out, d) for d in [*made, *probes]]
+        results = runtimes.run_all(runtimes.installed(), dirs)
+        seconds = {"export": exported - start, "run": time.perf_counter() - exported}
+    text = render(made, probes, results, seconds)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+        log(f"wrote {args.out}")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
