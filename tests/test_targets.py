@@ -65,7 +65,8 @@ def test_default_target_is_portable() -> None:
     assert prog.model.metadata_props[targets.TARGET_KEY] == "onnxruntime>=1.18"
 
 
-@pytest.mark.parametrize("opset, ir_version", [(18, 8), (19, 9), (20, 9), (21, 10), (22, 10), (23, 11)])
+@pytest.mark.parametrize("opset, ir_version", [(18, 8), (19, 9), (20, 9), (21, 10), (22, 10), (23, 11), (25, 13),
+                                               (26, 13)])
 def test_ir_version_is_the_lowest_the_opset_allows(opset: int, ir_version: int) -> None:
     prog = onnxport.export(AddMul(), _pair(), opset=opset)
     assert (prog.model.opset_imports[""], prog.model_proto.ir_version) == (opset, ir_version)
@@ -103,20 +104,27 @@ def test_target_spellings() -> None:
     assert parse("onnxruntime-node>=1.22") == Target("onnxruntime", (1, 22))  # the same core and releases
     assert parse(" onnxruntime-web >= 1.26.1 ") == Target("onnxruntime-web", (1, 26))
     assert parse("onnxruntime") == Target("onnxruntime", (1, 14))
-    assert parse("onnxruntime>=1.26").opset == 23 and parse("onnxruntime>=1.20").opset == 21
+    # the newest opset the oldest release loads, so that older releases refuse the file
+    assert [parse(f"onnxruntime>=1.{v}").opset for v in (18, 20, 22, 23, 24, 26, 40)] == [21, 21, 22, 23, 25, 26, 28]
     assert parse("tensorrt>=10.0").opset == 20
 
 
-def test_fused_forms_follow_the_release_that_computes_them_right() -> None:
-    early, grouped_ok = Forms(parse("onnxruntime>=1.24"), 23), Forms(parse("onnxruntime>=1.26"), 23)
+def test_fused_forms_follow_the_oldest_release_that_loads_the_file() -> None:
+    def forms(spec: str, opset: int | None = None, half: bool = False) -> Forms:
+        return Forms(parse(spec), opset or parse(spec).opset, half)
+
     f32, f16 = ir.DataType.FLOAT, ir.DataType.FLOAT16
-    assert early.attention(f32, grouped=True) and early.attention(f16, grouped=False)
-    assert not early.attention(f16, grouped=True)  # NaN in 1.24-1.25
-    assert not Forms(parse("onnxruntime>=1.24"), 23, half=True).attention(f32, grouped=True)
-    assert grouped_ok.attention(f16, grouped=True)
-    assert not Forms(parse("onnxruntime>=1.23"), 23).attention(f32, grouped=False)  # padding NaN in 1.23
-    assert not Forms(parse("onnxruntime>=1.26"), 22).attention(f32, grouped=False)  # no Attention below 23
-    assert not Forms(parse("tensorrt>=11.0"), 23).fused("RMSNormalization")
+    assert forms("onnxruntime>=1.24").attention(f32, grouped=True)
+    assert forms("onnxruntime>=1.24").attention(f16, grouped=False)
+    assert not forms("onnxruntime>=1.24").attention(f16, grouped=True)  # NaN in 1.24-1.25
+    assert not forms("onnxruntime>=1.24", half=True).attention(f32, grouped=True)
+    assert forms("onnxruntime>=1.26").attention(f16, grouped=True)
+    assert not forms("onnxruntime>=1.23").attention(f32, grouped=False)  # padding NaN in 1.23
+    assert forms("onnxruntime>=1.23").fused("RMSNormalization")
+    # opset 23 loads in 1.23, whatever the target says: no Attention in it
+    assert not forms("onnxruntime>=1.26", 23).attention(f32, grouped=False)
+    assert not forms("onnxruntime>=1.26", 22).fused("RotaryEmbedding")  # no fused op below opset 23
+    assert not forms("tensorrt>=11.0").fused("RMSNormalization")
 
 
 def _grouped(prog: onnxport.OnnxProgram) -> list[bool]:
@@ -136,6 +144,7 @@ def _grouped(prog: onnxport.OnnxProgram) -> list[bool]:
     (None, None, set(), None),
     (None, torch.float16, set(), None),
     ("onnxruntime>=1.23", None, {"RMSNormalization", "RotaryEmbedding"}, None),
+    ("onnxruntime>=1.26", None, FUSED, True),
     ("onnxruntime>=1.24", None, FUSED, True),
     ("onnxruntime>=1.24", torch.float16, FUSED, False),  # grouped float16 is NaN before 1.26: heads repeated
     ("onnxruntime>=1.26", torch.float16, FUSED, True),
@@ -168,7 +177,7 @@ def test_cli_target(tmp_path: Any, capsys: Any) -> None:
     assert main(["export", f"{path}:Two", "--input", "x=float32[2,3]", "-o", str(out), "-q",
                  "--target", "onnxruntime>=1.26"]) == 0
     saved = onnx.load(str(out))
-    assert (saved.opset_import[0].version, saved.ir_version) == (23, 11)
+    assert (saved.opset_import[0].version, saved.ir_version) == (26, 13)
     assert main(["export", f"{path}:Two", "--input", "x=float32[2,3]", "-o", str(out), "-q",
                  "--target", "onnxruntime>=1.18", "--opset", "23"]) == 1
     assert "newer than onnxruntime>=1.18 loads" in capsys.readouterr().err

@@ -1,11 +1,13 @@
 """Targets: the runtime a file is written for decides its form.
 
 A target names a runtime and the oldest release of it the file must run in: ``"onnxruntime>=1.18"`` (the
-default), ``"onnxruntime>=1.26"``, ``"onnxruntime-web>=1.22"``. It picks the opset (the newest that release
-loads, up to the newest onnxport writes), and which fused ops the file holds. The rule: in every release of
-the target that loads the file, the file computes what eager PyTorch computes. A fused op goes into a file
-only for targets whose every release computes it right; the tables below say from which release on, as
-measured by ``tests/runtimes`` (``bench/runtimes.md``), which runs files of every target in those releases.
+default), ``"onnxruntime>=1.26"``, ``"onnxruntime-web>=1.22"``. It picks the opset: the newest that release
+loads (up to ``NEWEST_OPSET``), so that older releases refuse the file at load. Then the rule: every release
+that loads the file computes what eager PyTorch computes. A fused op goes into a file only where the oldest
+release that loads the file's opset computes it right, in each runtime measured; the tables below say
+from which release on, as found by ``tests/runtimes`` (``bench/runtimes.md``), which runs every target's
+files in those releases. So ``target="onnxruntime>=1.24"`` writes opset 25, which 1.23 (whose Attention is
+wrong on padded rows) refuses, and ``opset=23`` with that target drops Attention, since 1.23 loads it.
 
 onnxruntime's Python wheels, its C/C++ packages and onnxruntime-node share one core and one version
 number, so ``"onnxruntime"`` covers them all; onnxruntime-web's wasm backend is the same core built for
@@ -28,8 +30,8 @@ from onnxport.errors import InvalidInputError
 __all__ = ["DEFAULT_TARGET", "TARGETS", "TARGET_KEY", "Forms", "Target", "ir_version_for", "resolve"]
 
 MIN_OPSET = 18  # the oldest opset onnxport writes
-# The newest opset onnxport writes by default (the first with Attention, RMSNormalization, RotaryEmbedding).
-NEWEST_DEFAULT_OPSET = 23
+NEWEST_OPSET = 28  # the newest a target picks: the newest the op tests run at (onnx 1.23, onnxruntime 1.32)
+FUSED_OPSET = 23  # the first opset with Attention, RMSNormalization and RotaryEmbedding
 
 # The newest ai.onnx opset each runtime release loads, from that release on: probed with onnxruntime's
 # wheels from 1.18 (tests/runtimes), earlier ones from its release notes. onnxruntime-web is the same core
@@ -55,6 +57,9 @@ FUSED_SINCE: dict[str, dict[str, tuple[int, int] | None]] = {
     "RMSNormalization": {"onnxruntime": (1, 23), "onnxruntime-web": (1, 23), "tensorrt": None},
     "RotaryEmbedding": {"onnxruntime": (1, 23), "onnxruntime-web": (1, 23), "tensorrt": None},
 }
+
+# The runtimes whose releases tests/runtimes runs: a fused form must be right in each that loads the file.
+_MEASURED = ("onnxruntime", "onnxruntime-web")
 
 DEFAULT_TARGET = "onnxruntime>=1.18"
 TARGET_KEY = "onnxport.target"  # the model metadata entry naming the target a file was written for
@@ -82,34 +87,41 @@ class Target:
 
     @property
     def opset(self) -> int:
-        """The opset files for this target are written in."""
-        return min(self.max_opset, NEWEST_DEFAULT_OPSET)
-
-    def allows(self, form: str) -> bool:
-        """Whether every release of the target computes ``form`` (a key of ``FUSED_SINCE``) right."""
-        since = FUSED_SINCE[form].get(self.runtime)
-        return since is not None and self.version >= since
+        """The opset files for this target are written in: the newest its oldest release loads."""
+        return min(self.max_opset, NEWEST_OPSET)
 
 
 @dataclasses.dataclass(frozen=True)
 class Forms:
-    """Which fused ops one export emits: its target's rules, its opset, and whether it ends in float16
+    """Which fused ops one export emits: those that every release loading its opset computes right, in
+    the target's runtime and in each runtime whose releases are measured; and whether it ends in float16
     (an export with ``dtype=torch.float16`` is translated in float32 and narrowed afterwards)."""
 
     target: Target
     opset: int
     half: bool = False
 
+    def allows(self, form: str) -> bool:
+        """Whether ``form`` (a key of ``FUSED_SINCE``) is right wherever a file of this opset loads."""
+        if self.opset < FUSED_OPSET:
+            return False
+        for runtime in {self.target.runtime, *_MEASURED}:
+            oldest = _oldest_release(runtime, self.opset)
+            since = FUSED_SINCE[form].get(runtime)
+            if oldest is not None and (since is None or oldest < since):
+                return False
+        return True
+
     def attention(self, dtype: ir.DataType | None, grouped: bool) -> bool:
         """Whether an ``Attention`` node of this element type, with grouped key/value heads or not, is right."""
-        if self.opset < 23 or not self.target.allows("Attention"):
+        if not self.allows("Attention"):
             return False
         float16 = self.half or dtype == ir.DataType.FLOAT16
-        return not (grouped and float16) or self.target.allows("Attention.float16_grouped")
+        return not (grouped and float16) or self.allows("Attention.float16_grouped")
 
     def fused(self, op: str) -> bool:
         """Whether the opset-23 op ``op`` (``"RMSNormalization"``, ``"RotaryEmbedding"``) is emitted."""
-        return self.opset >= 23 and self.target.allows(op)
+        return self.allows(op)
 
 
 def resolve(target: str | Target | None, opset: int | None, newest_here: int) -> tuple[Target, int]:
@@ -120,7 +132,14 @@ def resolve(target: str | Target | None, opset: int | None, newest_here: int) ->
         target = _oldest_loading("onnxruntime", opset)
     target = parse(DEFAULT_TARGET if target is None else target)
     if opset is None:
-        return target, min(target.opset, newest_here)
+        if target.opset > newest_here:
+            raise InvalidInputError(
+                f"{target} files are opset {target.opset}, newer than the installed onnx and onnxruntime run "
+                f"({newest_here}), and verification runs them here",
+                fix=f"upgrade onnx and onnxruntime, or pass opset={newest_here} (its fused ops are then those "
+                "right in every release that loads that opset)",
+            )
+        return target, target.opset
     if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= newest_here:
         raise InvalidInputError(
             f"opset {opset!r} is outside what onnxport emits and onnxruntime runs here ({MIN_OPSET}..{newest_here})",
@@ -160,12 +179,15 @@ def parse(spec: str | Target) -> Target:
     return Target(runtime, version)
 
 
+def _oldest_release(runtime: str, opset: int) -> tuple[int, int] | None:
+    """The oldest release of ``runtime`` that loads ``opset`` (None if none in the table)."""
+    return next((since for since, newest in _OPSETS[runtime] if newest >= opset), None)
+
+
 def _oldest_loading(runtime: str, opset: int) -> str | None:
-    """The oldest release of ``runtime`` that loads ``opset``, as a target spec (None if none in the table)."""
-    for since, newest in _OPSETS[runtime]:
-        if newest >= opset:
-            return f"{runtime}>={since[0]}.{since[1]}"
-    return None
+    """``_oldest_release`` as a target spec."""
+    since = _oldest_release(runtime, opset)
+    return None if since is None else f"{runtime}>={since[0]}.{since[1]}"
 
 
 # Element types newer than the IR version their opset implies, and the IR version that added each.
