@@ -121,8 +121,8 @@ def measure(exporter: str, directory: str, out: str) -> dict[str, object]:
 def _torch_onnx(directory: str, out: str) -> None:
     import transformers
 
-    from onnxport.capture import transformers_caches
-    from onnxport.hf import _generation_inputs
+    from onnxport.hf.cache import registered as transformers_caches
+    from onnxport.hf.export import _generation_inputs
 
     model = transformers.AutoModelForCausalLM.from_pretrained(directory).eval()
     inputs = _generation_inputs(model, model.config)

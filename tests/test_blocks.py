@@ -225,6 +225,7 @@ def _deep_cases() -> list:
     return [pytest.param(dataclasses.replace(cases[name], build=build), id=name) for name, build in builds.items()]
 
 
+@pytest.mark.transformers
 @pytest.mark.parametrize("case", _deep_cases())
 def test_real_models_with_layers_captured_once(case):
     pytest.importorskip("transformers")
@@ -252,6 +253,7 @@ def _cache_cases() -> list:
     return deep
 
 
+@pytest.mark.transformers
 @pytest.mark.parametrize("case", _cache_cases())
 def test_decoders_with_a_cache_capture_their_layers_once(case):
     from tests.test_llm_cache import _build, _decode_inputs
@@ -274,6 +276,7 @@ def test_decoders_with_a_cache_capture_their_layers_once(case):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
 
 
+@pytest.mark.transformers
 def test_one_token_decode_step_at_batch_one_captures_its_layers_once():
     pytest.importorskip("transformers")
     import dataclasses
@@ -307,6 +310,7 @@ def test_a_layer_computing_with_its_index_is_not_shared():
     _check(program, model, _inputs(3, 4))
 
 
+@pytest.mark.transformers
 def test_layer_copies_keep_the_fusions_of_the_whole_model_capture():
     """The copies carry the model's own dim names, so the optimizer's fusions and size sharing apply
     to them as to layers traced in place."""

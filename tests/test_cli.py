@@ -114,6 +114,7 @@ def test_inspect_not_onnx(tmp_path, capsys) -> None:
     assert "not an ONNX model" in capsys.readouterr().err
 
 
+@pytest.mark.transformers  # its Llama step
 def test_demo_exports_verifies_and_prints_its_models(tmp_path, capsys) -> None:
     assert main(["demo", "-o", str(tmp_path)]) == 0
     captured = capsys.readouterr()

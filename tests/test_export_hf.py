@@ -15,6 +15,8 @@ from tests.hf_dirs import write_tokenizer
 
 transformers = pytest.importorskip("transformers")
 
+pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
+
 
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory) -> tuple[str, torch.nn.Module]:

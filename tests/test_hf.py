@@ -9,6 +9,8 @@ import onnxport
 
 transformers = pytest.importorskip("transformers")
 
+pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
+
 
 def _ids(vocab: int, batch: int = 2, seq: int = 8) -> torch.Tensor:
     return torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))

@@ -15,10 +15,12 @@ import pytest
 import torch
 
 import onnxport
-from onnxport.hf import export_hf
+from onnxport.hf import cache_argument, export_hf
 from tests.hf_dirs import write_llama
 
 transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
 safetensors = pytest.importorskip("safetensors.torch")
 _ONNX = {torch.float32: ir.DataType.FLOAT, torch.float16: ir.DataType.FLOAT16, torch.bfloat16: ir.DataType.BFLOAT16}
 
@@ -45,7 +47,7 @@ def test_streamed_llama_matches_transformers_in_the_checkpoint_dtype(dtype: torc
     ids = torch.tensor([[5, 17, 33, 8, 61, 2], [9, 40, 3, 3, 77, 12]])
     positions = torch.arange(6).expand(2, 6)
     got = prog(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=positions,
-               past_key_values=_empty_cache(model.config, 2, dtype))["logits"]
+               **{cache_argument(model): _empty_cache(model.config, 2, dtype)})["logits"]
     with torch.no_grad():
         expected = model(input_ids=ids).logits
     tol = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dtype]

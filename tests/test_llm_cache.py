@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import types
+import warnings
 from typing import Any
 
 import pytest
@@ -13,10 +14,13 @@ import torch
 from torch.utils import _pytree as pytree
 
 import onnxport
-from onnxport.capture import _transformers_cache
+from onnxport.hf import cache as hf_cache
+from onnxport.hf import cache_argument, cache_of
 
 transformers = pytest.importorskip("transformers")
 from transformers import DynamicCache, StaticCache  # noqa: E402
+
+pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
 
 TINY = dict(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
             max_position_embeddings=128)
@@ -63,13 +67,14 @@ def _build(case: LLMCase) -> torch.nn.Module:
 
 
 def _decode_inputs(model: torch.nn.Module, batch: int = 2, past: int = 4, new: int = 3) -> dict[str, Any]:
-    """A decode step after a prefill of ``past`` tokens: what the exported model is captured from."""
+    """A decode step after a prefill of ``past`` tokens: what the exported model is captured from. The cache
+    goes under the name the model's forward takes (``cache`` from transformers 5.24 on)."""
     torch.manual_seed(1)
     prompt = torch.randint(3, 99, (batch, past))
     with torch.no_grad():
-        cache = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True).past_key_values
+        cache = cache_of(model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True))
     return {"input_ids": torch.randint(3, 99, (batch, new)), "attention_mask": torch.ones(batch, past + new, dtype=torch.long),
-            "position_ids": torch.arange(past, past + new).expand(batch, new), "past_key_values": cache}
+            "position_ids": torch.arange(past, past + new).expand(batch, new), cache_argument(model): cache}
 
 
 def _exported(case: LLMCase) -> tuple[torch.nn.Module, onnxport.OnnxProgram]:
@@ -128,6 +133,26 @@ def test_export_from_one_token_decode_step_at_batch_one(case: LLMCase) -> None:
     assert torch.equal(onnxport.generate(prog, ids, mask, max_new_tokens=6), expected)
 
 
+@pytest.mark.parametrize("given", ["past_key_values", "cache"])
+def test_either_name_of_the_cache_argument_exports(given: str, caplog: pytest.LogCaptureFixture) -> None:
+    """transformers 5.24 renamed forward's ``past_key_values`` to ``cache``. Either name exports, the ONNX names
+    stay, and the model is called by the name its forward takes: no deprecation warning on any version."""
+    model = _build(CASES[0])
+    inputs = _decode_inputs(model)
+    inputs[given] = inputs.pop(cache_argument(model))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prog = onnxport.export(model, (), inputs, dynamic_shapes="auto")
+    deprecations = [str(w.message) for w in caught if "deprecated" in str(w.message)]
+    deprecations += [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert not deprecations
+    assert prog.input_names[3:] == [f"past_key_values.{i}.{kv}" for i in range(2) for kv in ("key", "value")]
+    assert prog.output_names[1:] == [f"present.{i}.{kv}" for i in range(2) for kv in ("key", "value")]
+    ids = torch.randint(3, 99, (2, 5), generator=torch.Generator().manual_seed(4))
+    expected = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4)
+    assert torch.equal(onnxport.generate(prog, ids, max_new_tokens=4), expected)
+
+
 def test_names_follow_onnxruntime_genai() -> None:
     _, prog = _exported(CASES[0])
     layers = [f"{kind}.{i}.{part}" for kind in ("past_key_values", "present") for i in range(2) for part in ("key", "value")]
@@ -144,11 +169,11 @@ def test_program_takes_and_returns_a_cache() -> None:
     model, prog = _exported(CASES[0])
     inputs = _decode_inputs(model, batch=3, past=5, new=2)
     out = prog(**inputs)
-    assert isinstance(out.past_key_values, DynamicCache)
+    assert isinstance(cache_of(out), DynamicCache)
     with torch.no_grad():
         expected = model(**_decode_inputs(model, batch=3, past=5, new=2))
     torch.testing.assert_close(out.logits, expected.logits, atol=1e-4, rtol=1e-3)
-    torch.testing.assert_close(out.past_key_values.layers[1].keys, expected.past_key_values.layers[1].keys)
+    torch.testing.assert_close(cache_of(out).layers[1].keys, cache_of(expected).layers[1].keys)
 
 
 def test_explicit_dynamic_shapes_for_the_cache() -> None:
@@ -156,7 +181,7 @@ def test_explicit_dynamic_shapes_for_the_cache() -> None:
     batch, past, seq = torch.export.Dim("batch"), torch.export.Dim("past"), torch.export.Dim("seq")
     layer = {0: batch, 2: past}
     shapes = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: torch.export.Dim.AUTO},
-              "position_ids": {0: batch, 1: seq}, "past_key_values": [(layer, layer), (layer, layer)]}
+              "position_ids": {0: batch, 1: seq}, cache_argument(model): [(layer, layer), (layer, layer)]}
     prog = onnxport.export(model, (), _decode_inputs(model), dynamic_shapes=shapes)
     dims = [str(d) for d in prog.model.graph.inputs[3].shape]
     assert dims == ["batch", "2", "past", "8"]
@@ -167,12 +192,12 @@ def test_sliding_layers_take_the_whole_past() -> None:
     share one past length, and the model's present is its past plus the new tokens."""
     model, prog = _exported(next(c for c in CASES if c.name == "gemma2"))
     inputs = _decode_inputs(model, batch=2, past=3, new=2)
-    assert [layer.is_sliding for layer in inputs["past_key_values"].layers] == [True, False]
+    assert [layer.is_sliding for layer in inputs[cache_argument(model)].layers] == [True, False]
     shapes = {v.name: [str(d) for d in v.shape] for v in [*prog.model.graph.inputs, *prog.model.graph.outputs]}
     assert shapes["past_key_values.0.key"] == shapes["past_key_values.1.key"]
     assert shapes["present.0.key"] == ["batch_size", "2", "past_sequence_length + sequence_length", "8"]
     out = prog(**inputs)
-    assert out.past_key_values.layers[0].keys.shape[2] == 5
+    assert cache_of(out).layers[0].keys.shape[2] == 5
 
 
 def test_sliding_cache_that_dropped_tokens_is_refused() -> None:
@@ -186,9 +211,9 @@ def test_sliding_cache_that_dropped_tokens_is_refused() -> None:
 def _static_decode_inputs(model: torch.nn.Module, batch: int = 2, past: int = 4, new: int = 3) -> dict[str, Any]:
     cache = StaticCache(config=model.config, max_cache_len=16)
     with torch.no_grad():
-        model(input_ids=torch.randint(3, 99, (batch, past)), past_key_values=cache, use_cache=True)
+        model(input_ids=torch.randint(3, 99, (batch, past)), use_cache=True, **{cache_argument(model): cache})
     return {"input_ids": torch.randint(3, 99, (batch, new)), "attention_mask": torch.ones(batch, past + new, dtype=torch.long),
-            "position_ids": torch.arange(past, past + new).expand(batch, new), "past_key_values": cache}
+            "position_ids": torch.arange(past, past + new).expand(batch, new), cache_argument(model): cache}
 
 
 def test_static_cache_generates_as_transformers() -> None:
@@ -203,7 +228,7 @@ def test_static_cache_generates_as_transformers() -> None:
     out = prog(**copy.deepcopy(inputs))
     with torch.no_grad():
         expected = model(**inputs)
-    assert isinstance(out.past_key_values, StaticCache) and int(out.past_key_values.layers[1].cumulative_length) == 7
+    assert isinstance(cache_of(out), StaticCache) and int(cache_of(out).layers[1].cumulative_length) == 7
     torch.testing.assert_close(out.logits, expected.logits, atol=1e-4, rtol=1e-3)
     torch.manual_seed(2)
     ids = torch.randint(3, 99, (2, 6))
@@ -222,12 +247,13 @@ def test_static_cache_generates_as_transformers() -> None:
 def test_inputs_onnxport_cannot_pass_are_named(monkeypatch) -> None:
     model = _build(CASES[0])
     inputs = _decode_inputs(model)
-    inputs["past_key_values"] = types.SimpleNamespace(layers=[])
-    with pytest.raises(onnxport.InvalidInputError, match=r"the input past_key_values is a types.SimpleNamespace") as err:
+    name = cache_argument(model)
+    inputs[name] = types.SimpleNamespace(layers=[])
+    with pytest.raises(onnxport.InvalidInputError, match=rf"the input {name} is a types.SimpleNamespace") as err:
         onnxport.export(model, (), inputs)
     assert "register_dataclass" in err.value.fix
-    monkeypatch.setattr(_transformers_cache, "supported", lambda: False)  # as with another transformers major
-    with pytest.raises(onnxport.InvalidInputError, match="past_key_values is a transformers") as err:
+    monkeypatch.setattr(hf_cache, "supported", lambda: False)  # as with another transformers major
+    with pytest.raises(onnxport.InvalidInputError, match=f"{name} is a transformers") as err:
         onnxport.export(model, (), _decode_inputs(model))
     assert "written for transformers 5.x" in err.value.fix
     monkeypatch.undo()

@@ -14,6 +14,8 @@ from torch.utils import _pytree as pytree
 import onnxport
 
 transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
 from transformers import DynamicCache, EncoderDecoderCache  # noqa: E402
 
 SIZES = dict(vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
@@ -113,10 +115,10 @@ def test_program_takes_and_returns_an_encoder_decoder_cache() -> None:
         states = model.get_encoder()(**inputs).last_hidden_state
         step = {"input_ids": torch.randint(3, 99, (3, 4)), "encoder_attention_mask": inputs["attention_mask"],
                 "encoder_hidden_states": states}
-        cache = onnxport.seq2seq.DecoderPart(model)(**step)["present"]
+        cache = onnxport.hf.seq2seq.DecoderPart(model)(**step)["present"]
         step["input_ids"] = step["input_ids"][:, :1]
         out = progs.decoder_with_past(**step, past_key_values=cache)
-        expected = onnxport.seq2seq.DecoderPart(model)(**step, past_key_values=cache)
+        expected = onnxport.hf.seq2seq.DecoderPart(model)(**step, past_key_values=cache)
     assert isinstance(out["present"], EncoderDecoderCache)
     torch.testing.assert_close(out["logits"], expected["logits"], atol=1e-4, rtol=1e-3)
     torch.testing.assert_close(out["present"].self_attention_cache.layers[1].keys,
@@ -128,7 +130,7 @@ def test_registration_is_undone_after_export_and_failed_export() -> None:
     assert EncoderDecoderCache not in pytree.SUPPORTED_NODES and DynamicCache not in pytree.SUPPORTED_NODES
     onnxport.export_seq2seq(model, _text(), verify=False)
     assert EncoderDecoderCache not in pytree.SUPPORTED_NODES and DynamicCache not in pytree.SUPPORTED_NODES
-    decoder = onnxport.seq2seq.DecoderPart(model)
+    decoder = onnxport.hf.seq2seq.DecoderPart(model)
     states = model.get_encoder()(**_text()).last_hidden_state
     with torch.no_grad():
         cache = decoder(torch.randint(3, 99, (2, 3)), encoder_hidden_states=states)["present"]

@@ -15,11 +15,9 @@ from onnxport.errors import (
     UnsupportedOpError,
     VerificationError,
 )
-from onnxport.generate import generate, generate_seq2seq
-from onnxport.hf import export_hf
+from onnxport.hf import Seq2SeqPrograms, export_hf, export_seq2seq, generate, generate_seq2seq
 from onnxport.program import OnnxProgram
 from onnxport.report import Report
-from onnxport.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.translate.registry import register_translation
 
 __all__ = [

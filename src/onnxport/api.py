@@ -93,7 +93,7 @@ def export(
     """
     source = _weights.Weights.open(weights) if weights is not None else None
     # The caches are pytree nodes for the whole export (capture and verification flatten them), not after.
-    with _capture.transformers_caches(), _weights.bind(model, source) as bound:
+    with _capture.integration_types(), _weights.bind(model, source) as bound:
         return _export(
             model, args, kwargs, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes, input_names=input_names,
             output_names=output_names, opset=opset, target=target, custom_translations=custom_translations,

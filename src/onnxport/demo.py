@@ -4,7 +4,8 @@
 written there: onnxport rewrites that ``if`` into ``torch.cond`` so both branches survive export.
 ``ModelWithCond`` is the same model with the submodule written with ``torch.cond`` by hand, as the
 gallery's fix does; ``SmallCNN`` is a small image classifier. :func:`generation_demo` exports a tiny
-random-weight Llama with its KV cache (when transformers is installed) and generates with it in onnxruntime.
+random-weight Llama with its KV cache (when transformers is installed) and generates with it in onnxruntime
+(it lives with the rest of the transformers code, in ``onnxport.hf.demo``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from onnxport.hf.demo import generation_demo
 
 __all__ = ["DEMOS", "ModelWithControlFlowTest", "SmallCNN", "branch_inputs", "generation_demo"]
 
@@ -110,45 +113,3 @@ DEMOS: dict[str, Callable[[], tuple[torch.nn.Module, list[Any]]]] = {
     "control_flow": _control_flow,
     "small_cnn": _cnn,
 }
-
-
-def generation_demo(path: str, progress: bool = True) -> list[str]:
-    """Export a tiny random-weight Llama from a decode step with its ``DynamicCache``, save it at ``path``, and
-    generate 8 tokens greedily for two prompts (one left-padded) in onnxruntime with ``onnxport.generate``,
-    next to ``model.generate``'s tokens. Returns the lines to print (one saying why, without transformers)."""
-    try:
-        import transformers
-    except ImportError:
-        return ["skipped: transformers is not installed (pip install transformers)"]
-    from onnxport.api import export
-    from onnxport.generate import generate
-
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    model = transformers.LlamaForCausalLM(config).eval()
-    model.generation_config.eos_token_id = None  # eight tokens on both sides
-    model.generation_config.pad_token_id = 0
-    generator = torch.Generator().manual_seed(0)
-    prompt = torch.randint(3, 128, (2, 4), generator=generator)
-    with torch.no_grad():
-        cache = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True).past_key_values
-    step = {"input_ids": torch.randint(3, 128, (2, 3), generator=generator),
-            "attention_mask": torch.ones(2, 7, dtype=torch.long),
-            "position_ids": torch.arange(4, 7).expand(2, 3), "past_key_values": cache}
-    prog = export(model, (), step, dynamic_shapes="auto", progress=progress)
-    prog.save(path)
-    ids = torch.randint(3, 128, (2, 6), generator=generator)
-    mask = torch.ones_like(ids)
-    ids[1, :2], mask[1, :2] = 0, 0  # a shorter prompt, left-padded
-    tokens = generate(prog, ids, mask, max_new_tokens=8)
-    expected = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=8)
-    inputs = ", ".join(f"{v.name}{[str(d) for d in v.shape]}" for v in prog.model.graph.inputs[:4])
-    return [
-        f"inputs: {inputs}, ... ({len(prog.input_names)} in all)",
-        str(prog.report.verification),
-        "greedy generation in onnxruntime (onnxport.generate), 8 new tokens:",
-        *(f"  prompt {i}: {ids[i][mask[i].bool()].tolist()} -> {tokens[i, 6:].tolist()}" for i in range(2)),
-        "transformers model.generate: " + ("the same tokens" if torch.equal(tokens, expected) else
-                                           f"DIFFERENT tokens {expected[:, 6:].tolist()}"),
-    ]

@@ -16,7 +16,7 @@ import onnx_ir as ir
 import torch
 from torch.utils import _pytree as pytree
 
-from onnxport.capture._transformers_cache import registered as transformers_caches
+from onnxport.capture.integrations import registered_types as transformers_caches
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.report import Report
 from onnxport.translate.driver import (

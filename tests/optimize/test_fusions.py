@@ -17,6 +17,8 @@ from tests.zoo.test_zoo import check_other_size, export_case
 
 pytest.importorskip("transformers")
 
+pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
+
 _BY_NAME = {case.name: case for case in ZOO}
 FAST = "onnxruntime>=1.26"  # every fused form onnxport emits is right from this release on
 

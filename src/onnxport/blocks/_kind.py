@@ -76,6 +76,7 @@ class _Call:
     fakes: list[torch.Tensor]
     out: Any = None
     slot: list[tuple[torch.dtype, list[int], list[bool]]] | None = None  # the cache slot's keys and values
+    slots: Any = None  # the cache the slot is of, as a ``_cache.CacheSlots``
 
 
 def record_calls(groups: list[list[tuple[str, torch.nn.Module]]], trace: Callable[[], Any]) -> dict[int, _Call]:
@@ -145,6 +146,7 @@ def _describe_call(args: tuple, kwargs: dict[str, Any]) -> _Call:
     )
     if cache is not None:
         call.slot = [_describe(t) for t in _cache.layer_state(cache) or []]
+        call.slots = cache
     return call
 
 
@@ -193,17 +195,17 @@ class _Functional(torch.nn.Module):
     parameters are inputs, not constants)."""
 
     def __init__(self, block: torch.nn.Module, state_names: list[str], in_spec: pytree.TreeSpec,
-                 is_tensor: list[bool], constants: list[Any], record: Callable[[Any], None], slot: bool = False):
+                 is_tensor: list[bool], constants: list[Any], record: Callable[[Any], None], slot: Any = None):
         super().__init__()
         self._block = [block]
         self.state_names, self.in_spec, self.is_tensor, self.constants = state_names, in_spec, is_tensor, constants
         self._record = record  # a function, shared by the copies torch.export may make of this module
-        self.slot = slot
+        self.slot = slot  # when the block is handed a cache slot: the function that makes a cache of one layer
 
     def forward(self, state: list[torch.Tensor], tensors: list[torch.Tensor],
                 slot: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, ...]:
         args, kwargs = rebuild(self.in_spec, self.is_tensor, self.constants, tensors)
-        cache = _cache.slot_cache(list(slot or [])) if self.slot else None
+        cache = self.slot(list(slot or [])) if self.slot is not None else None
         if cache is not None:
             args, kwargs = pytree.tree_map(lambda x: cache if x is SLOT else x, (args, kwargs))
         out = torch.func.functional_call(self._block[0], dict(zip(self.state_names, state)), args, kwargs)
@@ -246,7 +248,8 @@ def capture_kind(
     named = list(module.named_parameters()) + list(module.named_buffers())
     state_names = [n for n, _ in named]
     out_specs: list[Any] = []
-    wrapper = _Functional(module, state_names, spec, is_tensor, constants, out_specs.append, call.slot is not None)
+    wrapper = _Functional(module, state_names, spec, is_tensor, constants, out_specs.append,
+                         call.slots.slot_cache if call.slots is not None else None)
     auto = torch.export.Dim.AUTO
 
     def dims(described: list[tuple[torch.dtype, list[int], list[bool]]]) -> list[Any]:

@@ -16,7 +16,7 @@ from torch.export import Dim
 from torch.export.dynamic_shapes import _DerivedDim, _DimHint, _DimHintType, _StaticDim
 from torch.export.graph_signature import InputKind
 
-from onnxport.capture import _transformers_cache
+from onnxport.capture import integrations
 from onnxport.errors import CaptureError, InvalidInputError
 
 __all__ = [
@@ -79,7 +79,7 @@ def dim_names(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]], inp
 
     for symbol, name in user_named_symbols(ep, specs).items():  # the user's names first, wherever they appear
         assign(symbol, name)
-    for (_, val), conventional in zip(phs, _transformers_cache.conventional_dim_names(onnx)):  # then an LLM's
+    for (_, val), conventional in zip(phs, integrations.conventional_dim_names(onnx)):  # then an LLM's
         for k, name in conventional.items():
             expr = _expr(val.shape[k]) if k < val.dim() else None
             if isinstance(expr, sympy.Symbol):

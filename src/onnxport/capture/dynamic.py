@@ -26,7 +26,7 @@ from onnxport.capture._dynamic_ep import (
     tensor_input_shapes,
     user_named_symbols,
 )
-from onnxport.capture import _transformers_cache
+from onnxport.capture import integrations
 from onnxport.capture._dynamic_explain import explain_constraint_violation
 from onnxport.errors import InvalidInputError
 
@@ -330,7 +330,7 @@ def auto_dynamic_shapes(model: Any, args: Sequence[Any], kwargs: Mapping[str, An
     """``dynamic_shapes`` with ``Dim.AUTO`` at every dim of every tensor input (what ``"auto"`` means)."""
     slots = _slots(model, args, kwargs)
     auto = lambda t: tuple(Dim.AUTO for _ in t.shape) if t.dim() else None  # noqa: E731
-    specs = [_transformers_cache.auto_spec(value) or _spec_tree(value, auto) for _, _, value in slots]
+    specs = [integrations.auto_spec(value) or _spec_tree(value, auto) for _, _, value in slots]
     return _assemble(model, slots, specs)
 
 

@@ -9,14 +9,13 @@ import inspect
 import io
 import linecache
 import logging
-import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from onnxport.capture import _data_watch, _runtime, _transformers, _transformers_cache, dynamic
+from onnxport.capture import _data_watch, _runtime, dynamic, integrations
 from onnxport.capture import rewrite_data, rewrite_loop
 from onnxport.capture._data_watch import reads_data
 from onnxport.capture.patch import ControlFlowRewriter
@@ -66,7 +65,8 @@ def check_inputs(model: Any, args: Any, kwargs: dict[str, Any] | None) -> tuple[
     if isinstance(args, (torch.Tensor, dict)) or not isinstance(args, (tuple, list)):
         args = (args,)
     args = tuple(args)
-    kwargs = dict(kwargs or {})
+    # An argument known by two names (transformers' cache) goes in under the one forward takes.
+    kwargs = integrations.renamed(model, dict(kwargs or {}))
     try:
         inspect.signature(model.forward).bind(*args, **kwargs)
     except TypeError as exc:
@@ -91,14 +91,9 @@ def _check_leaves(args: tuple, kwargs: dict[str, Any]) -> None:
         where = f"args[{path[1].idx}]" if path[0].idx == 0 else str(path[1].key)
         where += torch.utils._pytree.keystr(path[2:])
         kind = type(leaf)
-        fix = ("pass tensors, Python numbers, or tuples, lists and dicts of them; for a class of your own, "
-               "register it with torch.export.register_dataclass or torch.utils._pytree.register_pytree_node")
-        if kind.__module__.startswith("transformers.") and kind.__name__.endswith("Cache"):
-            fix = (f"onnxport exports these transformers caches: {', '.join(_transformers_cache.SUPPORTED)}; "
-                   "build one of them (a forward pass with use_cache=True returns a DynamicCache)")
-            if not _transformers_cache.supported():
-                version = getattr(sys.modules.get("transformers"), "__version__", "?")
-                fix = f"onnxport's cache support is written for transformers 5.x, and this is {version}: {fix}"
+        fix = integrations.input_fix(kind) or (
+            "pass tensors, Python numbers, or tuples, lists and dicts of them; for a class of your own, "
+            "register it with torch.export.register_dataclass or torch.utils._pytree.register_pytree_node")
         raise InvalidInputError(f"the input {where} is a {kind.__module__}.{kind.__qualname__}, which onnxport cannot "
                                 "pass to an ONNX model", location=user_frame_here(), fix=fix)
 
@@ -134,6 +129,8 @@ def resolve_dynamic_shapes(
                 fix="give one of them: dynamic_shapes (torch.export's form) or dynamic_axes (torch.onnx's)",
             )
         return dynamic.dynamic_shapes_from_axes(model, args, kwargs, dynamic_axes, input_names, output_names)
+    if isinstance(dynamic_shapes, dict):  # keyed as the example inputs are (check_inputs renamed them)
+        dynamic_shapes = integrations.renamed(model, dynamic_shapes)
     if isinstance(dynamic_shapes, str):
         if dynamic_shapes != "auto":
             raise InvalidInputError(
@@ -170,7 +167,7 @@ def capture(
     # Malformed dynamic_shapes fail here, once, rather than once per strategy inside torch.export.
     specs = dynamic.input_dim_specs(model, args, kwargs, dynamic_shapes) if dynamic_shapes is not None else []
     small = dynamic.small_dynamic_dims(model, args, kwargs, specs)
-    widened = _transformers.widened_decode_step(model, args, kwargs, small)
+    widened = integrations.widened_example(model, args, kwargs, small)
     if widened is not None:
         args, kwargs = widened
         small = dynamic.small_dynamic_dims(model, args, kwargs, specs)
@@ -264,7 +261,7 @@ def _capturing(model: torch.nn.Module, small: list[str], rewriter: ControlFlowRe
     stack = contextlib.ExitStack()
     stack.enter_context(_quiet())
     stack.enter_context(_size_oblivious(bool(small)))
-    stack.enter_context(_transformers.patched(model))
+    stack.enter_context(integrations.patched(model))
     if rewriter is not None:
         stack.enter_context(rewriter.applied())
     return stack

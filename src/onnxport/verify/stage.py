@@ -24,7 +24,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.capture import Captured
-from onnxport.capture._transformers_cache import registered as transformers_caches
+from onnxport.capture.integrations import registered_types
 from onnxport.errors import VerificationError
 from onnxport.verify.branches import explore_branches
 from onnxport.verify.budget import DEFAULT_BUDGET, Budget
@@ -117,7 +117,7 @@ def _rows_resized(reference: Any, axes: list[int | None] | None, size: int) -> A
     inputs: what the captured program computes on the resized example where it keeps rows apart."""
     if axes is None:
         return None
-    with transformers_caches():
+    with registered_types():
         leaves, spec = pytree.tree_flatten(reference)
     if len(leaves) != len(axes):
         return None

@@ -6,11 +6,11 @@ config, exports it with dynamic batch and sequence, and writes ``OUT/model.onnx`
 use them), and OUT/ also gets a ``genai_config.json`` and the tokenizer files found in the directory,
 so that onnxruntime-genai loads OUT/ as it is. The seq2seq tasks (``text2text-generation``,
 ``automatic-speech-recognition``) write three models as optimum names them: ``encoder_model.onnx``,
-``decoder_model.onnx`` and ``decoder_with_past_model.onnx`` (see ``onnxport.seq2seq``).
+``decoder_model.onnx`` and ``decoder_with_past_model.onnx`` (see ``onnxport.hf.seq2seq``).
 
 By default the weights are never loaded (``streaming``, every task but the seq2seq ones): the model is built
 on the meta device and its safetensors files are copied tensor by tensor into ``model.onnx.data``
-(``onnxport.hf_stream``), so a checkpoint larger than memory exports. Eager PyTorch cannot run such a
+(``onnxport.hf.stream``), so a checkpoint larger than memory exports. Eager PyTorch cannot run such a
 model, so it is not verified against it; ``streaming=False`` loads the model and verifies the export.
 """
 
@@ -25,10 +25,11 @@ from typing import Any, NamedTuple
 
 import torch
 
-from onnxport import hf_stream
 from onnxport.errors import InvalidInputError, OnnxportError
+from onnxport.hf import stream
+from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
+from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.program import OnnxProgram
-from onnxport.seq2seq import Seq2SeqPrograms
 
 __all__ = ["TASKS", "Task", "export_hf"]
 
@@ -43,14 +44,15 @@ PAST, NEW = 4, 3  # a decode step exports the one model that serves prefill (pas
 
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
               *, opset: int | None = None, progress: bool = False,
-              streaming: bool | None = None) -> OnnxProgram | Seq2SeqPrograms:
+              streaming: bool | None = None, target: Any = None) -> OnnxProgram | Seq2SeqPrograms:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
     programs of a seq2seq task).
 
     ``streaming`` (default: True but for the seq2seq tasks) exports without loading the weights: the ONNX
     weights are the checkpoint's, in its dtype, copied from its safetensors files when the model is saved,
     and the export is not verified against eager PyTorch. ``streaming=False`` loads the model with
-    ``from_pretrained`` and verifies the export against it.
+    ``from_pretrained`` and verifies the export against it. ``target`` is ``onnxport.export``'s (the runtime
+    the files are for), passed to every export.
     """
     directory = os.fspath(directory)
     if not os.path.isfile(os.path.join(directory, "config.json")):
@@ -70,7 +72,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     weights = None
     try:
         if streaming:
-            model, weights = hf_stream.meta_model(directory, spec.auto, config)
+            model, weights = stream.meta_model(directory, spec.auto, config)
         else:
             model = getattr(transformers, spec.auto).from_pretrained(directory, local_files_only=True).eval()
     except (ValueError, OSError) as exc:
@@ -78,15 +80,15 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             raise
         raise InvalidInputError(f"transformers cannot load {directory} as {spec.auto}: {exc}",
                                 fix=f"check that the directory holds a model for {task}") from None
-    import onnxport
+    from onnxport.api import export
 
     inputs = spec.inputs(model, config)
     if spec.seq2seq:
-        result = onnxport.export_seq2seq(model, inputs, opset=opset, progress=progress)
+        result = export_seq2seq(model, inputs, opset=opset, progress=progress, target=target)
         files = dict(zip(SEQ2SEQ_FILES, result))
     else:
-        result = onnxport.export(model, (), inputs, dynamic_shapes=spec.dynamic, opset=opset, progress=progress,
-                                 weights=weights)
+        result = export(model, (), inputs, dynamic_shapes=spec.dynamic, opset=opset, progress=progress,
+                        weights=weights, target=target)
         files = {"model.onnx": result}
     os.makedirs(out, exist_ok=True)
     for name, prog in files.items():
@@ -117,15 +119,15 @@ def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """A decode step: the cache of a ``PAST``-token prefill, then ``NEW`` tokens."""
     prompt = _ids(config, EXAMPLE_BATCH, PAST)
     if any(p.is_meta for p in model.parameters()):  # streamed: no weights to run the prefill on
-        cache = hf_stream.meta_cache(model, input_ids=prompt)
+        cache = stream.meta_cache(model, input_ids=prompt)
     else:
         with torch.no_grad():
-            cache = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True).past_key_values
+            cache = cache_of(model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True))
     inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, NEW, seed=1),
               "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64)}
     if _takes_positions(model):
         inputs["position_ids"] = torch.arange(PAST, PAST + NEW).expand(EXAMPLE_BATCH, NEW).clone()
-    inputs["past_key_values"] = cache
+    inputs[cache_argument(model)] = cache  # the name forward takes: no deprecation warning on any version
     return inputs
 
 

@@ -1,15 +1,17 @@
 """transformers' KV caches as pytree nodes, while onnxport captures, verifies or runs a model, and only then.
 
-Written for transformers 5.x (tested with 5.23). torch.export flattens a model's inputs and outputs with
+Written for transformers 5.x against the cache classes' public attributes (``layers``, each layer's ``keys``,
+``values``, ``is_initialized``, ``sliding_window``, ``cumulative_length``). torch.export flattens a model's inputs and outputs with
 pytree; a ``DynamicCache`` is no pytree node, so capture fails with "Unsupported input type DynamicCache".
 :func:`registered` makes it one for the duration of a ``with`` block and restores the registry as it was
 on exit, whatever happened (a registration someone else made, transformers' own
 ``register_dynamic_cache_export_support`` included, is put back).
 
 A cache flattens to one ``(key, value)`` tuple per layer, each ``[batch, kv_heads, past, head_dim]``,
-so a ``dynamic_shapes`` spec for ``past_key_values`` is a list of per-layer ``(key_spec, value_spec)``
+so a ``dynamic_shapes`` spec for the cache argument is a list of per-layer ``(key_spec, value_spec)``
 tuples. The layer keys (:class:`CacheLayerKey`) name the ONNX values the way onnxruntime-genai and optimum
-do: inputs ``past_key_values.{i}.key``/``.value``, outputs ``present.{i}.key``/``.value``.
+do: inputs ``past_key_values.{i}.key``/``.value``, outputs ``present.{i}.key``/``.value``, whatever the
+model calls its cache argument (``past_key_values``, or ``cache`` from transformers 5.24 on).
 Full-attention layers (``DynamicLayer``) and sliding-window ones (``DynamicSlidingWindowLayer``, as
 Gemma 2 and Mistral build them) are supported. In the ONNX model a sliding layer keeps every past token,
 like a full one, and the model's sliding mask leaves out those beyond the window: all layers share one
@@ -40,8 +42,10 @@ from onnxport.errors import InvalidInputError
 
 # The cache classes exported, each a pytree node inside ``registered()``.
 SUPPORTED = ("DynamicCache", "EncoderDecoderCache", "StaticCache")
+# The names of a model's cache argument: from transformers 5.24, then before it.
+CACHE_ARGUMENTS = ("cache", "past_key_values")
 
-__all__ = ["SUPPORTED", "CacheLayerKey", "CacheLengthKey", "Seq2SeqLayerKey", "auto_spec", "conventional_dim_names", "mask_spans_cache", "registered", "supported"]
+__all__ = ["CACHE_ARGUMENTS", "SUPPORTED", "CacheLayerKey", "CacheLengthKey", "Seq2SeqLayerKey", "auto_spec", "conventional_dim_names", "mask_spans_cache", "registered", "supported"]
 
 _KINDS = ("key", "value")
 _SEQ2SEQ_KINDS = ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
@@ -266,8 +270,9 @@ def _unflatten_static(children: Any, context: tuple[int, int]) -> Any:
 
 
 # ONNX dim names of an LLM call, as onnxruntime-genai and optimum write them: input name -> {dim: name}.
-# Cache inputs match by their ONNX name or their FX placeholder's (``past_key_values_0_1``).
-_CACHE_INPUT = re.compile(r"past_key_values[._]\d+[._](key|value|0|1)")
+# Cache inputs match by their ONNX name or their FX placeholder's (``past_key_values_0_1``, or ``cache_0_1``
+# where the model's argument is ``cache``).
+_CACHE_INPUT = re.compile(r"(past_key_values|cache)[._]\d+[._](key|value|0|1)")
 _DIM_NAMES = (
     (re.compile(r"input_ids|position_ids"), {0: "batch_size", 1: "sequence_length"}),
     (re.compile(r"attention_mask"), {0: "batch_size", 1: "total_sequence_length"}),
@@ -275,14 +280,12 @@ _DIM_NAMES = (
 )
 
 
-
-def conventional_dim_names(input_names: list[str]) -> list[dict[int, str]]:
+def conventional_dim_names(input_names: list[str]) -> list[dict[int, str]] | None:
     """Per input, the conventional names of its dims when the inputs are an LLM call with a KV cache
-    (``batch_size``, ``sequence_length``, ``past_sequence_length``); all empty otherwise."""
+    (``batch_size``, ``sequence_length``, ``past_sequence_length``); None otherwise."""
     if not any(_CACHE_INPUT.fullmatch(name) for name in input_names):
-        return [{} for _ in input_names]
+        return None
     return [next((dims for pattern, dims in _DIM_NAMES if pattern.fullmatch(name)), {}) for name in input_names]
-
 
 @contextlib.contextmanager
 def mask_spans_cache(model: Any) -> Iterator[None]:
@@ -296,7 +299,8 @@ def mask_spans_cache(model: Any) -> Iterator[None]:
     from transformers.cache_utils import DynamicCache, StaticCache
 
     def check(module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
-        ids, mask, cache = kwargs.get("input_ids"), kwargs.get("attention_mask"), kwargs.get("past_key_values")
+        ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
+        cache = next((kwargs[name] for name in CACHE_ARGUMENTS if kwargs.get(name) is not None), None)
         if ids is None or mask is None or mask.dim() != 2 or not isinstance(cache, (DynamicCache, StaticCache)):
             return
         tensors = [t for layer in cache.layers for t in (layer.keys, layer.values) if t is not None and t.dim() == 4]

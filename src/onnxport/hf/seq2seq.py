@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import torch
 
 from onnxport.errors import InvalidInputError
+from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.program import OnnxProgram
 
 __all__ = ["Seq2SeqPrograms", "export_seq2seq"]
@@ -63,29 +64,31 @@ class DecoderPart(torch.nn.Module):
 
     def forward(self, input_ids: Any, encoder_attention_mask: Any = None, encoder_hidden_states: Any = None,
                 past_key_values: Any = None) -> dict[str, Any]:
-        """``present`` is the ``EncoderDecoderCache`` after the step."""
+        """``present`` is the ``EncoderDecoderCache`` after the step. The model is handed the cache under the
+        name its forward takes (``cache`` from transformers 5.24 on)."""
         out = self.model(decoder_input_ids=input_ids, attention_mask=encoder_attention_mask,
-                         encoder_outputs=(encoder_hidden_states,), past_key_values=past_key_values, use_cache=True,
-                         return_dict=True)
-        return {"logits": out.logits, "present": out.past_key_values}
+                         encoder_outputs=(encoder_hidden_states,), use_cache=True, return_dict=True,
+                         **{cache_argument(self.model): past_key_values})
+        return {"logits": out.logits, "present": cache_of(out)}
 
 
 def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, opset: int | None = None,
-                   verify: bool = True, progress: bool = False) -> Seq2SeqPrograms:
+                   verify: bool = True, progress: bool = False, target: Any = None) -> Seq2SeqPrograms:
     """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past.
 
     ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}`` or ``{"input_features"}``,
-    batch 2 or more. Batch, lengths and past lengths are dynamic in all three models.
+    batch 2 or more. Batch, lengths and past lengths are dynamic in all three models. ``opset``, ``verify``,
+    ``progress`` and ``target`` are ``onnxport.export``'s, passed to the three exports.
     """
-    import onnxport
+    from onnxport.api import export
 
     model = model.eval()
     start = _start_token(model)
     encoder, decoder = EncoderPart(model), DecoderPart(model)
-    kw = dict(opset=opset, verify=verify, progress=progress)
+    kw = dict(opset=opset, verify=verify, progress=progress, target=target)
     text = {0: BATCH, 1: ENCODER}
     shapes = {name: text if name != "input_features" else {0: BATCH} for name in inputs}
-    encoder_prog = onnxport.export(encoder, (), inputs, dynamic_shapes=shapes, **kw)
+    encoder_prog = export(encoder, (), inputs, dynamic_shapes=shapes, **kw)
     with torch.no_grad():
         states = encoder(**inputs)["last_hidden_state"]
     batch = states.shape[0]
@@ -97,13 +100,13 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
     # The first step has one token: torch.export would fix a length of 1, so it is captured with PAST.
     first = dict(step, input_ids=_ids(model, batch, PAST))
     shapes = {"input_ids": {0: BATCH, 1: DECODER}, "encoder_hidden_states": text, "encoder_attention_mask": text}
-    decoder_prog = onnxport.export(decoder, (), first, dynamic_shapes={k: shapes[k] for k in first}, **kw)
+    decoder_prog = export(decoder, (), first, dynamic_shapes={k: shapes[k] for k in first}, **kw)
     with torch.no_grad():
         cache = decoder(**first)["present"]
     with_past = dict(step, input_ids=_ids(model, batch, NEW, seed=1), past_key_values=cache)
     layer = ({0: BATCH, 2: PAST_DECODER},) * 2 + ({0: BATCH, 2: ENCODER},) * 2
     shapes = dict(shapes, past_key_values=[layer] * len(cache.self_attention_cache.layers))
-    past_prog = onnxport.export(decoder, (), with_past, dynamic_shapes={k: shapes[k] for k in with_past}, **kw)
+    past_prog = export(decoder, (), with_past, dynamic_shapes={k: shapes[k] for k in with_past}, **kw)
     return Seq2SeqPrograms(encoder_prog, decoder_prog, past_prog)
 
 

@@ -23,6 +23,8 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.errors import InvalidInputError
+from onnxport.hf.cache import registered
+from onnxport.hf.signature import cache_of
 from onnxport.weights import Weights
 
 __all__ = ["meta_cache", "meta_model"]
@@ -162,10 +164,8 @@ def meta_cache(model: torch.nn.Module, **inputs: Any) -> Any:
     read): zeros of its shapes and dtypes. Without an attention mask: transformers reads a mask's values."""
     meta = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     with _all_meta(model), torch.no_grad():
-        cache = model(**meta, use_cache=True).past_key_values
-    from onnxport.capture import transformers_caches
-
-    with transformers_caches():
+        cache = cache_of(model(**meta, use_cache=True))
+    with registered():
         leaves, spec = pytree.tree_flatten(cache)
         real = [torch.zeros(leaf.shape, dtype=leaf.dtype) if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
         return pytree.tree_unflatten(real, spec)

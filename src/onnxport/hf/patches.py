@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from onnxport.capture import _transformers_cache
+from onnxport.hf import cache as _cache
+from onnxport.hf.signature import cache_argument
 
 __all__ = ["patched", "widened_decode_step"]
 
@@ -35,8 +35,7 @@ _OPAQUE_EXPERTS = ("grouped_mm",)
 def patched(model: torch.nn.Module) -> Iterator[None]:
     """Capture-friendly settings on ``model``'s transformers configs, restored on exit. Nothing at all when
     transformers is not loaded (the model cannot be one of its models) or is not a version this was written for."""
-    transformers = sys.modules.get("transformers")
-    if transformers is None or not _supported(getattr(transformers, "__version__", "")):
+    if not _cache.supported():
         yield
         return
     saved = []
@@ -50,7 +49,7 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
             saved.append((config, config._experts_implementation))
             config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
-        with _transformers_cache.mask_spans_cache(model):
+        with _cache.mask_spans_cache(model):
             yield
     finally:
         for config, value in saved:
@@ -74,8 +73,7 @@ def widened_decode_step(
     """The example widened to two new tokens when it is a transformers causal LM's step of one token whose
     length is asked to be dynamic (``small`` lists ``input_ids.shape[1]``); None otherwise. The same tokens
     twice, the mask one column longer, the positions one further; the cache as it is."""
-    transformers = sys.modules.get("transformers")
-    if transformers is None or not _supported(getattr(transformers, "__version__", "")):
+    if not _cache.supported():
         return None
     if not {"input_ids.shape[1]", "inputs_embeds.shape[1]"} & set(small):
         return None
@@ -83,7 +81,7 @@ def widened_decode_step(
 
     parameters = list(inspect.signature(model.forward).parameters)
     bound = {**dict(zip(parameters, args)), **kwargs}
-    if not isinstance(bound.get("past_key_values"), Cache):
+    if not isinstance(bound.get(cache_argument(model)), Cache):
         return None
     args, kwargs = list(args), dict(kwargs)
     for name, widen in _ALONG_TOKENS.items():
@@ -96,7 +94,3 @@ def widened_decode_step(
             args[parameters.index(name)] = widen(value)
     return tuple(args), kwargs
 
-
-def _supported(version: str) -> bool:
-    major = version.split(".", 1)[0]
-    return major.isdigit() and int(major) >= 5

@@ -7,7 +7,7 @@ The first step (prefill) runs the prompt on an empty past; each later step (deco
 just chosen and feeds ``present.*`` back as ``past_key_values.*``. Positions come from the attention
 mask (``cumsum - 1``), as transformers computes them, so left-padded prompts generate as in PyTorch.
 
-:func:`generate_seq2seq` does the same for an encoder-decoder model exported by ``onnxport.seq2seq``:
+:func:`generate_seq2seq` does the same for an encoder-decoder model exported by ``onnxport.hf.seq2seq``:
 the encoder runs once, the first decoder model runs ``decoder_start_token_id`` on no past, and the
 decoder with past runs each later token, fed the ``present.*`` of the step before.
 """

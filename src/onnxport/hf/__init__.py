@@ -1,0 +1,41 @@
+"""Everything onnxport knows about transformers, in one place.
+
+- ``cache``: its KV caches (``DynamicCache``, ``EncoderDecoderCache``, ``StaticCache``) as pytree nodes
+  while onnxport exports, verifies or runs a model, with the ONNX names onnxruntime-genai and optimum use;
+- ``patches``: what changes in its models around each capture, and only then, and the one-token decode
+  step widened; ``signature``: the name a model takes its cache by (``cache`` from 5.24, else
+  ``past_key_values``), read from its ``forward``; ``blocks``: the cache handed to repeated layers by slots;
+- ``integration``: those hooked into capture (``onnxport.capture.integrations``), registered here, so the
+  core stages never import this package;
+- ``export`` (``export_hf`` and its tasks), ``stream`` (a model built without loading its weights),
+  ``seq2seq`` (encoder-decoder models split as optimum splits them), ``generate`` (greedy generation in
+  onnxruntime) and ``demo`` (``onnxport demo``'s Llama).
+
+Written for transformers 5.x, through its public API where it has one (the cache classes' layers and
+tensors, ``config``, the models' signatures); tested in CI on the oldest and the newest release supported
+(pyproject.toml and ``requirements-transformers-*.txt``). transformers is imported only when a function
+here needs it, never by importing ``onnxport``.
+"""
+
+from onnxport.capture.integrations import register
+from onnxport.hf.export import TASKS, Task, export_hf, genai_config
+from onnxport.hf.generate import generate, generate_seq2seq
+from onnxport.hf.integration import TransformersIntegration
+from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
+from onnxport.hf.signature import cache_argument, cache_of
+
+register(TransformersIntegration())
+
+__all__ = [
+    "TASKS",
+    "Seq2SeqPrograms",
+    "Task",
+    "TransformersIntegration",
+    "cache_argument",
+    "cache_of",
+    "export_hf",
+    "export_seq2seq",
+    "generate",
+    "generate_seq2seq",
+    "genai_config",
+]
