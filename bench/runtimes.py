@@ -205,7 +205,7 @@ def render(made: dict, probes: dict, results: list[dict], seconds: dict[str, flo
         if o in ("ok", "nan", "wrong") or r["case"] in probes:
             continue
         text = re.sub(r"/\S*/model\.onnx", "model.onnx", (text or "").splitlines()[0] if text else "")
-        key = (r["runtime"], o, re.sub(r"\d+", "N", text)[:100])
+        key = (r["runtime"], o, re.sub(r"\d+", "N", text[-100:]))  # the message, not the file's path
         if key not in seen:
             seen.add(key)
             # onnxruntime's message ends its text, after the C++ signature of the function that raised it.
