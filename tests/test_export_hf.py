@@ -31,10 +31,13 @@ def llama_dir(tmp_path_factory) -> tuple[str, torch.nn.Module]:
     return directory, model
 
 
-def test_text_generation_folder_runs_in_onnxruntime_genai(llama_dir, tmp_path) -> None:
+@pytest.mark.parametrize("target", [None, "onnxruntime>=1.26"])
+def test_text_generation_folder_runs_in_onnxruntime_genai(llama_dir, tmp_path, target) -> None:
     og = pytest.importorskip("onnxruntime_genai")
     directory, model = llama_dir
-    export_hf(directory, "text-generation", tmp_path)
+    prog = export_hf(directory, "text-generation", tmp_path, target=target)
+    fused = {n.op_type for n in prog.model.graph} & {"Attention", "RMSNormalization", "RotaryEmbedding"}
+    assert (prog.model.opset_imports[""], bool(fused)) == ((21, False) if target is None else (26, True))
     assert {"model.onnx", "genai_config.json", "tokenizer.json", "tokenizer_config.json"} <= set(os.listdir(tmp_path))
     prompt = [1, 5, 17, 33, 8]
     genai = og.Model(str(tmp_path))
@@ -149,7 +152,10 @@ def test_seq2seq_tasks_write_three_models_that_generate(kind: str, task: str, tm
 def test_cli_text_generation(llama_dir, tmp_path, capsys) -> None:
     directory, model = llama_dir
     out = tmp_path / "out"
-    assert main(["export-hf", directory, "-o", str(out), "-q"]) == 0
+    assert main(["export-hf", directory, "-o", str(out), "-q", "--target", "onnxruntime-web>=1.22"]) == 0
+    import onnx
+
+    assert onnx.load(str(out / "model.onnx"), load_external_data=False).opset_import[0].version == 22
     printed = capsys.readouterr().out
     assert f"saved {out / 'model.onnx'}" in printed and f"saved {out / 'genai_config.json'}" in printed
     ids = torch.tensor([[5, 17, 33, 8]])

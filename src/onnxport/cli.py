@@ -56,7 +56,7 @@ def _progress(ns: argparse.Namespace) -> bool:
 
 
 def _export_hf(ns: argparse.Namespace) -> int:
-    result = export_hf(ns.directory, ns.task, ns.output, opset=ns.opset, progress=_progress(ns),
+    result = export_hf(ns.directory, ns.task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
                        streaming=False if ns.in_memory else None)
     programs = result if isinstance(result, tuple) else (result,)
     if not ns.quiet:
