@@ -93,6 +93,7 @@ def test_inspect(model_file, tmp_path, capsys) -> None:
     assert "x: float[2,4]" in text
     assert "Gemm" in text and "Relu" in text
     assert "initializers: 2" in text
+    assert "ir_version: 10" in text and "ai.onnx=21" in text and "target: onnxruntime>=1.18" in text
 
 
 def test_bad_input_spec_is_a_clean_error(model_file, tmp_path, capsys) -> None:

@@ -15,7 +15,7 @@ import torch
 from onnxport._cli_inputs import Inputs, Target, example_inputs, load_target, load_weights
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import TASKS, export_hf
-from onnxport.targets import DEFAULT_TARGET, TARGETS
+from onnxport.targets import DEFAULT_TARGET, TARGET_KEY, TARGETS
 
 
 def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
@@ -138,6 +138,9 @@ def inspect_text(model: Any, file_bytes: int) -> str:
     weights = sum(_tensor_bytes(t) for t in model.graph.initializer)
     lines = [f"producer: {model.producer_name} {model.producer_version}   ir_version: {model.ir_version}"]
     lines.append("opsets: " + ", ".join(f"{o.domain or 'ai.onnx'}={o.version}" for o in model.opset_import))
+    target = next((p.value for p in model.metadata_props if p.key == TARGET_KEY), None)
+    if target:
+        lines.append(f"target: {target}")
     lines.append("inputs:")
     lines += [f"  {describe(i)}" for i in model.graph.input]
     lines.append("outputs:")
