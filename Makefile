@@ -15,6 +15,27 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed runtimes
 	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(MAKE) test-transformers
+
+# The transformers-dependent tests (marked `transformers`) again, against the other end of the supported
+# range: requirements-test.txt pins the oldest transformers supported, $(TF_PINS) the newest (and whatever
+# it needs in other versions), installed in .venv-tf over requirements-test.txt with those packages taken out.
+TF_VENV := .venv-tf
+TF_PINS := requirements-transformers-newest.txt
+
+.PHONY: test-transformers
+test-transformers: $(TF_VENV)/.installed
+	$(TF_VENV)/bin/python -m pip list --format=freeze | grep -i -E "^(transformers|huggingface_hub|tokenizers)=="
+	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m transformers
+
+$(TF_VENV)/.installed: pyproject.toml requirements-test.txt $(TF_PINS)
+	$(PYTHON) -m venv $(TF_VENV)
+	$(TF_VENV)/bin/python -m pip install -q pip==$(PIP_VERSION)
+	sed -n 's/^\([A-Za-z0-9_.-]*\)==.*/\1==/p' $(TF_PINS) > $(TF_VENV)/overridden.txt
+	grep -v -i -F -f $(TF_VENV)/overridden.txt requirements-test.txt > $(TF_VENV)/requirements.txt
+	$(TF_VENV)/bin/python -m pip install -q -r $(TF_VENV)/requirements.txt -r $(TF_PINS)
+	$(TF_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
 
 test-latest:
 	$(PYTHON) -m venv .venv-latest
@@ -81,4 +102,4 @@ $(VENV)/.installed-bench: $(VENV)/.installed requirements-bench.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) .venv-latest onnxport-demo build *.egg-info src/*.egg-info
+	rm -rf $(VENV) .venv-latest $(TF_VENV) onnxport-demo build *.egg-info src/*.egg-info
