@@ -50,14 +50,15 @@ PROBE_IRS = range(8, 16)
 
 @contextlib.contextmanager
 def forced(ops: tuple[str, ...] | None) -> Iterator[None]:
-    """Emit exactly ``ops`` for onnxruntime targets, whatever ``FUSED_SINCE`` says (None: leave it)."""
+    """Emit exactly ``ops``, whatever ``FUSED_SINCE`` says for any runtime (None: leave it)."""
     if ops is None:
         yield
         return
     saved = {form: dict(since) for form, since in _targets.FUSED_SINCE.items()}
     try:
         for form, since in _targets.FUSED_SINCE.items():
-            since["onnxruntime"] = (1, 0) if form.split(".")[0] in ops else None
+            for runtime in since:  # every runtime: the rules ask each one that loads the opset
+                since[runtime] = (1, 0) if form.split(".")[0] in ops else None
         yield
     finally:
         for form, since in saved.items():
