@@ -151,6 +151,13 @@ def test_either_name_of_the_cache_argument_exports(given: str, caplog: pytest.Lo
     ids = torch.randint(3, 99, (2, 5), generator=torch.Generator().manual_seed(4))
     expected = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4)
     assert torch.equal(onnxport.generate(prog, ids, max_new_tokens=4), expected)
+    for name in ("past_key_values", "cache"):  # the program takes the cache under either name too
+        step = _decode_inputs(model, batch=3, past=5, new=2)
+        with torch.no_grad():
+            logits = model(**step).logits
+        step = _decode_inputs(model, batch=3, past=5, new=2)
+        step[name] = step.pop(cache_argument(model))
+        torch.testing.assert_close(prog(**step).logits, logits, atol=1e-4, rtol=1e-3)
 
 
 def test_names_follow_onnxruntime_genai() -> None:

@@ -173,6 +173,7 @@ def _export(
         out_spec=ep.call_spec.out_spec,
         input_used=translated.input_used,
         output_slots=translated.output_slots,
+        aliases=_capture.argument_aliases(model),
     )
     if bound is not None:
         report.notes.append("not verified against eager PyTorch: the weights were streamed from files, never "

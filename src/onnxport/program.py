@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,7 +16,7 @@ import onnx_ir as ir
 import torch
 from torch.utils import _pytree as pytree
 
-from onnxport.capture.integrations import registered_types as transformers_caches
+from onnxport.capture.integrations import registered_types
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.report import Report
 from onnxport.translate.driver import (
@@ -91,8 +91,11 @@ class OnnxProgram:
         out_spec: pytree.TreeSpec,
         input_used: Sequence[bool],
         output_slots: Sequence[Any],
+        aliases: Mapping[str, str] | None = None,
     ):
         self.model = model
+        # {another name: the name the model's forward takes} for keyword inputs (transformers' cache argument)
+        self._aliases = dict(aliases or {})
         self.report = report
         self._in_spec = in_spec
         self._out_spec = out_spec
@@ -144,9 +147,11 @@ class OnnxProgram:
             args = (args,)
         kwargs = dict(kwargs or {})
         order = self._in_spec.child(1).context if self._in_spec.num_children == 2 else None
+        if order is not None and set(order) != set(kwargs):
+            kwargs = {self._aliases[k] if self._aliases.get(k) in order else k: v for k, v in kwargs.items()}
         if order is not None and set(order) == set(kwargs):
             kwargs = {k: kwargs[k] for k in order}
-        with transformers_caches():  # a KV cache among the inputs flattens as it did at export
+        with registered_types():  # a KV cache among the inputs flattens as it did at export
             leaves, spec = pytree.tree_flatten((tuple(args), kwargs))
         if spec != self._in_spec:
             raise InvalidInputError(
@@ -205,13 +210,13 @@ class OnnxProgram:
         complex_ = {i for i, name in enumerate(self.output_names) if name in set(self.complex_outputs)}
         flat = [_from_pairs(t) if i in complex_ else t for i, t in enumerate(flat)]
         leaves = [flat[s] if isinstance(s, int) else s[1] for s in self._output_slots]
-        with transformers_caches():
+        with registered_types():
             return pytree.tree_unflatten(leaves, self._out_spec)
 
     def onnx_leaves(self, outputs: Any) -> list[Any]:
         """The leaves of a user-level output (eager PyTorch's, say) that the ONNX outputs hold, in their
         order: tensors and symbolic numbers (an ONNX 0-d output), not the numbers baked in as constants."""
-        with transformers_caches():
+        with registered_types():
             leaves = pytree.tree_leaves(outputs)
         if len(leaves) != len(self._output_slots):  # another structure: its tensors, in order
             return [_as_pairs(leaf) for leaf in leaves if isinstance(leaf, torch.Tensor)]
