@@ -11,6 +11,9 @@ from torch.utils import _pytree as pytree
 import onnxport
 from tests.zoo.cases import ZOO, ZooCase
 
+# Most of the zoo is transformers' architectures: it runs on the second pinned transformers too.
+pytestmark = pytest.mark.transformers
+
 pytest.importorskip("transformers")
 pytest.importorskip("diffusers")
 
