@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from run import latency_ms, log, make_session, quiet  # noqa: E402
+from run import latency_ms, log, make_session, publish, quiet  # noqa: E402
 
 from tests.hf_dirs import write_tokenizer  # noqa: E402
 
@@ -170,10 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         vs_builder = f"{ours_ms / float(genai_ms):.2f}x" if not genai_ms.startswith("fail") else "n/a"
         lines.append(f"| {label} | {eager:.2f} | {ours_ms:.2f} | {genai_ms} | {ours_ms / eager:.2f}x | {vs_builder} |")
     table = "\n".join(lines) + "\n"
-    print(table)
-    if opts.out:
-        with open(opts.out, "w", encoding="utf-8") as f:
-            f.write(table)
+    publish(table, opts.out)
     return 0
 
 

@@ -156,6 +156,14 @@ def feeds_for(session, flat_inputs: Sequence[torch.Tensor], names: Sequence[str]
     raise RuntimeError(f"cannot match {len(arrays)} inputs to the model's inputs {wanted}")
 
 
+def publish(table: str, out: str | None) -> None:
+    """Print the markdown table, and write it to ``out`` when one is given."""
+    print(table)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(table)
+
+
 def latency_ms(runs: Sequence[tuple[Any, dict[str, np.ndarray]]]) -> list[float]:
     """Median latency of each (session, feeds), the sessions run in turn (A B A B ...) so that the
     machine's drift hits them alike: at least LATENCY_MIN_RUNS each, then until the time budget or
@@ -377,10 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - one broken model must not end the run
             rows.append(Row(name, floor_s="fail: " + short(exc, 40), failures=[f"benchmark: {short(exc, 400)}"]))
     table = render(rows, opts.repeat)
-    print(table)
-    if opts.out:
-        with open(opts.out, "w", encoding="utf-8") as f:
-            f.write(table)
+    publish(table, opts.out)
     return 0
 
 

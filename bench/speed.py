@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from models import vit_b16  # noqa: E402
-from run import latency_ms, log, make_session, max_abs_err, quiet  # noqa: E402
+from run import latency_ms, log, make_session, max_abs_err, publish, quiet  # noqa: E402
 
 import onnxport  # noqa: E402
 
@@ -136,10 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         *("| " + " | ".join(row) + " |" for row in rows),
     ]
     table = "\n".join(lines) + "\n"
-    print(table)
-    if opts.out:
-        with open(opts.out, "w", encoding="utf-8") as f:
-            f.write(table)
+    publish(table, opts.out)
     return 0
 
 

@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llm import build, ort_feeds, step_inputs  # noqa: E402
-from run import latency_ms, log, make_session, quiet  # noqa: E402
+from run import latency_ms, log, make_session, publish, quiet  # noqa: E402
 from speed import bert_base, vit_base  # noqa: E402
 
 import onnxport  # noqa: E402
@@ -110,10 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratios = " | ".join(f"{ms[t] / ms[FASTEST]:.2f}x" for t in TARGETS[:-1])
         lines.append(f"| {label} | " + " | ".join(f"{ms[t]:.2f}" for t in TARGETS) + f" | {ratios} | {spread:.1e} |")
     table = "\n".join(lines) + "\n"
-    print(table)
-    if opts.out:
-        with open(opts.out, "w", encoding="utf-8") as f:
-            f.write(table)
+    publish(table, opts.out)
     return 0
 
 

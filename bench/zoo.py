@@ -24,7 +24,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from run import count_nodes, feeds_for, latency_ms, log, make_session, quiet, short  # noqa: E402
+from run import count_nodes, feeds_for, latency_ms, log, make_session, publish, quiet, short  # noqa: E402
 
 import onnxport  # noqa: E402
 from tests.zoo.cases import ZOO, ZooCase  # noqa: E402
@@ -101,10 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - one broken model must not end the run
             rows.append([case.name, case.family, "fail: " + short(exc, 60), "", "", "", "", "no"])
     table = render(rows)
-    print(table)
-    if opts.out:
-        with open(opts.out, "w", encoding="utf-8") as f:
-            f.write(table)
+    publish(table, opts.out)
     return 0
 
 
