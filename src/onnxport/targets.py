@@ -49,8 +49,9 @@ _OPSETS["tensorrt"] = (((10, 0), 20), ((11, 0), 25))
 # Fused forms and the first release of each runtime that computes them right in every case onnxport
 # emits them (None: never emitted for that runtime). Found by tests/runtimes, see bench/runtimes.md:
 # - Attention: onnxruntime 1.23 lets the NaN at a left-padded row's masked positions spread to its real
-#   tokens, and onnxruntime-node 1.23 cannot run a prefill from an empty cache; right from 1.24.
-# - Attention with grouped key/value heads in float16: every output NaN before 1.26.
+#   tokens (and onnxruntime-node 1.23 is reported to fail a prefill from an empty cache); right from 1.24.
+# - Attention with grouped key/value heads in float16: NaN or wrong in 1.23 and 1.24 in the (batch, seq,
+#   heads * embed) form the layout fusion writes (the 4-D form was right in 1.24); right from 1.26.
 FUSED_SINCE: dict[str, dict[str, tuple[int, int] | None]] = {
     "Attention": {"onnxruntime": (1, 24), "onnxruntime-web": (1, 24), "tensorrt": None},
     "Attention.float16_grouped": {"onnxruntime": (1, 26), "onnxruntime-web": (1, 26), "tensorrt": None},
