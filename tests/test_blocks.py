@@ -84,6 +84,14 @@ def test_layers_captured_once_give_the_same_model(grad):
     assert {f"layers.{i}.up.weight" for i in range(4)} <= used | {i.name for i in program.model_proto.graph.initializer}
 
 
+def test_repeated_exports_in_one_process_give_the_same_bytes():
+    """The kinds' op names are the same in every export of a process, so the files are too."""
+    model, args = Stack(), _inputs()
+    files = [_export(model, args).model_proto.SerializeToString() for _ in range(2)]
+    assert _reused(_export(model, args))
+    assert files[0] == files[1]
+
+
 def test_layers_with_different_attributes_are_kinds_of_their_own():
     model, args = Stack(scales=[1.0, 2.0, 1.0, 2.0, 3.0]), _inputs()
     program = _export(model, args)

@@ -24,7 +24,7 @@ DOMAIN = "onnxport.blocks"     # the ONNX domain of the kinds' functions, gone o
 _NAMESPACE = "onnxport_blocks"  # the torch op namespace
 _LIBRARY = torch.library.Library(_NAMESPACE, "FRAGMENT")
 KINDS: dict[str, Kind] = {}     # op name -> kind, while its export runs
-_counter = itertools.count()
+_DEFINED: set[str] = set()      # op names in the library: each serves whichever kind holds it in KINDS
 _PLAIN = (tuple, list, dict, type(None))
 
 
@@ -276,7 +276,10 @@ def capture_kind(
     free = set().union(*(d.free_symbols for _, dims in out_meta for d in dims if isinstance(d, sympy.Expr)))
     if not free <= known:
         raise NotReusable("an output's size depends on the data (or on a derived input size)")
-    name = f"{type(module).__name__.lower()}_{next(_counter)}"
+    # The first name no running export holds: the same in every export of a process, so its files are the
+    # same too (the name reaches the ONNX value names through the FX graph).
+    base = type(module).__name__.lower()
+    name = next(f"{base}_{i}" for i in itertools.count() if f"{base}_{i}" not in KINDS)
     out_spec, slot_index = out_specs[-1]
     kind = Kind(name, module, [qualname], state_names, spec, is_tensor, constants, in_meta, out_meta,
                 out_spec, dict(ep.range_constraints), reads)
@@ -319,9 +322,12 @@ def _meta(val: torch.Tensor) -> tuple[torch.dtype, list[Any]]:
 
 
 def define(kind: Kind) -> None:
-    _LIBRARY.define(f"{kind.name}(Tensor[] inputs) -> Tensor[]")
-    _LIBRARY.impl(kind.name, _eager(kind.name), "CompositeExplicitAutograd")
-    torch.library.register_fake(f"{_NAMESPACE}::{kind.name}", _fake(kind.name), lib=_LIBRARY)
+    """The op ``kind`` is called through; defined once per name, it runs whatever kind holds the name."""
+    if kind.name not in _DEFINED:
+        _LIBRARY.define(f"{kind.name}(Tensor[] inputs) -> Tensor[]")
+        _LIBRARY.impl(kind.name, _eager(kind.name), "CompositeExplicitAutograd")
+        torch.library.register_fake(f"{_NAMESPACE}::{kind.name}", _fake(kind.name), lib=_LIBRARY)
+        _DEFINED.add(kind.name)
     kind.op = getattr(getattr(torch.ops, _NAMESPACE), kind.name).default
 
 
