@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +16,7 @@ from torch.utils import _pytree as pytree
 from onnxport.capture.integrations import registered_types
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.report import Report
+from onnxport.saving import save_atomically
 from onnxport.translate.driver import (
     COMPLEX_INPUTS_KEY,
     COMPLEX_OUTPUTS_KEY,
@@ -256,9 +254,11 @@ class OnnxProgram:
     def save(self, path: str | os.PathLike[str], *, external_data: bool | None = None) -> None:
         """Write the model to ``path`` atomically.
 
-        Weights go to ``<path>.data`` beside it when ``external_data`` is True, or when it is None
-        and they exceed 2 GB (the protobuf limit) or were streamed from files (``export(weights=...)``:
-        each is then copied file to file, never held in memory). A failure leaves any previous file untouched.
+        Weights go to a data file beside it, ``<path>.<digest>.data`` (named after its content), when
+        ``external_data`` is True, or when it is None and they exceed 2 GB (the protobuf limit) or were
+        streamed from files (``export(weights=...)``: each is then copied file to file, never held in
+        memory). The model and its data change together: a failure or a kill leaves the previous pair as it
+        was, and the next save removes what it left (see ``onnxport.saving``).
         """
         path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
@@ -270,19 +270,12 @@ class OnnxProgram:
             raise InvalidInputError(f"cannot save to {path}: it is a folder", fix="give a file name such as model.onnx")
         if external_data is None:
             external_data = initializer_bytes(self.model) >= _TWO_GB or _streamed(self.model)
-        name = os.path.basename(path)
-        staging = tempfile.mkdtemp(prefix=f".{name}.", dir=directory)
+
+        def write_plain(staged: str) -> None:
+            with open(staged, "wb") as f:
+                f.write(self.model_proto.SerializeToString())
+
         try:
-            staged = os.path.join(staging, name)
-            if external_data:
-                ir.save(self.model, staged, external_data=f"{name}.data")
-                os.replace(os.path.join(staging, f"{name}.data"), f"{path}.data")
-            else:
-                with open(staged, "wb") as f:
-                    f.write(self.model_proto.SerializeToString())
-            os.replace(staged, path)
+            save_atomically(path, write_plain, self.model if external_data else None)
         except OSError as exc:
             raise InvalidInputError(f"cannot save to {path}: {exc}", fix="check the path and free disk space") from exc
-        finally:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(staging)

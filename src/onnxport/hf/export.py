@@ -9,8 +9,8 @@ so that onnxruntime-genai loads OUT/ as it is. The seq2seq tasks (``text2text-ge
 ``decoder_model.onnx`` and ``decoder_with_past_model.onnx`` (see ``onnxport.hf.seq2seq``).
 
 By default the weights are never loaded (``streaming``, every task but the seq2seq ones): the model is built
-on the meta device and its safetensors files are copied tensor by tensor into ``model.onnx.data``
-(``onnxport.hf.stream``), so a checkpoint larger than memory exports. Eager PyTorch cannot run such a
+on the meta device and its safetensors files are copied tensor by tensor into the model's data file
+(``model.onnx.<digest>.data``; ``onnxport.hf.stream``), so a checkpoint larger than memory exports. Eager PyTorch cannot run such a
 model, so it is not verified against it; ``streaming=False`` loads the model and verifies the export.
 """
 

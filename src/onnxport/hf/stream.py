@@ -3,7 +3,7 @@
 The model is built on the meta device in the dtype ``from_pretrained`` would choose, and its weights are
 the directory's safetensors files, read by their headers (``onnxport.weights``): capture sees them
 memory-mapped and never reads them, and ``OnnxProgram.save`` copies each one's bytes into
-``model.onnx.data``. What ``from_pretrained`` does besides reading the files is done as it does it:
+the model's data file. What ``from_pretrained`` does besides reading the files is done as it does it:
 checkpoint names renamed as its loader renames them (base-model prefix, legacy names), tied weights taken
 from the one the checkpoint holds, ``_keep_in_fp32_modules`` kept in float32, and the buffers a model
 computes itself (rotary ``inv_freq``, ``position_ids``) computed by the model's own ``initialize_weights``.

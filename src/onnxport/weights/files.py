@@ -2,7 +2,7 @@
 
 A safetensors file is an 8-byte little-endian header length, a JSON header ``{name: {"dtype", "shape",
 "data_offsets": [begin, end]}}`` and the tensors' bytes, little-endian and packed: exactly the layout of
-ONNX external data, so a tensor can be copied to ``model.onnx.data`` as a byte range.
+ONNX external data, so a tensor can be copied to the model's data file as a byte range.
 """
 
 from __future__ import annotations
