@@ -176,3 +176,35 @@ def test_running_the_program_on_wrong_inputs_names_the_input() -> None:
     with pytest.raises(onnxport.InvalidInputError, match="input x is torch.float64"):
         prog(torch.randn(3, 4, dtype=torch.float64))
     assert prog(torch.randn(3, 4)).shape == (3, 3)
+
+
+_BAD_ARGUMENTS = [
+    ({"input_names": 5}, "input_names must be a list of strings"),
+    ({"input_names": "x"}, "input_names must be a list of strings"),
+    ({"input_names": ["x", "x"]}, "names 'x' twice"),
+    ({"input_names": [""]}, "which is not a name"),
+    ({"input_names": ["x"], "output_names": ["x"]}, "both an input and an output name"),
+    ({"output_names": 5}, "output_names must be a list of strings"),
+    ({"custom_translations": 5}, "custom_translations must be a dict"),
+    ({"custom_translations": {"aten::relu": 5}}, "is not a function"),
+    ({"custom_opsets": {"com.example": "1"}}, "custom_opsets must be a dict"),
+    ({"verify_inputs": 5}, "verify_inputs must be a list of input sets"),
+    ({"verify": "yes"}, "verify must be True or False"),
+    ({"progress": 1}, "progress must be True or False"),
+    ({"optimize": None}, "optimize must be True or False"),
+    ({"target": "onnxruntime>=1.18", "opset": 23}, "newer than onnxruntime>=1.18 loads"),
+    ({"target": ["onnxruntime"]}, "not a runtime onnxport writes for"),
+    ({"verify_mode": "loud"}, "verify_mode must be"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", _BAD_ARGUMENTS, ids=lambda v: str(v)[:40])
+def test_bad_arguments_are_named_before_any_work(kwargs, message) -> None:
+    """Each wrong argument is an InvalidInputError naming it, with a next step, before capture starts."""
+    class Never(torch.nn.Module):
+        def forward(self, x):
+            raise AssertionError("the model ran: the argument was not checked first")
+
+    with pytest.raises(onnxport.InvalidInputError, match=message) as info:
+        onnxport.export(Never(), (torch.randn(2, 3),), **kwargs)
+    assert info.value.fix

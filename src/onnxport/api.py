@@ -16,6 +16,7 @@ from onnxport import optimize as _optimize
 from onnxport import translate as _translate
 from onnxport import verify as _verify
 from onnxport import weights as _weights
+from onnxport.arguments import check_arguments
 from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
 from onnxport.report import Report
@@ -113,11 +114,16 @@ def _export(
     bound: _weights.Binding | None,
     dtype: torch.dtype | None,
 ) -> OnnxProgram:
+    check_arguments(input_names=input_names, output_names=output_names, custom_translations=custom_translations,
+                    custom_opsets=custom_opsets, verify_inputs=verify_inputs,
+                    flags={"rewrite_control_flow": rewrite_control_flow, "reuse_blocks": reuse_blocks,
+                           "optimize": optimize, "verify": verify, "progress": progress})
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
     target, opset = _targets.resolve(target, opset, newest_opset())
     forms = _targets.Forms(target, opset, half=dtype is not None)
     if verify_mode not in ("raise", "warn"):
-        raise InvalidInputError(f"verify_mode must be 'raise' or 'warn', not {verify_mode!r}")
+        raise InvalidInputError(f"verify_mode must be 'raise' or 'warn', not {verify_mode!r}",
+                                fix="pass verify_mode='warn' to export despite a mismatch, or leave it out")
     verify_budget = _verify.check_budget(verify_budget)
     custom = normalise_custom_translations(custom_translations)
     report = Report(progress=progress)
