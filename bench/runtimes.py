@@ -9,6 +9,13 @@ are overridden for the export, so a form no target emits is measured too), and e
 ``ok`` (every input set of every model loads and matches eager), ``refused`` (refused at load), or the sets
 that run wrong or fail. A Identity probe per opset (at IR 8) and per IR version (at opset 18) gives the
 newest each Python wheel loads.
+
+    python bench/runtimes.py --zoo --out bench/runtimes.md   # the zoo's models at the default target
+
+``--zoo`` exports every model of tests/zoo/cases.py at the default target (float32) instead, runs each at its
+example size and its other size in every installed runtime (or those ``--runtimes`` names; the default target
+claims them all), and writes one table, model by runtime, as the "Zoo at the default target" section of
+``--out`` (the rest of the file is kept; the full run keeps that section too).
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ VARIANTS: dict[str, tuple[dict, tuple[str, ...] | None]] = {
 DTYPES = (torch.float32, torch.float16)
 PROBE_OPSETS = range(18, 29)
 PROBE_IRS = range(8, 16)
+ZOO_SECTION = "## Zoo at the default target"
 
 
 @contextlib.contextmanager
@@ -217,6 +225,154 @@ def render(made: dict, probes: dict, results: list[dict], seconds: dict[str, flo
     return "\n".join(lines)
 
 
+def build_zoo(out: str) -> dict[str, dict]:
+    """Export every zoo model at the default target (float32); directory name -> what it holds, or the export's
+    error (a model onnxport cannot export is a row of its own, not a crash of the whole run)."""
+    made = {}
+    for case in cases.zoo_cases():
+        name = f"zoo.{case.name}"
+        try:
+            built = case.build()
+            prog = cases.export(case, built)
+            directory = cases.write_case(case, built, prog, os.path.join(out, name))
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            made[name] = {"model": case.name, "error": _gist(f"{type(e).__name__}: {e}")}
+            log(f"{name}: export failed: {made[name]['error']}")
+            continue
+        model = onnx.load(os.path.join(directory, "model.onnx"))
+        made[name] = {"model": case.name, "opset": model.opset_import[0].version, "ir": model.ir_version,
+                      "fused": sorted({n.op_type for n in model.graph.node} & set(FUSED))}
+        log(f"{name}: opset {made[name]['opset']} IR {made[name]['ir']}")
+    return made
+
+
+def _gist(text: str, words: int = 14) -> str:
+    """The first words of an error's own message: onnxruntime's status prefix and the node's long name cut,
+    the op type kept (the node names repeat the module path, which the table does not need). A runtime that
+    died gives its exit status and the end of what it printed (an assertion's text follows a C++ signature)."""
+    text = " ".join(text.split())
+    died = re.match(r"the runtime died \(exit (-?\d+)\): (.*)", text)
+    if died:
+        tail = re.split(r"(?<=\]): ", died.group(2))[-1].split()
+        return f"process died (exit {died.group(1)}): " + " ".join(tail[-words:])
+    text = re.sub(r"^\w+: \[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"Non-zero status code returned while running (\w+) node\. Name:'[^']*' Status Message: ",
+                  r"\1: ", text)
+    text = re.sub(r"/\S*/(model\.onnx)", r"\1", text)
+    cut = text.split()
+    return " ".join(cut[:words]) + (" ..." if len(cut) > words else "")
+
+
+def zoo_cell(results: list[dict]) -> str:
+    """One zoo cell: ``ok``, or per outcome the sets (example / other size) it hit: WRONG with the max abs
+    error, ERROR and refused with the first words of the runtime's message (at the default target a refusal
+    breaks the promise too, so it says why), CRASH where loading killed the runtime's process."""
+    outcomes = [runtimes.outcome(r) for r in results]
+    if outcomes and all(o == "ok" for o in outcomes):
+        return "ok"
+    outcomes = ["crash" if o == "refused" and (r["load_error"] or "").startswith("the runtime died") else o
+                for r, o in zip(results, outcomes)]
+    bad: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for r, o in zip(results, outcomes):
+        if o == "wrong":
+            err = max((x["max_abs_err"] for x in r["outputs"].values() if not x["ok"] and x["max_abs_err"] is not None),
+                      default=None)
+            shape = next((x["error"] for x in r["outputs"].values() if x.get("error")), None)
+            bad[("WRONG", "")].append(f"{r['set']} ({shape or f'max err {err:.1e}'})")
+        elif o in ("error", "refused", "crash"):
+            kind = {"error": "ERROR", "crash": "CRASH at load"}.get(o, o)
+            bad[(kind, _gist(r["run_error"] or r["load_error"] or ""))].append(r["set"])
+        elif o == "nan":
+            bad[("NAN", "")].append(r["set"])
+    return "; ".join(f"{kind} {', '.join(sets)}" + (f": {detail}" if detail else "")
+                     for (kind, detail), sets in bad.items()) or "not run"
+
+
+def render_zoo(made: dict, results: list[dict], names: list[str], seconds: dict[str, float]) -> str:
+    """The zoo section: one row per model, one column per runtime."""
+    by = collections.defaultdict(list)
+    for r in results:
+        by[(r["runtime"], r["case"])].append(r)
+    opsets = sorted({(m["opset"], m["ir"]) for m in made.values() if "opset" in m})
+    fused = sorted({op for m in made.values() for op in m.get("fused", ())})
+    lines = [
+        ZOO_SECTION, "",
+        "`python bench/runtimes.py --zoo --out bench/runtimes.md` regenerates this section. Every model of",
+        "tests/zoo/cases.py, built and exported as tests/zoo/test_zoo.py does (seed 0, its example (batch, size),",
+        "its `dynamic_shapes`) at the default target, float32, run at the example size and at its other size and",
+        "compared with eager PyTorch at the zoo's tolerance (atol = rtol = 1e-4, diffusers 1e-3), every output",
+        "and position (the zoo pads on the right). Files: "
+        + ", ".join(f"opset {o} IR {i}" for o, i in opsets) + f"; fused ops: {', '.join(fused) or 'none'}.",
+        "Cells as above, with the first words of each error; `example` / `other` name the size that failed, and",
+        "since the default target claims every runtime here, `refused` and `CRASH at load` (the session's load",
+        "killed the process) break its promise too.", "",
+        "| model | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names),
+    ]
+    failing = 0
+    for directory, m in made.items():
+        if "error" in m:
+            row = [f"export failed: {m['error']}"] * len(names)
+        else:
+            row = [zoo_cell(by[(name, directory)]) for name in names]
+        failing += any(c != "ok" for c in row)
+        lines.append(f"| {m['model']} | " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+    lines += ["", f"{failing} of {len(made)} models fail somewhere; exports {seconds['export']:.0f} s, runtimes "
+              f"{seconds['run']:.0f} s ({platform.machine()}, torch {torch.__version__}).", ""]
+    return "\n".join(lines)
+
+
+def with_section(text: str, section: str) -> str:
+    """``text`` with its zoo section replaced by ``section`` (appended where it has none)."""
+    start = text.find(ZOO_SECTION)
+    if start < 0:
+        return text.rstrip("\n") + "\n\n" + section
+    end = text.find("\n## ", start + len(ZOO_SECTION))
+    return text[:start] + section + ("" if end < 0 else "\n" + text[end + 1:])
+
+
+def zoo_section(text: str) -> str | None:
+    """The zoo section of ``text``, if it has one (the full run keeps it)."""
+    start = text.find(ZOO_SECTION)
+    if start < 0:
+        return None
+    end = text.find("\n## ", start + len(ZOO_SECTION))
+    return text[start:] if end < 0 else text[start:end + 1]
+
+
+def pick(wanted: str | None) -> list[runtimes.Runtime]:
+    """The installed runtimes named in ``wanted`` (comma-separated, e.g. "onnxruntime 1.18.1"), else all."""
+    found = runtimes.installed()
+    if not wanted:
+        return found
+    names = [n.strip() for n in wanted.split(",")]
+    chosen = [r for r in found if r.name in names]
+    absent = set(names) - {r.name for r in chosen}
+    if absent:
+        log(f"not installed, skipped: {', '.join(sorted(absent))}; {runtimes.SETUP_HINT}")
+    return chosen
+
+
+def run_zoo(args: argparse.Namespace) -> None:
+    """--zoo: export, run and write the zoo section."""
+    chosen = pick(args.runtimes)
+    with tempfile.TemporaryDirectory(prefix="onnxport-zoo-") as tmp:
+        out = args.keep or tmp
+        start = time.perf_counter()
+        made = build_zoo(out)
+        exported = time.perf_counter()
+        dirs = [os.path.join(out, d) for d, m in made.items() if "error" not in m]
+        results = runtimes.run_all(chosen, dirs, workers=args.workers)
+        seconds = {"export": exported - start, "run": time.perf_counter() - exported}
+    section = render_zoo(made, results, [r.name for r in chosen], seconds)
+    if args.out:
+        old = open(args.out).read() if os.path.exists(args.out) else ""
+        with open(args.out, "w") as f:
+            f.write(with_section(old, section))
+        log(f"wrote the zoo section of {args.out}")
+    else:
+        print(section)
+
+
 def _node_version() -> str:
     try:
         return subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
@@ -228,7 +384,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="write the markdown here (default: print it)")
     parser.add_argument("--keep", default=None, help="write the case directories here instead of a temporary one")
+    parser.add_argument("--zoo", action="store_true", help="the zoo's models at the default target instead")
+    parser.add_argument("--runtimes", default=None,
+                        help="--zoo: comma-separated runtime names (default: every installed one)")
+    parser.add_argument("--workers", type=int, default=2, help="runtimes run at a time")
     args = parser.parse_args()
+    if args.zoo:
+        run_zoo(args)
+        return
     missing = runtimes.missing()
     if missing:
         log(f"missing runtimes: {', '.join(missing)}; {runtimes.SETUP_HINT}")
@@ -239,9 +402,12 @@ def main() -> None:
         probes = build_probes(out)
         exported = time.perf_counter()
         dirs = [os.path.join(out, d) for d in [*made, *probes]]
-        results = runtimes.run_all(runtimes.installed(), dirs)
+        results = runtimes.run_all(runtimes.installed(), dirs, workers=args.workers)
         seconds = {"export": exported - start, "run": time.perf_counter() - exported}
     text = render(made, probes, results, seconds)
+    kept = zoo_section(open(args.out).read()) if args.out and os.path.exists(args.out) else None
+    if kept:  # --zoo's section is measured by its own run
+        text = with_section(text, kept)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)

@@ -158,6 +158,28 @@ def _llama_kv() -> Built:
     return Built(model, (), example, "auto", sets)
 
 
+def zoo_case(zoo: Any) -> ModelCase:
+    """A model of tests/zoo/cases.py's ``ZOO`` as a case, built as tests/zoo/test_zoo.py builds it: exported from
+    its example (batch, size) with its ``dynamic_shapes``, run at that size and at its other one (where the
+    dynamic dims must hold), at the zoo's tolerance."""
+
+    def build() -> Built:
+        torch.manual_seed(0)  # the random weights test_zoo.py verifies
+        model = zoo.build().eval()
+        example = zoo.inputs(*zoo.example)
+        sets = [InputSet("example", (), example), InputSet("other", (), zoo.inputs(*zoo.other))]
+        return Built(model, (), example, zoo.dynamic, sets)
+
+    return ModelCase(zoo.name, build, tol=(zoo.tol, zoo.tol))
+
+
+def zoo_cases() -> list[ModelCase]:
+    """Every zoo model as a case (not in ``CASES``: 49 exports are too slow for every test run)."""
+    from tests.zoo.cases import ZOO
+
+    return [zoo_case(z) for z in ZOO]
+
+
 CASES = [
     ModelCase("cnn", _cnn),
     ModelCase("control_flow", _control_flow),
