@@ -210,7 +210,7 @@ def render(made: dict, probes: dict, results: list[dict], seconds: dict[str, flo
     seen = set()
     for r in results:
         o = runtimes.outcome(r)
-        text = r["load_error"] if o == "refused" else r["run_error"] if o == "error" else None
+        text = (r["load_error"] or r["run_error"]) if o in ("refused", "crash") else r["run_error"] if o == "error" else None
         if o in ("ok", "nan", "wrong") or r["case"] in probes:
             continue
         text = re.sub(r"/\S*/model\.onnx", "model.onnx", (text or "").splitlines()[0] if text else "")
@@ -270,8 +270,6 @@ def zoo_cell(results: list[dict]) -> str:
     outcomes = [runtimes.outcome(r) for r in results]
     if outcomes and all(o == "ok" for o in outcomes):
         return "ok"
-    outcomes = ["crash" if o == "refused" and (r["load_error"] or "").startswith("the runtime died") else o
-                for r, o in zip(results, outcomes)]
     bad: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
     for r, o in zip(results, outcomes):
         if o == "wrong":

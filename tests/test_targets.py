@@ -181,3 +181,15 @@ def test_cli_target(tmp_path: Any, capsys: Any) -> None:
     assert main(["export", f"{path}:Two", "--input", "x=float32[2,3]", "-o", str(out), "-q",
                  "--target", "onnxruntime>=1.18", "--opset", "23"]) == 1
     assert "newer than onnxruntime>=1.18 loads" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target, inputs", [(None, 3), ("onnxruntime>=1.20", 3), ("onnxruntime>=1.26", 2)])
+def test_layer_norm_without_bias_gets_zeros_where_onnxruntime_1_18_loads_the_file(target, inputs) -> None:
+    """onnxruntime 1.18 aborts at load on a LayerNormalization without its bias (tests/runtimes: ModernBERT);
+    a file it loads (opset 21 and below) spells the bias out as zeros."""
+    model = torch.nn.LayerNorm(8, bias=False)
+    x = torch.randn(2, 8)
+    prog = onnxport.export(model, (x,), target=target)
+    norms = [n for n in prog.model.graph if n.op_type == "LayerNormalization"]
+    assert [len(n.inputs) for n in norms] == [inputs]
+    torch.testing.assert_close(prog(x), model(x).detach())

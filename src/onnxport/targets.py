@@ -32,6 +32,7 @@ __all__ = ["DEFAULT_TARGET", "TARGETS", "TARGET_KEY", "Forms", "Target", "ir_ver
 MIN_OPSET = 18  # the oldest opset onnxport writes
 NEWEST_OPSET = 28  # the newest a target picks: the newest the op tests run at (onnx 1.23, onnxruntime 1.32)
 FUSED_OPSET = 23  # the first opset with Attention, RMSNormalization and RotaryEmbedding
+_FORM_OPSET = {"LayerNormalization.no_bias": 17}  # forms of older ops: the opset that has them (else FUSED_OPSET)
 
 # The newest ai.onnx opset each runtime release loads, from that release on: probed with onnxruntime's
 # wheels from 1.18 (tests/runtimes), earlier ones from its release notes. onnxruntime-web is the same core
@@ -52,7 +53,11 @@ _OPSETS["tensorrt"] = (((10, 0), 20), ((11, 0), 25))
 #   tokens (and onnxruntime-node 1.23 is reported to fail a prefill from an empty cache); right from 1.24.
 # - Attention with grouped key/value heads in float16: NaN or wrong in 1.23 and 1.24 in the (batch, seq,
 #   heads * embed) form the layout fusion writes (the 4-D form was right in 1.24); right from 1.26.
+# - LayerNormalization without its optional bias input: onnxruntime 1.18's AttentionFusion (at its default
+#   optimisation level) reads the missing bias and aborts the process at load (OLMo, ModernBERT); 1.20 loads
+#   it (1.19 was not measured). Before that, the bias is written as zeros.
 FUSED_SINCE: dict[str, dict[str, tuple[int, int] | None]] = {
+    "LayerNormalization.no_bias": {"onnxruntime": (1, 20), "onnxruntime-web": (1, 20), "tensorrt": None},
     "Attention": {"onnxruntime": (1, 24), "onnxruntime-web": (1, 24), "tensorrt": None},
     "Attention.float16_grouped": {"onnxruntime": (1, 26), "onnxruntime-web": (1, 26), "tensorrt": None},
     "RMSNormalization": {"onnxruntime": (1, 23), "onnxruntime-web": (1, 23), "tensorrt": None},
@@ -104,7 +109,7 @@ class Forms:
 
     def allows(self, form: str) -> bool:
         """Whether ``form`` (a key of ``FUSED_SINCE``) is right wherever a file of this opset loads."""
-        if self.opset < FUSED_OPSET:
+        if self.opset < _FORM_OPSET.get(form, FUSED_OPSET):
             return False
         for runtime in {self.target.runtime, *_MEASURED}:
             oldest = _oldest_release(runtime, self.opset)

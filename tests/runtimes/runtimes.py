@@ -63,7 +63,7 @@ class Runtime:
         loaded = bool(done)
         return done + [{"runtime": self.name, "case": os.path.basename(os.path.normpath(case_dir)), "set": s,
                         "loaded": loaded, "load_error": None if loaded else error, "ran": False,
-                        "run_error": error if loaded else None, "outputs": {}, "ok": False}
+                        "run_error": error if loaded else None, "outputs": {}, "ok": False, "crashed": True}
                        for s in sets if s not in finished]
 
 
@@ -136,7 +136,10 @@ def run_all(runtimes: Sequence[Runtime], case_dirs: Sequence[str], workers: int 
 
 
 def outcome(result: dict) -> str:
-    """``refused`` (at load), ``error`` (loaded, failed to run), ``nan``, ``wrong`` (mismatch) or ``ok``."""
+    """``crash`` (the runtime's process died: no refusal a user can catch), ``refused`` (at load), ``error``
+    (loaded, failed to run), ``nan``, ``wrong`` (mismatch) or ``ok``."""
+    if result.get("crashed"):
+        return "crash"
     if not result["loaded"]:
         return "refused"
     if not result["ran"]:

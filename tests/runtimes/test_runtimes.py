@@ -80,7 +80,7 @@ def _covers(target: str, runtime: str) -> bool:
 
 def _describe(r: dict) -> str:
     outcome = runtimes.outcome(r)
-    detail = r["load_error"] if outcome == "refused" else r["run_error"] if outcome == "error" else {
+    detail = (r["load_error"] or r["run_error"]) if outcome in ("refused", "crash") else r["run_error"] if outcome == "error" else {
         name: (o.get("max_abs_err"), o.get("nan")) for name, o in r["outputs"].items() if not o["ok"]}
     return f"{r['runtime']}: {r['case']} {r['set']}: {outcome} {str(detail)[:200]}"
 
@@ -93,8 +93,8 @@ def results(tmp_path_factory) -> dict[str, list[dict]]:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_refused_or_right_in_every_runtime(results, target: str) -> None:
-    """No runtime loads a file and then fails to run it or computes something else."""
-    broken = [_describe(r) for r in results[target] if runtimes.outcome(r) in ("error", "nan", "wrong")]
+    """No runtime loads a file and then fails to run it or computes something else, or dies on it."""
+    broken = [_describe(r) for r in results[target] if runtimes.outcome(r) in ("crash", "error", "nan", "wrong")]
     assert not broken, f"{len(broken)} input sets load and go wrong:\n" + "\n".join(broken)
 
 

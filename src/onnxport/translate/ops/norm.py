@@ -23,11 +23,11 @@ def _upcast(ctx: Ctx, x: ir.Value) -> ir.Value:
 
 
 def _ones(ctx: Ctx, dims: Sequence[int | ir.SymbolicDim], shape_of: ir.Value, dtype: ir.DataType,
-          start: int, end: int | None = None) -> ir.Value:
-    """Ones of shape ``dims``; symbolic dims read their sizes from ``Shape(shape_of)[start:end]``."""
+          start: int, end: int | None = None, fill: float = 1.0) -> ir.Value:
+    """Ones (or ``fill``) of shape ``dims``; symbolic dims read their sizes from ``Shape(shape_of)[start:end]``."""
     if all(isinstance(d, int) for d in dims):
-        return ctx.const(np.ones([int(d) for d in dims]), dtype)
-    one = ir.tensor(np.ones(1, dtype=dtype.numpy()), dtype=dtype)
+        return ctx.const(np.full([int(d) for d in dims], fill), dtype)
+    one = ir.tensor(np.full(1, fill, dtype=dtype.numpy()), dtype=dtype)
     return ctx.op.ConstantOfShape(ctx.op.Shape(shape_of, start=start, end=end), value=one)
 
 
@@ -164,7 +164,12 @@ def _layer_norm(ctx: Ctx, x: ir.Value, normalized_shape: Sequence[int | ir.Value
                 bias: ir.Value | None, eps: float, outputs: int) -> ir.Value | tuple[ir.Value, ...]:
     k = len(normalized_shape)
     scale = ctx.cast(weight, x.dtype) if weight is not None else _ones(ctx, list(x.shape)[-k:], x, x.dtype, -k)
-    inputs = [x, scale] + ([ctx.cast(bias, x.dtype)] if bias is not None else [])
+    if bias is not None:
+        inputs = [x, scale, ctx.cast(bias, x.dtype)]
+    elif ctx.forms.allows("LayerNormalization.no_bias"):
+        inputs = [x, scale]
+    else:  # a target with releases that abort on a LayerNormalization without bias (onnxport.targets)
+        inputs = [x, scale, _ones(ctx, list(x.shape)[-k:], x, x.dtype, -k, fill=0.0)]
     return ctx.op.LayerNormalization(*inputs, axis=-k, epsilon=eps, stash_type=1, _outputs=outputs)
 
 
