@@ -81,6 +81,16 @@ def test_ir_version_rises_for_newer_element_types() -> None:
     assert ir_version_for(model) == 10
 
 
+def test_fused_files_are_fenced_off_older_releases_by_their_ir_version() -> None:
+    """A file with Attention (wrong on padded rows in 1.23) is stamped IR 12, which 1.23 does not read."""
+    model = _llama()
+    fused = onnxport.export(model, (), _llama_inputs(), dynamic_shapes=_DYN, target="onnxruntime>=1.24")
+    plain = onnxport.export(model, (), _llama_inputs(), dynamic_shapes=_DYN, target="onnxruntime>=1.23")
+    assert targets.forms_used(fused.model) >= {"Attention", "RMSNormalization"}
+    assert (fused.model.opset_imports[""], fused.model_proto.ir_version) == (23, 12)
+    assert "Attention" not in targets.forms_used(plain.model) and plain.model_proto.ir_version == 11
+
+
 def test_opset_alone_means_every_release_that_loads_it() -> None:
     prog = onnxport.export(AddMul(), _pair(), opset=23)
     assert prog.model.metadata_props[targets.TARGET_KEY] == "onnxruntime>=1.23"
@@ -104,8 +114,8 @@ def test_target_spellings() -> None:
     assert parse("onnxruntime-node>=1.22") == Target("onnxruntime", (1, 22))  # the same core and releases
     assert parse(" onnxruntime-web >= 1.26.1 ") == Target("onnxruntime-web", (1, 26))
     assert parse("onnxruntime") == Target("onnxruntime", (1, 14))
-    # the newest opset the oldest release loads, so that older releases refuse the file
-    assert [parse(f"onnxruntime>=1.{v}").opset for v in (18, 20, 22, 23, 24, 26, 40)] == [21, 21, 22, 23, 25, 26, 28]
+    # the newest opset the oldest release loads, up to 23 (older releases are fenced off by the IR version)
+    assert [parse(f"onnxruntime>=1.{v}").opset for v in (18, 20, 22, 23, 24, 26, 40)] == [21, 21, 22, 23, 23, 23, 23]
     assert parse("tensorrt>=10.0").opset == 20
 
 
@@ -118,11 +128,13 @@ def test_fused_forms_follow_the_oldest_release_that_loads_the_file() -> None:
     assert forms("onnxruntime>=1.24").attention(f16, grouped=False)
     assert not forms("onnxruntime>=1.24").attention(f16, grouped=True)  # NaN in 1.24-1.25
     assert not forms("onnxruntime>=1.24", half=True).attention(f32, grouped=True)
-    assert forms("onnxruntime>=1.26").attention(f16, grouped=True)
+    # grouped float16 is right from 1.26, but at opset 23 no IR version keeps 1.24 out: only at opset 26
+    assert not forms("onnxruntime>=1.26").attention(f16, grouped=True)
+    assert forms("onnxruntime>=1.26", 26).attention(f16, grouped=True)
     assert not forms("onnxruntime>=1.23").attention(f32, grouped=False)  # padding NaN in 1.23
     assert forms("onnxruntime>=1.23").fused("RMSNormalization")
-    # opset 23 loads in 1.23, whatever the target says: no Attention in it
-    assert not forms("onnxruntime>=1.26", 23).attention(f32, grouped=False)
+    # a 1.23 target's oldest release reads IR 11 at most: no fence against itself
+    assert not forms("onnxruntime>=1.23", 23).attention(f32, grouped=False)
     assert not forms("onnxruntime>=1.26", 22).fused("RotaryEmbedding")  # no fused op below opset 23
     assert not forms("tensorrt>=11.0").fused("RMSNormalization")
 
@@ -147,7 +159,7 @@ def _grouped(prog: onnxport.OnnxProgram) -> list[bool]:
     ("onnxruntime>=1.26", None, FUSED, True),
     ("onnxruntime>=1.24", None, FUSED, True),
     ("onnxruntime>=1.24", torch.float16, FUSED, False),  # grouped float16 is NaN before 1.26: heads repeated
-    ("onnxruntime>=1.26", torch.float16, FUSED, True),
+    ("onnxruntime>=1.26", torch.float16, FUSED, False),  # no fence at opset 23 keeps 1.24-1.25 out
     ("onnxruntime-web>=1.22", None, set(), None),
 ])
 def test_llama_per_target(target: str | None, dtype: torch.dtype | None, fused: set[str], grouped: bool | None) -> None:
@@ -177,7 +189,7 @@ def test_cli_target(tmp_path: Any, capsys: Any) -> None:
     assert main(["export", f"{path}:Two", "--input", "x=float32[2,3]", "-o", str(out), "-q",
                  "--target", "onnxruntime>=1.26"]) == 0
     saved = onnx.load(str(out))
-    assert (saved.opset_import[0].version, saved.ir_version) == (26, 13)
+    assert (saved.opset_import[0].version, saved.ir_version) == (23, 11)  # no fused op: no fence
     assert main(["export", f"{path}:Two", "--input", "x=float32[2,3]", "-o", str(out), "-q",
                  "--target", "onnxruntime>=1.18", "--opset", "23"]) == 1
     assert "newer than onnxruntime>=1.18 loads" in capsys.readouterr().err

@@ -170,7 +170,7 @@ def _export(
         with report.stage("half") as stage:
             stage.detail = str(_half.to_half(translated.model, opset, from_float32=narrowed,
                                              weights=ep.graph_signature.parameters))
-    translated.model.ir_version = _targets.ir_version_for(translated.model)
+    translated.model.ir_version = _targets.ir_version_for(translated.model, target.runtime)
     translated.model.metadata_props[_targets.TARGET_KEY] = str(target)
     program = OnnxProgram(
         translated.model,

@@ -1,13 +1,16 @@
 """Targets: the runtime a file is written for decides its form.
 
 A target names a runtime and the oldest release of it the file must run in: ``"onnxruntime>=1.18"`` (the
-default), ``"onnxruntime>=1.26"``, ``"onnxruntime-web>=1.22"``. It picks the opset: the newest that release
-loads (up to ``NEWEST_OPSET``), so that older releases refuse the file at load. Then the rule: every release
-that loads the file computes what eager PyTorch computes. A fused op goes into a file only where the oldest
-release that loads the file's opset computes it right, in each runtime measured; the tables below say
-from which release on, as found by ``tests/runtimes`` (``bench/runtimes.md``), which runs every target's
-files in those releases. So ``target="onnxruntime>=1.24"`` writes opset 25, which 1.23 (whose Attention is
-wrong on padded rows) refuses, and ``opset=23`` with that target drops Attention, since 1.23 loads it.
+default), ``"onnxruntime>=1.24"``, ``"onnxruntime-web>=1.22"``. It picks the opset: the newest that release
+loads, up to 23 (the first with the fused ops; onnxruntime's own graph optimisations know opset 23's ops,
+and ran the same fused file 1.4x slower at opset 26). Then the rule: every release that loads the file
+computes what eager PyTorch computes. A fused op goes into a file only where the releases that would load it
+and compute it wrong can be made to refuse it: the file's IR version is raised past what they read (a
+fence), up to what the target's oldest release reads. The tables below say from which release each form is
+right, as found by ``tests/runtimes`` (``bench/runtimes.md``), which runs every target's files in those
+releases. So ``target="onnxruntime>=1.24"`` writes opset 23 at IR 12, which 1.23 (whose Attention is wrong
+on padded rows) refuses; grouped float16 attention, wrong until 1.26, has no fence at opset 23 (1.24 reads
+IR 13 as 1.26 does) and keeps its heads repeated unless the opset is 26 (``opset=26``).
 
 onnxruntime's Python wheels, its C/C++ packages and onnxruntime-node share one core and one version
 number, so ``"onnxruntime"`` covers them all; onnxruntime-web's wasm backend is the same core built for
@@ -30,8 +33,8 @@ from onnxport.errors import InvalidInputError
 __all__ = ["DEFAULT_TARGET", "TARGETS", "TARGET_KEY", "Forms", "Target", "ir_version_for", "resolve"]
 
 MIN_OPSET = 18  # the oldest opset onnxport writes
-NEWEST_OPSET = 28  # the newest a target picks: the newest the op tests run at (onnx 1.23, onnxruntime 1.32)
-FUSED_OPSET = 23  # the first opset with Attention, RMSNormalization and RotaryEmbedding
+NEWEST_OPSET = 28  # the newest opset= may ask for: the newest the op tests run at (onnx 1.23, onnxruntime 1.32)
+FUSED_OPSET = 23  # the first opset with Attention, RMSNormalization and RotaryEmbedding; the newest a target picks
 _FORM_OPSET = {"LayerNormalization.no_bias": 17}  # forms of older ops: the opset that has them (else FUSED_OPSET)
 
 # The newest ai.onnx opset each runtime release loads, from that release on: probed with onnxruntime's
@@ -43,6 +46,10 @@ _OPSETS: dict[str, tuple[tuple[tuple[int, int], int], ...]] = {
     "onnxruntime": _ORT_OPSETS,
     "onnxruntime-web": _ORT_OPSETS,
 }
+# The newest IR version each release reads, from that release on (probed likewise).
+_ORT_IR = (((1, 14), 8), ((1, 15), 9), ((1, 18), 10), ((1, 23), 11), ((1, 24), 13), ((1, 32), 14))
+_IRS: dict[str, tuple[tuple[tuple[int, int], int], ...]] = {"onnxruntime": _ORT_IR, "onnxruntime-web": _ORT_IR,
+                                                           "tensorrt": (((10, 0), 10), ((11, 0), 11))}
 # TensorRT's ONNX parser: opset 20 in 10.x, 25 in 11.x (its support matrix). onnxport's tests cannot run
 # TensorRT (it needs a GPU), so its target holds no fused op; its files are the plain ops of that opset.
 _OPSETS["tensorrt"] = (((10, 0), 20), ((11, 0), 25))
@@ -93,8 +100,13 @@ class Target:
 
     @property
     def opset(self) -> int:
-        """The opset files for this target are written in: the newest its oldest release loads."""
-        return min(self.max_opset, NEWEST_OPSET)
+        """The opset files for this target are written in: the newest its oldest release loads, up to 23."""
+        return min(self.max_opset, FUSED_OPSET)
+
+    @property
+    def max_ir(self) -> int:
+        """The newest IR version the target's oldest release reads: how high a fence may go."""
+        return max(ir for since, ir in _IRS[self.runtime] if since <= self.version)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,15 +120,11 @@ class Forms:
     half: bool = False
 
     def allows(self, form: str) -> bool:
-        """Whether ``form`` (a key of ``FUSED_SINCE``) is right wherever a file of this opset loads."""
+        """Whether ``form`` (a key of ``FUSED_SINCE``) is right wherever a file of this opset loads, with the
+        highest fence the target's oldest release still reads."""
         if self.opset < _FORM_OPSET.get(form, FUSED_OPSET):
             return False
-        for runtime in {self.target.runtime, *_MEASURED}:
-            oldest = _oldest_release(runtime, self.opset)
-            since = FUSED_SINCE[form].get(runtime)
-            if oldest is not None and (since is None or oldest < since):
-                return False
-        return True
+        return _fenced(form, self.opset, self.target.max_ir, self.target.runtime)
 
     def attention(self, dtype: ir.DataType | None, grouped: bool) -> bool:
         """Whether an ``Attention`` node of this element type, with grouped key/value heads or not, is right."""
@@ -203,15 +211,61 @@ _TYPE_IR = {
 }
 
 
-def ir_version_for(model: ir.Model) -> int:
+def _fenced(form: str, opset: int, ir_version: int, runtime: str) -> bool:
+    """Whether, in the target's runtime and each measured one, no release older than the one that computes
+    ``form`` right reads a file of this opset and IR version."""
+    for name in {runtime, *_MEASURED}:
+        oldest = _oldest_reading(name, opset, ir_version)
+        since = FUSED_SINCE[form].get(name)
+        if oldest is not None and (since is None or oldest < since):
+            return False
+    return True
+
+
+def _oldest_reading(runtime: str, opset: int, ir_version: int) -> tuple[int, int] | None:
+    """The oldest release of ``runtime`` that reads both ``opset`` and ``ir_version`` (None if none does)."""
+    by_opset, by_ir = _oldest_release(runtime, opset), next(
+        (since for since, newest in _IRS[runtime] if newest >= ir_version), None)
+    return None if by_opset is None or by_ir is None else max(by_opset, by_ir)
+
+
+def ir_version_for(model: ir.Model, runtime: str = "onnxruntime") -> int:
     """The lowest IR version that holds ``model``: the one its ai.onnx opset came with (custom domains
-    carry no IR version), raised by element types added since (float8: 9, int4: 10, float4: 11)."""
+    carry no IR version), raised by element types added since (float8: 9, int4: 10, float4: 11), and raised
+    further as a fence where the model holds a form that older releases reading that version compute wrong
+    (``Forms.allows`` made sure the target's oldest release reads the result)."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
     version = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)], ignore_unknown=True)
     for value in _values(model.graph):
         if value.dtype is not None:
             version = max(version, _TYPE_IR.get(value.dtype, 0))
+    for form in forms_used(model):
+        while not _fenced(form, opset, version, runtime) and version < onnx.IR_VERSION:
+            version += 1
     return version
+
+
+def forms_used(model: ir.Model) -> set[str]:
+    """The forms of ``FUSED_SINCE`` that ``model`` holds."""
+    used: set[str] = set()
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        if node.domain:
+            continue
+        if node.op_type in ("Attention", "RMSNormalization", "RotaryEmbedding"):
+            used.add(node.op_type)
+        if node.op_type == "LayerNormalization" and len(node.inputs) < 3:
+            used.add("LayerNormalization.no_bias")
+        if node.op_type == "Attention" and node.inputs[0].dtype == ir.DataType.FLOAT16 and _grouped(node):
+            used.add("Attention.float16_grouped")
+    return used
+
+
+def _grouped(attention: ir.Node) -> bool:
+    q_heads, kv_heads = attention.attributes.get("q_num_heads"), attention.attributes.get("kv_num_heads")
+    if q_heads is not None and kv_heads is not None:
+        return kv_heads.as_int() != q_heads.as_int()
+    q, k = attention.inputs[0].shape, attention.inputs[1].shape
+    return q is None or k is None or len(q) != 4 or len(k) != 4 or q[1] != k[1]
 
 
 def _values(graph: ir.Graph):
