@@ -4,9 +4,8 @@
     python bench/targets.py --models llama --out bench/targets.md
 
 Every model (random weights, nothing downloaded) is exported once per target (``verify=False``): the
-default ``onnxruntime>=1.18`` (opset 21, plain ops), ``onnxruntime>=1.24`` (opset 25: Attention,
-RMSNormalization, RotaryEmbedding; grouped float16 attention keeps its heads repeated) and
-``onnxruntime>=1.26`` (opset 26, every fused form). The sessions of one call run in turn (A B C A B C ...,
+default ``onnxruntime>=1.18`` (opset 21, plain ops), ``onnxruntime>=1.24`` and ``onnxruntime>=1.26`` (opset
+23 at IR 12: Attention, RMSNormalization, RotaryEmbedding; the same files today). The sessions of one call run in turn (A B C A B C ...,
 bench/run.py's ``latency_ms``) on the CPU provider with one thread at onnxruntime's default optimisation
 level, so the machine's drift hits all alike; the table gives each target's latency over the fastest
 target's. The Llama is bench/llm.py's (hidden 512, 8 layers, 2 KV heads), exported from a decode step with
