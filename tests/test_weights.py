@@ -111,3 +111,28 @@ def test_a_file_that_is_not_safetensors_is_refused(tmp_path) -> None:
     path.write_bytes(b"not a safetensors file at all")
     with pytest.raises(onnxport.InvalidInputError, match="not a safetensors file"):
         Weights.open(str(path))
+
+
+def _with_header(path, header: bytes, data: bytes = b"\0" * 16) -> None:
+    path.write_bytes(len(header).to_bytes(8, "little") + header + data)
+
+
+@pytest.mark.parametrize("header, index", [
+    (b'[1, 2]', None),                                                          # not a table of tensors
+    (b'{"w": {"dtype": "F32", "shape": [2]}}', None),                           # no data_offsets
+    (b'{"w": {"dtype": "F32", "shape": "two", "data_offsets": [0, 8]}}', None),  # a shape that is no list
+    (None, '{"weight_map": '),                                                  # an index that is no JSON
+    (None, '{"metadata": {}}'),                                                 # an index without its map
+    (None, '{"weight_map": {"w": 3}}'),                                         # a map to no file name
+])
+def test_corrupt_checkpoints_are_named(tmp_path, header, index) -> None:
+    """A broken safetensors header or sharded index is an InvalidInputError naming the file, never a
+    KeyError or JSONDecodeError from inside."""
+    _, meta = _real_and_meta()
+    if header is not None:
+        _with_header(tmp_path / "model.safetensors", header)
+    else:
+        (tmp_path / "model.safetensors.index.json").write_text(index)
+    with pytest.raises(onnxport.InvalidInputError) as info:
+        onnxport.export(meta, (torch.randn(3, 8),), weights=str(tmp_path))
+    assert "model.safetensors" in str(info.value) and info.value.fix

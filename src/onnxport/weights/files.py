@@ -61,15 +61,23 @@ def read_header(path: str) -> dict[str, FileRange]:
                                     fix="write the file again with safetensors") from None
     start = 8 + length
     ranges = {}
+    if not isinstance(header, dict):
+        raise InvalidInputError(f"{path} has a corrupt safetensors header: not a table of tensors",
+                                fix="write the file again with safetensors")
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        begin, end = info["data_offsets"]
+        try:
+            begin, end = (int(v) for v in info["data_offsets"])
+            dtype, shape = info["dtype"], tuple(int(d) for d in info["shape"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidInputError(f"{path} has a corrupt safetensors header: tensor {name!r} has no valid "
+                                    f"dtype, shape and data_offsets ({type(exc).__name__}: {exc})",
+                                    fix="write the file again with safetensors") from None
         if not 0 <= begin <= end <= size - start:
             raise InvalidInputError(f"{path}: tensor {name} lies past the end of the file (truncated?)",
                                     fix="download or write the checkpoint again")
-        ranges[name] = FileRange(path, start + begin, end - begin, DTYPES.get(info["dtype"]), tuple(info["shape"]),
-                                 info["dtype"])
+        ranges[name] = FileRange(path, start + begin, end - begin, DTYPES.get(dtype), shape, dtype)
     return ranges
 
 
@@ -90,8 +98,16 @@ def safetensors_files(where: str | os.PathLike | Iterable[str | os.PathLike]) ->
         raise InvalidInputError(f"{where} does not exist", fix="pass a .safetensors file or a model directory")
     index = os.path.join(where, INDEX)
     if os.path.isfile(index):
-        with open(index, encoding="utf-8") as f:
-            shards = sorted(set(json.load(f).get("weight_map", {}).values()))
+        try:
+            with open(index, encoding="utf-8") as f:
+                shards = sorted(set(json.load(f)["weight_map"].values()))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise InvalidInputError(f"{index} is not a checkpoint index ({type(exc).__name__}: {exc})",
+                                    fix="write it again (save_pretrained), or remove it to read every *.safetensors "
+                                    "file in the folder") from None
+        if not all(isinstance(s, str) for s in shards):
+            raise InvalidInputError(f"{index} maps tensors to something other than file names",
+                                    fix="write it again with save_pretrained")
         return safetensors_files([os.path.join(where, s) for s in shards])
     if os.path.isfile(os.path.join(where, SINGLE)):
         return [os.path.join(where, SINGLE)]
