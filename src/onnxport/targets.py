@@ -33,7 +33,6 @@ from onnxport.errors import InvalidInputError
 __all__ = ["DEFAULT_TARGET", "TARGETS", "TARGET_KEY", "Forms", "Target", "ir_version_for", "resolve"]
 
 MIN_OPSET = 18  # the oldest opset onnxport writes
-NEWEST_OPSET = 28  # the newest opset= may ask for: the newest the op tests run at (onnx 1.23, onnxruntime 1.32)
 FUSED_OPSET = 23  # the first opset with Attention, RMSNormalization and RotaryEmbedding; the newest a target picks
 _FORM_OPSET = {"LayerNormalization.no_bias": 17}  # forms of older ops: the opset that has them (else FUSED_OPSET)
 
@@ -132,10 +131,6 @@ class Forms:
             return False
         float16 = self.half or dtype == ir.DataType.FLOAT16
         return not (grouped and float16) or self.allows("Attention.float16_grouped")
-
-    def fused(self, op: str) -> bool:
-        """Whether the opset-23 op ``op`` (``"RMSNormalization"``, ``"RotaryEmbedding"``) is emitted."""
-        return self.allows(op)
 
 
 def resolve(target: str | Target | None, opset: int | None, newest_here: int) -> tuple[Target, int]:
@@ -236,10 +231,14 @@ def ir_version_for(model: ir.Model, runtime: str = "onnxruntime") -> int:
     (``Forms.allows`` made sure the target's oldest release reads the result)."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
     version = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)], ignore_unknown=True)
-    for value in _values(model.graph):
-        if value.dtype is not None:
+    used: set[str] = set()
+    for value in [*model.graph.inputs, *model.graph.initializers.values()]:
+        version = max(version, _TYPE_IR.get(value.dtype, 0))
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):  # one walk: element types and forms
+        for value in node.outputs:
             version = max(version, _TYPE_IR.get(value.dtype, 0))
-    for form in forms_used(model):
+        used |= _forms_of(node)
+    for form in used:
         while not _fenced(form, opset, version, runtime) and version < onnx.IR_VERSION:
             version += 1
     return version
@@ -247,17 +246,20 @@ def ir_version_for(model: ir.Model, runtime: str = "onnxruntime") -> int:
 
 def forms_used(model: ir.Model) -> set[str]:
     """The forms of ``FUSED_SINCE`` that ``model`` holds."""
-    used: set[str] = set()
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        if node.domain:
-            continue
-        if node.op_type in ("Attention", "RMSNormalization", "RotaryEmbedding"):
-            used.add(node.op_type)
-        if node.op_type == "LayerNormalization" and len(node.inputs) < 3:
-            used.add("LayerNormalization.no_bias")
-        if node.op_type == "Attention" and node.inputs[0].dtype == ir.DataType.FLOAT16 and _grouped(node):
-            used.add("Attention.float16_grouped")
-    return used
+    return set().union(*(_forms_of(node) for node in ir.traversal.RecursiveGraphIterator(model.graph)))
+
+
+def _forms_of(node: ir.Node) -> set[str]:
+    if node.domain:
+        return set()
+    if node.op_type == "Attention":
+        grouped16 = node.inputs[0].dtype == ir.DataType.FLOAT16 and _grouped(node)
+        return {"Attention", "Attention.float16_grouped"} if grouped16 else {"Attention"}
+    if node.op_type in ("RMSNormalization", "RotaryEmbedding"):
+        return {node.op_type}
+    if node.op_type == "LayerNormalization" and len(node.inputs) < 3:
+        return {"LayerNormalization.no_bias"}
+    return set()
 
 
 def _grouped(attention: ir.Node) -> bool:
@@ -266,10 +268,3 @@ def _grouped(attention: ir.Node) -> bool:
         return kv_heads.as_int() != q_heads.as_int()
     q, k = attention.inputs[0].shape, attention.inputs[1].shape
     return q is None or k is None or len(q) != 4 or len(k) != 4 or q[1] != k[1]
-
-
-def _values(graph: ir.Graph):
-    yield from graph.inputs
-    yield from graph.initializers.values()
-    for node in ir.traversal.RecursiveGraphIterator(graph):
-        yield from node.outputs

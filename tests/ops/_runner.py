@@ -111,4 +111,4 @@ def check_case(case: OpCase, dtype: torch.dtype | None, opset: int) -> onnxport.
 
 def _fused_here(op: str, forms: Forms) -> bool:
     """Whether the export's target emits the fused ``op`` at all (Attention in the general case)."""
-    return forms.attention(None, grouped=True) if op == "Attention" else forms.fused(op)
+    return forms.attention(None, grouped=True) if op == "Attention" else forms.allows(op)

@@ -78,7 +78,7 @@ class RmsNormFusePass(ir.passes.InPlacePass):
         self.forms = forms
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        if not self.forms.fused("RMSNormalization"):
+        if not self.forms.allows("RMSNormalization"):
             return ir.passes.PassResult(model, False)
         modified = False
         for graph in (model.graph, *model.graph.subgraphs()):

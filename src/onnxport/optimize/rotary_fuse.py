@@ -103,7 +103,7 @@ class RotaryFusePass(ir.passes.InPlacePass):
         self.forms = forms
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        if not self.forms.fused("RotaryEmbedding"):
+        if not self.forms.allows("RotaryEmbedding"):
             return ir.passes.PassResult(model, False)
         modified = False
         for graph in (model.graph, *model.graph.subgraphs()):

@@ -239,7 +239,7 @@ def rms_norm(ctx: Ctx, x: ir.Value, normalized_shape: Sequence[int | ir.Value], 
     if eps is None:  # torch's default is the epsilon of the (upcast) compute dtype
         eps = float(np.finfo(xf.dtype.numpy()).eps)
     out_dtype = ctx.out_dtype() or x.dtype
-    if ctx.forms.fused("RMSNormalization"):
+    if ctx.forms.allows("RMSNormalization"):
         scale = ctx.cast(weight, x.dtype) if weight is not None else _ones(ctx, list(x.shape)[-k:], x, x.dtype, -k)
         return ctx.cast(ctx.op.RMSNormalization(x, scale, axis=-k, epsilon=eps, stash_type=1), out_dtype)
     reduce = ctx.const(list(range(-k, 0)), ir.DataType.INT64)
