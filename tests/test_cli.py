@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 
@@ -40,6 +41,10 @@ MODEL_FILE = textwrap.dedent(
 
     def broken():
         raise ValueError("no such config")
+
+    class Never(torch.nn.Module):
+        def forward(self, x):
+            raise AssertionError("the model ran: the output path was not checked first")
     """
 )
 
@@ -331,3 +336,95 @@ def test_missing_output_folder_fails_before_export(model_file, tmp_path, capsys)
     assert main(["export", f"{model_file}:Net", "--input", "x=float32[2,4]", "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert "the folder" in err and "does not exist" in err and "Traceback" not in err
+
+
+# --- output paths and model directories: refused before any work (issue 18) ------------------------------------
+
+
+def _read_only(folder, monkeypatch) -> None:
+    """``folder`` read-only, also for root (which writes anywhere): os.access then answers as for a user."""
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK):
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: (
+            False if os.path.abspath(path) == str(folder) and mode & os.W_OK else real(path, mode, *a, **k)))
+
+
+@pytest.mark.parametrize("case", ["folder", "read-only folder", "parent is a file"])
+def test_export_output_refused_before_capture(model_file, tmp_path, monkeypatch, capsys, case) -> None:
+    """``Never`` fails any run: the output path is refused before the model is captured."""
+    if case == "folder":
+        out, message = tmp_path / "out", "it is a folder"
+        out.mkdir()
+    elif case == "read-only folder":
+        (tmp_path / "locked").mkdir()
+        _read_only(tmp_path / "locked", monkeypatch)
+        out, message = tmp_path / "locked" / "m.onnx", "is not writable"
+    else:
+        (tmp_path / "plain").write_text("a file")
+        out, message = tmp_path / "plain" / "m.onnx", "is a file"
+    try:
+        assert main(["export", f"{model_file}:Never", "--input", "x=float32[2,4]", "-o", str(out)]) == 1
+    finally:
+        (tmp_path / "locked").exists() and (tmp_path / "locked").chmod(0o755)
+    err = capsys.readouterr().err
+    assert f"cannot write {out}" in err and message in err and "fix:" in err and "Traceback" not in err
+    assert "the model ran" not in err and not out.is_file()
+
+
+def _model_dir(tmp_path, config: str):
+    directory = tmp_path / "model"
+    directory.mkdir()
+    (directory / "config.json").write_text(config)
+    return directory
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ("{'model_type': 'llama'}", "is not valid JSON: Expecting property name enclosed in double quotes at line 1"),
+    ('"llama"', "holds a JSON str, not an object of settings"),
+    ('{"vocab_size": 99}', "has no model_type"),
+])
+def test_export_hf_corrupt_config_is_a_clean_error(tmp_path, monkeypatch, capsys, config, message) -> None:
+    from onnxport.hf import stream
+
+    monkeypatch.setattr(stream, "meta_model", lambda *a: pytest.fail("the model was loaded before the check"))
+    directory, out = _model_dir(tmp_path, config), tmp_path / "out"
+    assert main(["export-hf", str(directory), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"InvalidInputError: {directory / 'config.json'} {message}" in err
+    assert "fix:" in err and "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("case", ["file", "read-only folder"])
+def test_export_hf_output_refused_before_loading(tmp_path, monkeypatch, capsys, case) -> None:
+    from onnxport.hf import stream
+
+    monkeypatch.setattr(stream, "meta_model", lambda *a: pytest.fail("the model was loaded before the check"))
+    directory, out = _model_dir(tmp_path, '{"model_type": "llama"}'), tmp_path / "out"
+    if case == "file":
+        out.write_text("keep me")
+        message = f"cannot write into {out}: it is a file, not a folder"
+    else:
+        out.mkdir()
+        _read_only(out, monkeypatch)
+        message = f"cannot write into {out}: the folder {out} is not writable"
+    try:
+        assert main(["export-hf", str(directory), "-o", str(out)]) == 1
+    finally:
+        out.chmod(0o755)
+    err = capsys.readouterr().err
+    assert message in err and "fix:" in err and "Traceback" not in err
+    assert out.read_text() == "keep me" if case == "file" else os.listdir(out) == []
+
+
+def test_inspect_errors_say_what_to_give(tmp_path, capsys) -> None:
+    assert main(["inspect", str(tmp_path / "none.onnx")]) == 1
+    assert main(["inspect", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "none.onnx does not exist" in err and f"{tmp_path} is a folder" in err
+    assert err.count("fix: give the path of an .onnx file") == 2
+
+
+def test_failing_user_code_has_a_next_step(model_file, tmp_path, capsys) -> None:
+    assert main(["export", f"{model_file}:broken", "-o", str(tmp_path / "m.onnx")]) == 1
+    assert "fix: fix the line shown" in capsys.readouterr().err

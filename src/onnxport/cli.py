@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from onnxport._cli_inputs import Inputs, Target, example_inputs, load_target, load_weights
+from onnxport.arguments import check_output_file
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import TASKS, export_hf
 from onnxport.targets import DEFAULT_TARGET, TARGET_KEY, TARGETS
@@ -33,9 +34,7 @@ def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
 def _export(ns: argparse.Namespace) -> int:
     from onnxport.api import export
 
-    folder = os.path.dirname(os.path.abspath(ns.output))
-    if not os.path.isdir(folder):
-        raise InvalidInputError(f"cannot write {ns.output}: the folder {folder} does not exist", fix="create it first")
+    check_output_file(ns.output)  # before the export, not after it
     progress = _progress(ns)
     target, inputs = _load(ns, progress)
     prog = export(
@@ -109,11 +108,13 @@ def _inspect(ns: argparse.Namespace) -> int:
     import onnx
 
     if not os.path.isfile(ns.file):
-        raise InvalidInputError(f"{ns.file} does not exist")
+        what = "is a folder" if os.path.isdir(ns.file) else "does not exist"
+        raise InvalidInputError(f"{ns.file} {what}", fix="give the path of an .onnx file")
     try:
         model = onnx.load(ns.file, load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf raises its own types
-        raise InvalidInputError(f"{ns.file} is not an ONNX model: {exc}") from None
+        raise InvalidInputError(f"{ns.file} is not an ONNX model: {exc}",
+                                fix="give an .onnx file (a ModelProto, as onnx.save or onnxport writes it)") from None
     print(inspect_text(model, os.path.getsize(ns.file)))
     return 0
 

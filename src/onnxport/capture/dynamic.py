@@ -8,13 +8,15 @@ Specs everywhere are torch's own objects: a named ``Dim``, a derived ``Dim`` (``
 from __future__ import annotations
 
 import inspect
+import math
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from torch.export import Dim
-from torch.export.dynamic_shapes import _DimHint
+from torch.export.dynamic_shapes import _DerivedDim, _DimHint
 from torch.utils import _pytree as pytree
 
 from onnxport.capture._dynamic_ep import (
@@ -32,10 +34,12 @@ from onnxport.errors import InvalidInputError
 
 __all__ = [
     "auto_dynamic_shapes",
+    "check_example_sizes",
     "check_specialization",
     "complete_dynamic_shapes",
     "declared_minimums",
     "dim_names",
+    "dim_range",
     "dynamic_shapes_from_axes",
     "example_symbol_values",
     "explain_constraint_violation",
@@ -366,13 +370,47 @@ def complete_dynamic_shapes(model: Any, args: Sequence[Any], kwargs: Mapping[str
 
     torch.export wants a key for every argument, even a ``use_cache=False``; a user naming only the
     tensors that vary means the others are static.
+    A malformed spec, or one the example does not satisfy (an int other than its size, a ``Dim`` whose range
+    leaves it out), is an ``InvalidInputError`` here, before capture.
     """
+    if dynamic_shapes is not None:
+        check_example_sizes(model, args, kwargs, input_dim_specs(model, args, kwargs, dynamic_shapes))
     if not isinstance(dynamic_shapes, Mapping) or not dynamic_shapes:
         return dynamic_shapes
     names = dict.fromkeys(name for name, _, _ in _slots(model, args, kwargs))
     if set(map(str, dynamic_shapes)) - set(names) or set(names) <= set(map(str, dynamic_shapes)):
         return dynamic_shapes  # unknown keys are reported by input_dim_specs; complete ones need nothing
     return {name: dynamic_shapes.get(name) for name in names}
+
+
+def check_example_sizes(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
+                        specs: list[dict[int, Any]]) -> None:
+    """Each spec the example satisfies: an int is its size, a ``Dim`` with a range holds its size (sizes 0 and 1
+    below the range are left to size-oblivious capture)."""
+    for (_, label, tensor), spec in zip(_tensor_leaves(_slots(model, args, kwargs)), specs):
+        for k, hint in spec.items():
+            size = tensor.shape[k]
+            if isinstance(hint, int) and hint != size:
+                raise InvalidInputError(
+                    f"dynamic_shapes gives {label}.shape[{k}] the static size {hint}, but the example's is {size}",
+                    fix=f"give {size} (or None: static at the example's size), or Dim('n') to make it dynamic",
+                )
+            if isinstance(hint, Dim) and not isinstance(hint, _DerivedDim):
+                low, high = int(hint.min), hint.max if math.isfinite(float(hint.max)) else None
+                if (size < low and size > 1) or (high is not None and size > high):
+                    widened = f"min={min(low, size)}" + (f", max={max(int(high), size)}" if high is not None else "")
+                    raise InvalidInputError(
+                        f"dynamic_shapes gives {label}.shape[{k}] the Dim {hint.__name__!r} of range "
+                        f"{dim_range(hint)}, but the example's size is {size}, outside it",
+                        fix=f"give an example of a size in {dim_range(hint)}, or widen the range: "
+                        f"Dim({hint.__name__!r}, {widened})",
+                    )
+
+
+def dim_range(dim: Dim) -> str:
+    """``[2, 64]``, or ``[2, inf)`` for a Dim without a maximum."""
+    high = float(dim.max)
+    return f"[{int(dim.min)}, {int(high)}]" if math.isfinite(high) else f"[{int(dim.min)}, inf)"
 
 
 def small_dynamic_dims(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None, specs: list[dict[int, Any]]) -> list[str]:
@@ -430,13 +468,19 @@ def _tensor_spec(value: torch.Tensor, spec: Any, where: str) -> dict[int, Any]:
     if spec is None:
         return {}
     if isinstance(spec, Mapping):
+        keys = [k for k in spec if not isinstance(k, numbers.Integral) or isinstance(k, bool)]
+        if keys:
+            raise InvalidInputError(
+                f"dynamic_shapes for {where} has the key {keys[0]!r}: the keys of a tensor's spec are dim indices",
+                fix=f"key it by dim, e.g. {{0: Dim('batch')}} (dims 0..{value.dim() - 1})",
+            )
         items = {int(k): v for k, v in spec.items()}
     elif isinstance(spec, (tuple, list)) and len(spec) == value.dim():
         items = dict(enumerate(spec))
     else:
         raise InvalidInputError(
             f"dynamic_shapes for {where} is {spec!r}, but {where} is a tensor of shape {tuple(value.shape)}",
-            fix=f"give {{dim: Dim}} or a tuple of {value.dim()} specs, e.g. {{0: Dim('batch')}}",
+            fix=f"give {{dim: spec}} or a tuple of {value.dim()} specs, e.g. {{0: Dim('batch')}}; " + _DIM_FORMS,
         )
     bad = [k for k in items if not 0 <= k < value.dim()]
     if bad:
@@ -444,4 +488,17 @@ def _tensor_spec(value: torch.Tensor, spec: Any, where: str) -> dict[int, Any]:
             f"dynamic_shapes for {where} names dims {bad}, but it has {value.dim()} dims",
             fix=f"use dims 0..{value.dim() - 1}",
         )
+    for k, hint in items.items():
+        if not (hint is None or isinstance(hint, (Dim, _DimHint)) or (type(hint) is not bool and isinstance(hint, int))):
+            named = f"; for a dim named {hint!r} write Dim({hint!r})" if isinstance(hint, str) else ""
+            raise InvalidInputError(
+                f"dynamic_shapes for {where}.shape[{k}] is {hint!r} ({type(hint).__name__}), which is not a dim spec",
+                fix=_DIM_FORMS + named,
+            )
     return items
+
+
+_DIM_FORMS = (
+    "a dim spec is Dim('batch') (dynamic, named; one Dim on several inputs makes them equal), Dim('n', min=1, "
+    "max=64), Dim.DYNAMIC or Dim.AUTO (dynamic), Dim.STATIC, None or an int (static at the example's size)"
+)

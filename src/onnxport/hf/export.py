@@ -25,13 +25,14 @@ from typing import Any, NamedTuple
 
 import torch
 
+from onnxport.arguments import check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import stream
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.program import OnnxProgram
 
-__all__ = ["TASKS", "Task", "export_hf"]
+__all__ = ["TASKS", "Task", "export_hf", "read_config"]
 
 # Files onnxruntime-genai and transformers' tokenizers and processors read, copied to OUT/ when the directory
 # has them.
@@ -61,14 +62,19 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if task not in TASKS:
         raise InvalidInputError(f"task {task!r} is not one onnxport exports from a directory",
                                 fix=f"use one of {', '.join(TASKS)}")
-    import transformers
-
-    config = transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
     spec = TASKS[task]
     streaming = not spec.seq2seq if streaming is None else streaming
     if streaming and spec.seq2seq:
         raise InvalidInputError(f"{task} models are exported with their weights loaded (their example inputs come "
                                 "from running the encoder)", fix="leave streaming unset, or pass streaming=False")
+    # Where the files go, and what the directory says, before anything is loaded or exported.
+    written = [*(SEQ2SEQ_FILES if spec.seq2seq else ("model.onnx",)),
+               *(("genai_config.json",) if task == "text-generation" else ()),
+               *(name for name in TOKENIZER_FILES if os.path.isfile(os.path.join(directory, name)))]
+    check_output_folder(out, written)
+    config = read_config(directory)
+    import transformers
+
     weights = None
     try:
         if streaming:
@@ -100,6 +106,42 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if os.path.isfile(os.path.join(directory, name)):
             shutil.copyfile(os.path.join(directory, name), os.path.join(out, name))
     return result
+
+
+def read_config(directory: str) -> Any:
+    """The transformers config of ``directory``; a ``config.json`` that is not a JSON object naming its
+    ``model_type``, or one transformers cannot read, is an ``InvalidInputError`` naming the file."""
+    path = os.path.join(directory, "config.json")
+    fix = ("restore the file: save it again with model.config.save_pretrained(directory), or copy it from where "
+           "the model came from")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+                                fix=fix) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{path} is not UTF-8 text: {exc.reason} at byte {exc.start}", fix=fix) from None
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}",
+                                fix="check the file's permissions, or give another model directory") from None
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{path} holds a JSON {type(data).__name__}, not an object of settings", fix=fix)
+    if not isinstance(data.get("model_type"), str) or not data["model_type"]:
+        raise InvalidInputError(f"{path} has no model_type: transformers cannot tell which architecture it is",
+                                fix='add the architecture\'s "model_type" (e.g. "llama", "bert"), or ' + fix)
+    import transformers
+
+    try:
+        return transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        text = str(exc).strip().splitlines()
+        raise InvalidInputError(
+            f"transformers cannot read {path} (model_type {data['model_type']!r}): "
+            f"{type(exc).__name__}: {text[0] if text else ''}"[:400],
+            fix=f"check model_type and the settings in {path}; a model_type that transformers "
+            f"{transformers.__version__} does not know needs a newer transformers",
+        ) from None
 
 
 def _ids(config: Any, batch: int, length: int, seed: int = 0) -> torch.Tensor:
