@@ -372,3 +372,25 @@ def test_export_hf_output_refused_before_loading(tmp_path, monkeypatch, case) ->
         for folder in (tmp_path / "out", tmp_path / "locked"):
             if folder.exists():
                 folder.chmod(0o755)
+
+
+def test_every_error_onnxport_raises_has_a_next_step() -> None:
+    """Each ``SomeError(...)`` of onnxport's hierarchy in the source passes ``fix=`` (a static scan)."""
+    import ast
+    import pathlib
+
+    names = {cls.__name__ for cls in (onnxport.errors.OnnxportError, *_subclasses(onnxport.errors.OnnxportError))}
+    root = pathlib.Path(onnxport.__file__).parent
+    missing = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if name in names and not any(k.arg in ("fix", None) for k in node.keywords):
+                    missing.append(f"{path.relative_to(root)}:{node.lineno} {name}")
+    assert not missing, "errors without fix=: " + ", ".join(missing)
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]

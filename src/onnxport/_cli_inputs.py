@@ -280,7 +280,9 @@ def _call_user(what: str, fn: Any, *args: Any) -> Any:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 - any error of the user's code
         raise InvalidInputError(f"{what} failed: {type(exc).__name__}: {_first_line(exc)}",
-                                location=location_from_exception(exc)) from None
+                                location=location_from_exception(exc),
+                                fix="fix the line shown: onnxport imports the file and builds NAME as plain Python "
+                                "does") from None
 
 
 def _first_line(exc: BaseException, skip: int = 0) -> str:

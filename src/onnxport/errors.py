@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Iterable
 
 __all__ = [
+    "BUG_FIX",
     "CaptureError",
     "InvalidInputError",
     "OnnxportError",
@@ -24,6 +25,11 @@ __all__ = [
     "location_from_exception",
     "location_from_stack_trace",
 ]
+
+
+# The next step of an error no input of the user's should cause: an internal invariant broken.
+BUG_FIX = ("this is an onnxport bug: please report it with the model (or a smaller one that fails alike) and the "
+           "versions of onnxport and torch")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,7 @@ import torch
 from onnx_ir.tensor_adapters import TorchTensor
 from torch.export.graph_signature import InputKind, OutputKind
 
-from onnxport.errors import OnnxportError, TranslationError, location_from_stack_trace
+from onnxport.errors import BUG_FIX, OnnxportError, TranslationError, location_from_stack_trace
 from onnxport.targets import Forms
 from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-in translators)
 from onnxport.translate.builder import Ctx, _Names, onnx_dtype
@@ -106,7 +106,7 @@ class _GraphTranslator:
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 if node not in self.env:
-                    raise TranslationError(f"placeholder {node.name} has no value", node=node.name)
+                    raise TranslationError(f"placeholder {node.name} has no value", node=node.name, fix=BUG_FIX)
             elif node.op == "get_attr":
                 self.env[node] = self._get_attr(node)
             elif node.op == "call_function":
@@ -115,8 +115,9 @@ class _GraphTranslator:
                 out = torch.fx.node.map_arg(node.args[0], self.env.__getitem__)
                 return list(out) if isinstance(out, (tuple, list)) else [out]
             else:
-                raise TranslationError(f"unexpected FX node kind {node.op!r} ({node.name})", node=node.name)
-        raise TranslationError("the FX graph has no output node")
+                raise TranslationError(f"unexpected FX node kind {node.op!r} ({node.name})", node=node.name,
+                                       fix=BUG_FIX)
+        raise TranslationError("the FX graph has no output node", fix=BUG_FIX)
 
     def _get_attr(self, node: torch.fx.Node) -> Any:
         obj = _attr(self.gm, node.target)
@@ -132,7 +133,11 @@ class _GraphTranslator:
         fn = translator_for(node, self.custom)
         if fn is None:  # the decompose stage reports these before translation starts
             kind = " of complex tensors" if touches_complex(node) else ""
-            raise TranslationError(f"no translation for {target_name(node.target)}{kind}", node=node.name)
+            raise TranslationError(
+                f"no translation for {target_name(node.target)}{kind}", node=node.name,
+                fix=f"pass custom_translations={{'{target_name(node.target)}': fn}} (README 'Custom operators'), "
+                "or write that line of the model with ops onnxport translates",
+            )
         args = torch.fx.node.map_arg(node.args, self.env.__getitem__)
         kwargs = torch.fx.node.map_arg(node.kwargs, self.env.__getitem__)
         ctx.node, ctx._step = node, []
@@ -181,7 +186,8 @@ def _inline(ctx: Ctx, gm: torch.fx.GraphModule, bind: list[Any]) -> list[Any]:
     """``Ctx.inline``: translate a nested torch graph into ``ctx``'s graph."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(bind):
-        raise TranslationError(f"a subgraph of {ctx.graph.name} takes {len(placeholders)} inputs, given {len(bind)}")
+        raise TranslationError(f"a subgraph of {ctx.graph.name} takes {len(placeholders)} inputs, given {len(bind)}",
+                               fix=BUG_FIX)
     results = _GraphTranslator(ctx, gm, ctx.custom).run(dict(zip(placeholders, bind)))
     return torch.utils._pytree.tree_leaves(results)
 

@@ -14,7 +14,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from onnxport.errors import TranslationError
+from onnxport.errors import BUG_FIX, TranslationError
 from onnxport.translate.builder import Ctx
 from onnxport.translate.registry import aten
 
@@ -130,7 +130,8 @@ def _formal_like(ctx: Ctx, placeholder: torch.fx.Node) -> ir.Value:
     """A formal input typed after a torch subgraph placeholder (sizes and ints become int64 scalars)."""
     value = ctx.formal(placeholder.name, placeholder.meta.get("val"))
     if value.dtype is None:
-        raise TranslationError(f"cannot type loop input {placeholder.name}: no tensor metadata", node=placeholder.name)
+        raise TranslationError(f"cannot type loop input {placeholder.name}: no tensor metadata", node=placeholder.name,
+                               fix=BUG_FIX)
     return value
 
 
