@@ -17,6 +17,7 @@ from onnxport import translate as _translate
 from onnxport import verify as _verify
 from onnxport import weights as _weights
 from onnxport.arguments import check_arguments
+from onnxport.capture.export import refuse_state_updates
 from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
 from onnxport.report import Report
@@ -145,6 +146,8 @@ def _export(
         with report.stage("decompose") as stage:
             ep = _decompose.decompose(ep, custom=custom, opset=opset, report=report)
             stage.detail = f"{sum(report.decomposed.values())} nodes decomposed"
+        # Functionalized now, the program's signature lists the buffers and parameters forward updates.
+        updated = refuse_state_updates(model, ep, captured.program)
         with report.stage("translate") as stage:
             translated = _translate.translate(
                 ep, opset=opset, input_names=input_names, output_names=output_names,
@@ -192,6 +195,8 @@ def _export(
                 raise_on_mismatch=verify_mode == "raise", budget=verify_budget,
             )
             stage.detail = result.status
+    # From here on, a change to the weights the program was verified with refuses prog.save and prog(...).
+    program._watch(model, skip=updated)
     return program
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,6 +13,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import torch
+from onnx_ir.tensor_adapters import TorchTensor
 from torch.utils import _pytree as pytree
 
 from onnxport.capture.integrations import registered_types
@@ -28,6 +31,7 @@ from onnxport.verify.session import initializer_bytes
 __all__ = ["OnnxProgram"]
 
 _TWO_GB = 2**31
+_RUN_UNVERIFIED = "it would compute with weights that were never verified"
 
 
 def _copy_fields(src: Any, dst: Any, *, skip: str) -> None:
@@ -72,6 +76,36 @@ def _streamed(model: ir.Model) -> bool:
     return any(isinstance(v.const_value, ir.LazyTensor) for v in model.graph.initializers.values())
 
 
+def _version(tensor: torch.Tensor) -> int | None:
+    """The tensor's version counter (bumped by every in-place write); None for a tensor without one (meta,
+    inference-mode and some subclass tensors)."""
+    if tensor.is_meta:
+        return None
+    try:
+        return tensor._version
+    except Exception:  # noqa: BLE001 - inference tensors raise RuntimeError, subclasses their own types
+        return None
+
+
+def _wrapped(tensor: Any) -> list[torch.Tensor]:
+    """The torch tensors whose memory an initializer's tensor wraps, or reads when it is written (a weight
+    given in a state dict to ``export(weights=...)``, read at ``save``)."""
+    if isinstance(tensor, TorchTensor):
+        return [tensor.raw]
+    thunk = tensor.raw if isinstance(tensor, ir.LazyTensor) else None
+    if isinstance(thunk, functools.partial):
+        return [arg for arg in thunk.args if isinstance(arg, torch.Tensor)]
+    return []
+
+
+def _storage(tensor: torch.Tensor) -> int:
+    """Where the tensor's memory starts; 0 for none (empty, meta or storage-less tensors)."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001 - tensor subclasses without storage
+        return 0
+
+
 class OnnxProgram:
     """An exported model. ``prog(*args)`` runs it in onnxruntime; ``prog.save(path)`` writes it.
 
@@ -101,13 +135,64 @@ class OnnxProgram:
         self._output_slots = list(output_slots)
         self._proto: onnx.ModelProto | None = None
         self._runner: Any = None
+        # (name, tensor, its version counter when verified, whether an initializer wraps its memory)
+        self._watched: list[tuple[str, weakref.ref, int, bool]] = []
+
+    # -- the weights it was verified with -----------------------------------------------------------
+
+    def _watch(self, model: Any, *, skip: Sequence[str] = ()) -> None:
+        """Remember the version counter of each tensor the export was verified with: the model's parameters
+        and buffers, and whatever tensor an initializer wraps (the same memory, or a tensor constant, or a
+        weight given with ``weights=``). An in-place write bumps it (a training step, ``load_state_dict``,
+        ``add_`` under ``torch.no_grad()``), and ``save`` and calls refuse from then on.
+
+        ``skip`` names buffers forward itself updates at every call (BatchNorm's statistics in training
+        mode), which the outputs do not depend on. Meta tensors (``weights=`` exports) hold nothing.
+        """
+        skipped: set[int] = set()
+        found: list[tuple[str, torch.Tensor, bool]] = []
+        if isinstance(model, torch.nn.Module):
+            for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+                if name in skip:
+                    skipped.add(_storage(tensor) or -1)
+                else:
+                    found.append((name, tensor, False))
+        for graph in self.model.graphs():
+            for value in graph.initializers.values():
+                for tensor in _wrapped(value.const_value):
+                    if _storage(tensor) not in skipped:
+                        found.append((value.name or "?", tensor, True))
+        self._watched = [(name, weakref.ref(t), v, shared)
+                         for name, t, shared in found if (v := _version(t)) is not None]
+
+    def _check_unchanged(self, doing: str, result: str) -> None:
+        """Refuse to ``doing`` when a tensor the export was verified with changed in place since; ``result``
+        says what would come of it if the program shares that tensor's memory."""
+        changed: dict[str, bool] = {}
+        for name, ref, version, shared in self._watched:
+            tensor = ref()
+            if tensor is not None and tensor._version != version:
+                changed[name] = changed.get(name, False) or shared
+        if not changed:
+            return
+        names = list(changed)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        why = (f"the program's weights share the model's memory, so {result}" if any(changed.values())
+               else "the program no longer matches the model it was verified against")
+        raise OnnxportError(
+            f"cannot {doing}: {shown} changed in place after export (a training step, load_state_dict, a write "
+            f"under torch.no_grad(), ...); {why}",
+            fix="export the model again after changing it and use that program; or save and run this one before "
+            "changing the model",
+        )
 
     # -- views -------------------------------------------------------------------------------------
 
     @property
     def model_proto(self) -> onnx.ModelProto:
-        """The model as an ``onnx.ModelProto`` (built once, on first access)."""
+        """The model as an ``onnx.ModelProto`` (built once, on first access; it copies the weights)."""
         if self._proto is None:
+            self._check_unchanged("build the ModelProto", "it would hold weights that were never verified")
             self._proto = ir.serde.serialize_model(self.model)
         return self._proto
 
@@ -162,10 +247,11 @@ class OnnxProgram:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the model in onnxruntime on torch tensors; returns the outputs in the model's structure."""
+        self._check_unchanged("run the program", _RUN_UNVERIFIED)
         flat = self.flatten_inputs(args, kwargs)
         self._check_inputs(flat)
         try:
-            outputs = self.run_flat(flat)
+            outputs = self._run(flat)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
             lines = str(exc).strip().splitlines()
             raise OnnxportError(
@@ -197,6 +283,10 @@ class OnnxProgram:
 
     def run_flat(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Run on the flat ONNX inputs; returns the flat ONNX outputs."""
+        self._check_unchanged("run the program", _RUN_UNVERIFIED)
+        return self._run(inputs)
+
+    def _run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         if self._runner is None:
             from onnxport.verify import OrtRunner
 
@@ -261,6 +351,7 @@ class OnnxProgram:
         was, and the next save removes what it left (see ``onnxport.saving``).
         """
         path = os.fspath(path)
+        self._check_unchanged(f"save to {path}", "the file would hold weights that were never verified")
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise InvalidInputError(f"cannot save to {path}: the folder {directory} does not exist", fix="create it first")

@@ -5,7 +5,8 @@ torch.export's failure on ``.data`` ("fake tensor in the exported program consta
 line. Running the non-strict capture again under ``DataWatcher``, a ``TorchFunctionMode`` that sees
 every ``.data`` get and set, gives the lines; nothing runs on real tensors, so neither the model nor the
 inputs change. ``state_writes`` finds, in the captured graph, in-place ops that write into a parameter
-or buffer through a view (``w = self.w.data; w.mul_(2)``), which the source rewrite cannot see.
+or buffer through a view (``w = self.w.data; w.mul_(2)``), which the source rewrite cannot see, or any
+write into one (``self.steps.add_(1)``), for the line to name when such a write is refused.
 """
 
 from __future__ import annotations
@@ -68,25 +69,64 @@ def _user_caller(frame: types.FrameType | None) -> SourceLocation | None:
     return SourceLocation(file, line, frame.f_code.co_name, linecache.getline(file, line).strip())
 
 
-def state_writes(ep: torch.export.ExportedProgram) -> list[tuple[str, SourceLocation | None]]:
-    """``(parameter or buffer, user line)`` for each in-place op of ``ep`` that writes into the model's state
-    through a detached view of it (what ``t.data`` becomes)."""
+def state_writes(
+    ep: torch.export.ExportedProgram, *, through_data: bool = True
+) -> list[tuple[str, SourceLocation | None]]:
+    """``(parameter or buffer, user line)`` for each in-place op of ``ep`` that writes into the model's state:
+    only through a detached view of it (what ``t.data`` becomes) when ``through_data``, else any such write,
+    directly or through a view, in the graph or in the subgraphs of its higher-order ops (``torch.no_grad()``
+    blocks, ``torch.cond`` branches)."""
     kinds = (torch.export.graph_signature.InputKind.PARAMETER, torch.export.graph_signature.InputKind.BUFFER)
     state = {spec.arg.name: spec.target for spec in ep.graph_signature.input_specs if spec.kind in kinds}
-    found = []
-    for node in ep.graph.nodes:
+    roots = {n: (state[n.name], False) for n in ep.graph.nodes if n.op == "placeholder" and n.name in state}
+    found: list[tuple[str, SourceLocation | None, bool]] = []
+    _find_writes(ep.graph_module, roots, found)
+    return [(target, where) for target, where, detached in found if detached or not through_data]
+
+
+def _find_writes(
+    gm: torch.fx.GraphModule, roots: dict[torch.fx.Node, tuple[str, bool]],
+    found: list[tuple[str, SourceLocation | None, bool]],
+) -> None:
+    """Append ``(state name, user line, whether through a detached view)`` for each write of ``gm`` into one
+    of ``roots`` (the nodes holding the model's state, with whether they are detached already)."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
         target = node.target
-        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or not node.args:
+        if isinstance(target, torch._ops.OpOverload):
+            for i, arg in enumerate(target._schema.arguments):
+                if arg.alias_info is None or not arg.alias_info.is_write:
+                    continue
+                written = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+                hit = _state_of(written, roots)
+                if hit is not None:
+                    found.append((hit[0], location_from_stack_trace(node.meta.get("stack_trace")), hit[1]))
             continue
-        if not target._schema.is_mutable:
+        # A higher-order op: its subgraphs take the operands that follow them, in order.
+        subgraphs = [i for i, a in enumerate(node.args) if isinstance(a, torch.fx.Node) and a.op == "get_attr"
+                     and isinstance(getattr(gm, a.target, None), torch.fx.GraphModule)]
+        if not subgraphs:
             continue
-        base, detached = node.args[0], False
-        while isinstance(base, torch.fx.Node) and base.op == "call_function" and _is_alias(base.target):
-            detached |= base.target is torch.ops.aten.detach.default  # what ``.data`` is read as
-            base = base.args[0]
-        if detached and isinstance(base, torch.fx.Node) and base.op == "placeholder" and base.name in state:
-            found.append((state[base.name], location_from_stack_trace(node.meta.get("stack_trace"))))
-    return found
+        operands = torch.utils._pytree.tree_leaves(list(node.args[subgraphs[-1] + 1:]))
+        for i in subgraphs:
+            sub = getattr(gm, node.args[i].target)
+            placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+            inner = {p: hit for p, o in zip(placeholders, operands) if (hit := _state_of(o, roots)) is not None}
+            if inner:
+                _find_writes(sub, inner, found)
+
+
+def _state_of(value: Any, roots: dict[torch.fx.Node, tuple[str, bool]]) -> tuple[str, bool] | None:
+    """The state ``value`` is a view of (through ``detach``, ``select``, ...), and whether it is detached."""
+    detached = False
+    while isinstance(value, torch.fx.Node) and value.op == "call_function" and _is_alias(value.target):
+        detached |= value.target is torch.ops.aten.detach.default  # what ``.data`` is read as
+        value = value.args[0]
+    if not isinstance(value, torch.fx.Node) or value not in roots:
+        return None
+    name, root_detached = roots[value]
+    return name, detached or root_detached
 
 
 def _is_alias(target: Any) -> bool:

@@ -20,10 +20,17 @@ from onnxport.capture import rewrite_data, rewrite_loop
 from onnxport.capture._data_watch import reads_data
 from onnxport.capture.patch import ControlFlowRewriter
 from onnxport.capture.rewrite import RewriteRefused
-from onnxport.errors import CaptureError, InvalidInputError, SourceLocation, location_from_exception, user_frame_here
+from onnxport.errors import (
+    CaptureError,
+    InvalidInputError,
+    SourceLocation,
+    location_from_exception,
+    location_from_stack_trace,
+    user_frame_here,
+)
 from onnxport.report import Attempt, Report
 
-__all__ = ["Captured", "capture", "check_inputs", "is_data_dependent", "resolve_dynamic_shapes"]
+__all__ = ["Captured", "capture", "check_inputs", "is_data_dependent", "refuse_state_updates", "resolve_dynamic_shapes"]
 
 STRATEGIES = (("non-strict", False), ("strict", True))
 _TRAIN_SENSITIVE = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
@@ -421,6 +428,72 @@ def _refuse_state_writes(model: torch.nn.Module, ep: torch.export.ExportedProgra
         location=where,
         fix="compute a new tensor instead (w = self.w * 2) and use it, or make the change once, before export",
     )
+
+
+def refuse_state_updates(
+    model: torch.nn.Module, ep: torch.export.ExportedProgram, captured: torch.export.ExportedProgram
+) -> list[str]:
+    """Refuse a model whose forward updates its own buffers or parameters (``self.steps.add_(1)``,
+    ``self.total = self.total + x``): an ONNX model has no state, so it would read the value they had at
+    export at every call and drop the update. ``ep`` is the functionalized program (its signature lists the
+    updates; torch.export's training IR lists none before), ``captured`` the program as captured, whose
+    in-place ops give the user's lines.
+
+    BatchNorm's running statistics in training mode are let through (``_warn_training`` warns about the mode;
+    the outputs use the batch's statistics, not them): returns the names of those updated so.
+    """
+    signature = ep.graph_signature
+    buffers = list(dict.fromkeys(signature.buffers_to_mutate.values()))
+    updated = buffers + [p for p in dict.fromkeys(signature.parameters_to_mutate.values()) if p not in buffers]
+    allowed = [name for name in buffers if _train_statistic(model, name)]
+    refused = [name for name in updated if name not in allowed]
+    if not refused:
+        return allowed
+    sites: dict[str, SourceLocation] = {}
+    for name, where in _data_watch.state_writes(captured, through_data=False):
+        if where is not None:
+            sites.setdefault(name, where)
+    output = next(n for n in reversed(ep.graph.nodes) if n.op == "output")
+    for value, spec in zip(output.args[0], signature.output_specs):
+        where = location_from_stack_trace(value.meta.get("stack_trace")) if isinstance(value, torch.fx.Node) else None
+        if spec.target is not None and where is not None:
+            sites.setdefault(spec.target, where)  # the functional form of the write: ``self.total = ...``
+    groups: dict[tuple[str, int] | None, list[str]] = {}  # the names written on each line, in order
+    for name in refused:
+        where = sites.get(name)
+        groups.setdefault((where.file, where.line) if where else None, []).append(repr(name))
+    one_line = len(groups) == 1  # the location says where
+    if one_line:
+        shown = _listed(next(iter(groups.values())))
+    else:
+        shown = _listed([", ".join(names) + (f" (at {at[0]}:{at[1]})" if at else "") for at, names in groups.items()])
+    counts = collections.Counter("buffer" if name in buffers else "parameter" for name in refused)
+    what = "the " + " and ".join(f"{kind}{'s' if counts[kind] > 1 else ''}" for kind in ("buffer", "parameter")
+                                 if counts[kind])
+    raise CaptureError(
+        f"cannot export {type(model).__name__}: its forward updates {what} {shown}; an ONNX model has no state, "
+        "so it would read the value at export on every call and drop the update, where eager PyTorch keeps it "
+        "(the two part ways from the second call on)",
+        location=next((sites[name] for name in refused if name in sites), None),
+        fix="pass the state as an input and return its new value as an output (forward(self, x, steps) returning "
+        "(y, steps + 1)), and carry it from call to call yourself; or, if the update need not repeat, make it "
+        "once before export and leave it out of forward",
+    )
+
+
+def _train_statistic(model: torch.nn.Module, name: str) -> bool:
+    """Whether buffer ``name`` belongs to a module in training mode of a kind that updates its statistics
+    at every call (BatchNorm's running mean, variance and batch count)."""
+    prefix, _, attr = name.rpartition(".")
+    try:
+        module = model.get_submodule(prefix)
+    except AttributeError:
+        return False
+    return module.training and isinstance(module, _TRAIN_SENSITIVE) and attr in module._buffers
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _data_error(
