@@ -46,7 +46,7 @@ def test_example1_named_dims_with_bounds() -> None:
 
 def test_example1_example_outside_bounds_is_explained() -> None:
     too_small = Dim("inp1_dim1", min=11, max=18)
-    with pytest.raises(onnxport.CaptureError) as info:
+    with pytest.raises(onnxport.InvalidInputError) as info:  # before capture: the example is outside the Dim
         onnxport.export(DynamicShapesExample1(), (torch.randn(10, 10, 2),), dynamic_shapes={"x": {1: too_small}})
     assert "inp1_dim1" in info.value.fix and "min=10" in info.value.fix.replace(" ", "")
 

@@ -93,11 +93,16 @@ class CountingConv(ConvNet):
 
 
 def test_a_row_wise_program_checks_the_resized_batch_without_another_eager_run() -> None:
+    """At sizes torch.export captured (>= 2), the example's rows stand for an eager run; never at 1."""
     model = CountingConv().eval()
-    prog = onnxport.export(model, (torch.randn(2, 3, 8, 8),), dynamic_shapes=({0: Dim("batch")},))
+    prog = onnxport.export(model, (torch.randn(2, 3, 8, 8),), dynamic_shapes=({0: Dim("batch", min=2)},))
     verification = prog.report.verification
-    assert model.calls == [2] and verification.ok and prog.report.sizes_verified == ["batch=1"]
+    assert model.calls == [2] and verification.ok and prog.report.sizes_verified == ["batch=3"]
     assert "eager outputs: the example's, rows resized" in verification.runs[1]
+    model.calls.clear()
+    prog = onnxport.export(model, (torch.randn(2, 3, 8, 8),), dynamic_shapes=({0: Dim("batch")},))
+    assert model.calls == [2, 1] and prog.report.sizes_verified == ["batch=1"]  # eager PyTorch decides size 1
+    assert "rows resized" not in prog.report.verification.runs[1]
     x = torch.randn(3, 3, 8, 8)
     torch.testing.assert_close(prog(x), model(x).detach(), atol=1e-5, rtol=1e-4)
 

@@ -3,12 +3,13 @@
 from onnxport.verify.branches import BranchCoverage, explore_branches
 from onnxport.verify.budget import DEFAULT_BUDGET, Budget, check_budget
 from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
-from onnxport.verify.run import Checker, eager_outputs, verification_optimization
+from onnxport.verify.child import Crashed, SessionProcess
+from onnxport.verify.run import Checker, eager_outputs, session_level
 from onnxport.verify.session import OrtRunner
 from onnxport.verify.stage import verify_export
 
 __all__ = [
-    "DEFAULT_BUDGET", "BranchCoverage", "Budget", "Checker", "OrtRunner", "OutputCheck", "Verification",
-    "check_budget", "compare", "eager_outputs", "explore_branches", "tolerance", "verification_optimization",
-    "verify_export",
+    "DEFAULT_BUDGET", "BranchCoverage", "Budget", "Checker", "Crashed", "OrtRunner", "OutputCheck",
+    "SessionProcess", "Verification", "check_budget", "compare", "eager_outputs", "explore_branches",
+    "session_level", "tolerance", "verify_export",
 ]

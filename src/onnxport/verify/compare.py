@@ -57,7 +57,8 @@ class Verification:
     out for the time budget; ``seconds`` what verification took and ``export_seconds`` the export before
     it; ``budget`` the ratio the made-up sets ran under (None for none) and ``budget_seconds`` what it
     gave them; ``time_split`` where the time went (session, eager, onnxruntime, comparison);
-    ``optimization`` the onnxruntime graph optimisation level of the one session all sets ran in.
+    ``optimization`` the onnxruntime graph optimisation level of the one session all sets ran in, and
+    ``isolated`` whether it ran in a child process.
     """
 
     label: str
@@ -71,6 +72,7 @@ class Verification:
     budget: float | None = None
     budget_seconds: float | None = None
     optimization: str = ""
+    isolated: bool = False  # the session ran in a child process
     time_split: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
@@ -84,10 +86,14 @@ class Verification:
     @property
     def cost(self) -> str:
         """``took 2.31 s, 1.52x the export before it (session 0.10 s, eager 1.20 s, ...); one session at
-        onnxruntime optimisation level 'none'; made-up input sets: up to 2x the export so far (6.1 s)``."""
+        onnxruntime optimisation level 'all' (onnxruntime's default) in a child process; made-up input sets: up to 2x the export so far (6.1 s)``."""
         ratio = f"{self.seconds / self.export_seconds:.2f}x" if self.export_seconds > 0 else "n/a"
         split = ", ".join(f"{k} {v:.2f} s" for k, v in self.time_split.items())
         level = f" at onnxruntime optimisation level {self.optimization!r}" if self.optimization else ""
+        if self.optimization == "all":
+            level += " (onnxruntime's default)"
+        if self.isolated:
+            level += " in a child process"
         if self.budget is None:
             budget = "no time budget"
         else:

@@ -1,19 +1,18 @@
 """Checking input sets: eager PyTorch once per set, all sets through one onnxruntime session.
 
-The session is built for verification alone (``prog(...)`` builds its own, fully optimised one when
-first called). It skips onnxruntime's graph optimisations unless the graph computes on its weights
-(a weight transposed before a MatMul, say), where constant folding saves redoing that work on every
-run; the extended fusions, layout changes, weight prepacking and spinning worker threads, which pay
-off over many runs and not over a few, are never applied (on ViT-B/16, onnxruntime's default level
-with prepacking took 0.5 s longer to load and saved less than that over two runs), and without graph
-optimisation the weights are fed as inputs, which onnxruntime does not copy (see ``session``). Should
-onnxruntime fail at that level, the set is run again at its default level, so the choice can never
-turn into a false alarm.
+The session is the model as it ships: onnxruntime's default settings (graph optimisation level
+``all``, weights prepacked), the session ``prog(...)`` and users build, in a child process (see
+``child``) so that an onnxruntime crash fails the verification instead of ending the user's process. It
+builds while eager PyTorch runs the example, and each set runs in it while eager PyTorch runs the same
+set here. Only where the weights could not be held twice in the memory free (onnxruntime copies them at
+that level) does the session run at level ``none`` with the weights fed in place, and the report says so.
+When onnxruntime fails at its default level, the example is tried at the lower levels so that the error
+can say whether the fault lies in onnxruntime's graph optimisations.
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
 import time
 import warnings
 from typing import Any
@@ -22,16 +21,15 @@ import onnx_ir as ir
 import torch
 from torch.utils import _pytree as pytree
 
-from onnxport.errors import VerificationError
+from onnxport.errors import InvalidInputError, VerificationError
 from onnxport.verify.budget import Budget
+from onnxport.verify.child import Crashed, SessionProcess
 from onnxport.verify.compare import OutputCheck, Verification, compare
-from onnxport.verify.session import OrtRunner
+from onnxport.verify.session import initializer_bytes
 
-__all__ = ["Checker", "eager_outputs", "verification_optimization"]
+__all__ = ["Checker", "eager_outputs", "session_level"]
 
 InputSet = tuple[tuple, dict[str, Any]]
-
-_FOLD_MIN_BYTES = 64 * 1024  # a constant computation worth folding once rather than redoing per run
 
 
 def eager_outputs(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> Any:
@@ -41,35 +39,33 @@ def eager_outputs(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -
         return model(*args_c, **kwargs_c)
 
 
-def verification_optimization(model: ir.Model) -> str:
-    """``"basic"`` (constant folding) when a node of the main graph computes only on constants of which
-    one is large, else ``"none"``."""
-    for node in model.graph:
-        if node.op_type == "Constant" or not node.inputs:
-            continue
-        inputs = [v for v in node.inputs if v is not None]
-        if inputs and all(_is_constant(v) for v in inputs) and any(_nbytes(v) >= _FOLD_MIN_BYTES for v in inputs):
-            return "basic"
-    return "none"
+def session_level(model: ir.Model, available: int | None = None) -> str:
+    """``"all"`` (onnxruntime's default), or ``"none"`` where a copy of the weights would not fit in the
+    memory free (``available`` bytes; read from the system when None)."""
+    if available is None:
+        available = _available_memory()
+    return "all" if available is None or 2 * initializer_bytes(model) < available else "none"
 
 
-def _is_constant(value: ir.Value) -> bool:
-    producer = value.producer()
-    return value.is_initializer() or (producer is not None and producer.op_type == "Constant")
-
-
-def _nbytes(value: ir.Value) -> int:
-    if value.const_value is not None:
-        return value.const_value.nbytes
-    producer = value.producer()
-    attr = producer.attributes.get("value") if producer is not None else None
-    return attr.value.nbytes if attr is not None and hasattr(attr.value, "nbytes") else 0
+def _available_memory() -> int | None:
+    """Bytes of memory free for new work (Linux's MemAvailable, else the free pages), or None."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 class Checker:
     """Checks input sets one at a time against eager PyTorch and keeps, per output, the worst error.
 
-    The first set checked (the example) builds the session and sets the unit that the cost of the
+    The first set checked (the example) starts the session and sets the unit that the cost of the
     others is predicted from; generated sets (``generated=True``) are skipped when the ``budget``
     cannot afford them or when eager PyTorch itself refuses them (a size the model cannot take).
     """
@@ -82,11 +78,14 @@ class Checker:
         self.result = Verification(label, [], budget=budget.ratio, export_seconds=budget.export_seconds)
         program.report.verification = self.result
         self.eager_runs = 0
-        self.difference = ""  # the worst output of the last tentative set that did not match
         self.reference: Any = None  # the example's eager outputs
-        self.session_seconds = 0.0  # building the onnxruntime session (not part of any one set's cost)
+        self.failing: tuple[list[torch.Tensor], Any] | None = None  # the first set onnxruntime failed on, expected
+        self.session_seconds = 0.0  # building the onnxruntime session (in the child, while eager PyTorch runs)
+        self.crash: Crashed | None = None  # what ended the session, if onnxruntime crashed
+        self.failure = ""  # the first onnxruntime error (or crash) on a set, for the diagnosis
+        self.lower_levels: dict[str, str] = {}  # after a failure at level all: the example at lower levels
         self._split = dict.fromkeys(("eager", "onnxruntime", "comparison"), 0.0)
-        self._runner: OrtRunner | None = None
+        self._session: SessionProcess | None = None
         self._unit: tuple[float, float, int] | None = None  # eager s, onnxruntime s, input elements
 
     @property
@@ -102,103 +101,138 @@ class Checker:
         eager_s, ort_s, elements = self._unit
         return (eager_s * eager + ort_s) * _elements(flat) / max(elements, 1)
 
-    def check(self, label: str, inputs: InputSet, *, generated: bool = False, tentative: bool = False,
-              derived: Any = None) -> str:
-        """Check one set: ``"checked"``, or why not: ``"over budget"``, ``"refused"`` (eager PyTorch
-        refuses a generated set) or ``"unrunnable"`` (onnxruntime has no kernel for the model here).
-        A ``tentative`` set (a size outside what torch.export guarantees) that does not match is
-        ``"differs"``: listed with its worst output, kept out of the result. ``derived`` outputs (the
-        example's rows, see ``rows``) stand in for an eager run; should they not match, eager PyTorch
-        runs and decides."""
+    def check(self, label: str, inputs: InputSet, *, generated: bool = False, derived: Any = None) -> str:
+        """Check one set: ``"checked"`` (it matches), ``"mismatch"`` (it does not: the result fails), or
+        why it was not checked: ``"over budget"``, ``"refused"`` (eager PyTorch refuses a generated set),
+        ``"unrunnable"`` (onnxruntime has no kernel for the model here) or ``"crashed"`` (onnxruntime
+        crashed on an earlier set: nothing more can run). ``derived`` outputs (the example's rows, see ``rows``) stand in for an eager run; should they
+        not match, eager PyTorch runs and decides."""
         args, kwargs = inputs
         flat = self.program.flatten_inputs(args, kwargs)
         described = f"{label}: " + ", ".join(f"{n}={_describe(t)}" for n, t in zip(self.program.input_names, flat))
+        if self.crash is not None:
+            self.result.runs.append(f"{described} (not run: onnxruntime crashed on an earlier set)")
+            return "crashed"
         predicted = self.predicted(flat, eager=derived is None)
         if generated and not self.budget.allows(predicted):
             self.result.runs.append(f"{described} (skipped: over the time budget, about {predicted:.2f} s more)")
             self.result.over_budget.append(label)
             return "over budget"
-        if self._runner is None:
-            # before eager PyTorch runs: its idle threads keep spinning for a while after it and slow down
-            # onnxruntime's load (on ViT-B/16, 1.4 s instead of 0.4 s); a failure is met again in _run
-            with contextlib.suppress(Exception):
-                self._build(verification_optimization(self.program.model))
+        tensors = [torch.as_tensor(t) for t in flat]
+        if self._session is None:
+            self._start_session()
+        self._session.submit(tensors)  # onnxruntime runs the set in the child while eager PyTorch runs here
         start = time.perf_counter()
         try:
-            if derived is None:
-                self.eager_runs += 1
-            expected = derived if derived is not None else eager_outputs(self.model, args, kwargs)
-        except Exception as exc:  # noqa: BLE001 - the model's own error on a made-up input
+            expected = derived if derived is not None else self._eager(args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - the model's own error
+            self._outputs()
             if not generated:
-                raise
+                raise _eager_fails(label, described, exc) from exc
             self.result.runs.append(f"{described} (skipped: eager PyTorch refuses it: {_first_line(exc)})")
             return "refused"
+        eager_s = time.perf_counter() - start
         if self.reference is None:
             self.reference = expected
-        eager_s = time.perf_counter() - start
-        start, session_s = time.perf_counter(), self.session_seconds
-        try:
-            actual = self._run(flat)
-        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
-            if "NOT_IMPLEMENTED" in str(exc) and self._unit is None:
-                # e.g. bfloat16 kernels missing on the CPU provider: valid ONNX, but unverifiable here
-                self.result.skipped = "onnxruntime cannot run it here: " + str(exc).split(":")[-1].strip()
-                return "unrunnable"
-            actual = exc
-        ort_s = time.perf_counter() - start - (self.session_seconds - session_s)
+        actual, ort_s = self._outputs()
+        if isinstance(actual, Exception) and "NOT_IMPLEMENTED" in str(actual) and self._unit is None:
+            # e.g. bfloat16 kernels missing on the CPU provider: valid ONNX, but unverifiable here
+            self.result.skipped = "onnxruntime cannot run it here: " + str(actual).split(":")[-1].strip()
+            return "unrunnable"
         if self._unit is None:
             self._unit = (eager_s, ort_s, _elements(flat))
         self._split["eager"] += eager_s
         self._split["onnxruntime"] += ort_s
+        if isinstance(actual, Exception) and self.failing is None and derived is None:
+            self.failing = (tensors, expected)
+        checks = self._compare(described, expected, actual)
+        if derived is not None and not all(c.ok for c in checks) and not isinstance(actual, Exception):
+            start = time.perf_counter()
+            expected = self._eager(args, kwargs)  # the rows were not what the model computes: eager decides
+            self._split["eager"] += time.perf_counter() - start
+            checks = self._compare(described, expected, actual)
+        elif derived is not None:
+            described += " (eager outputs: the example's, rows resized: the captured program keeps rows apart)"
+        outputs = self.result.outputs
+        self.result.outputs = checks if not outputs else [_worst(a, b) for a, b in zip(outputs, checks)]
+        if all(c.ok for c in checks):
+            self.result.runs.append(described)
+            return "checked"
+        worst = next(c for c in checks if not c.ok)
+        self.result.runs.append(f"{described} (differs from eager PyTorch: {str(worst).strip()})")
+        return "mismatch"
+
+    def _eager(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+        self.eager_runs += 1
+        return eager_outputs(self.model, args, kwargs)
+
+    def _start_session(self) -> None:
+        level = session_level(self.program.model)
+        self.result.optimization = level
+        self._session = SessionProcess(self.program.model, optimization=level, weights_as_inputs=level == "none")
+        self.result.isolated = self._session.isolated
+
+    def _outputs(self) -> tuple[Any, float]:
+        """The submitted set's outputs (or onnxruntime's exception) and the seconds onnxruntime ran it."""
+        assert self._session is not None
+        try:
+            actual: Any = self._session.result()
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+            actual = exc
+            self.failure = self.failure or _first_line(exc)
+            if isinstance(exc, Crashed):
+                self.crash = exc
+        self.session_seconds = self._session.build_seconds
+        return actual, self._session.run_seconds
+
+    def _compare(self, described: str, expected: Any, actual: Any) -> list[OutputCheck]:
         start = time.perf_counter()
         names = self.program.output_names
         if isinstance(actual, Exception):
-            problem = f"onnxruntime failed on {described}: {_first_line(actual)}"
+            what = "crashed" if isinstance(actual, Crashed) else "failed"
+            problem = f"onnxruntime {what} on {described}: {_first_line(actual)}"
             checks = [OutputCheck(name, "", (), 0, 0, 0, 0, False, problem) for name in names]
         else:
             checks = compare(names, self.program.onnx_leaves(expected), actual, random=self.program.random_outputs,
                              float64_as_float32=bool(self.program.float64_as_float32))
         self._split["comparison"] += time.perf_counter() - start
-        if derived is not None:
-            if not all(c.ok for c in checks):
-                return self.check(label, inputs, generated=generated, tentative=tentative)
-            described += " (eager outputs: the example's, rows resized: the captured program keeps rows apart)"
-        if tentative and not all(c.ok for c in checks):
-            worst = next(c for c in checks if not c.ok)
-            self.difference = f"{worst.name}: {worst.problem}"
-            self.result.runs.append(f"{described} (differs from eager PyTorch: {self.difference})")
-            return "differs"
-        outputs = self.result.outputs
-        self.result.outputs = checks if not outputs else [_worst(a, b) for a, b in zip(outputs, checks)]
-        self.result.runs.append(described)
-        return "checked"
+        return checks
 
-    def _run(self, flat: list[Any]) -> list[torch.Tensor]:
-        tensors = [torch.as_tensor(t) for t in flat]
-        try:
-            if self._runner is None:
-                self._build(verification_optimization(self.program.model))
-            return self._runner.run(tensors)
-        except Exception:
-            if self.result.optimization == "all":
-                raise
-        # onnxruntime's own default level decides whether this is the model's fault
-        self._build("all")
-        return self._runner.run(tensors)
+    @property
+    def onnxruntime_fault(self) -> bool:
+        """Whether onnxruntime failed at its default level on a set that a lower level runs right."""
+        return "matches" in self.lower_levels.values()
 
-    def _build(self, optimization: str) -> None:
-        start = time.perf_counter()
-        self.result.optimization = optimization
-        try:
-            self._runner = OrtRunner(self.program.model, optimization=optimization, prepack=optimization == "all",
-                                     spinning=False, weights_as_inputs=optimization == "none")
-        finally:
-            self.session_seconds += time.perf_counter() - start
+    def _diagnose_levels(self) -> None:
+        """After onnxruntime failed or crashed at its default level: whether the set it failed on runs
+        and matches at the lower levels (in child processes of their own)."""
+        if self.result.optimization != "all" or self.failing is None:
+            return
+        inputs, expected = self.failing
+        names = self.program.output_names
+        for level in ("basic", "none"):
+            session = SessionProcess(self.program.model, optimization=level, weights_as_inputs=level == "none")
+            try:
+                session.submit(inputs)
+                actual = session.result()
+            except Exception as exc:  # noqa: BLE001
+                self.lower_levels[level] = f"fails too ({_first_line(exc)})"
+                continue
+            finally:
+                session.close()
+            checks = compare(names, self.program.onnx_leaves(expected), actual,
+                             random=self.program.random_outputs,
+                             float64_as_float32=bool(self.program.float64_as_float32))
+            self.lower_levels[level] = "matches" if all(c.ok for c in checks) else "differs"
+            if self.lower_levels[level] == "matches":
+                break
 
     def finish(self, *, raise_on_mismatch: bool = True) -> Verification:
         """Close the result: its time, and a warning, or ``VerificationError``, when it failed."""
         result, report = self.result, self.program.report
-        self._runner = None  # the session and its hold on the weights end with verification
+        self.close()
+        if self.failure and not result.ok:
+            self._diagnose_levels()
         result.seconds = self.budget.seconds
         result.time_split = {"session": self.session_seconds, **self._split}
         result.budget_seconds = self.budget.limit
@@ -210,15 +244,47 @@ class Checker:
                 raise VerificationError(
                     "the ONNX model does not match eager PyTorch:\n" + str(result),
                     verification=result,
-                    fix="pass verify_mode='warn' to keep the model anyway, and report the model to onnxport",
+                    fix=self._fix(),
                 )
             warnings.warn(f"onnxport: the ONNX model does not match eager PyTorch\n{result}", stacklevel=4)
             report.warn("verification failed: " + "; ".join(o.name for o in result.outputs if not o.ok))
         return result
 
+    def close(self) -> None:
+        """End the session: the child process and its copy of the weights end with verification."""
+        if self._session is not None:
+            self._session.close()
+
+    def _fix(self) -> str:
+        keep = "pass verify_mode='warn' to keep the model anyway"
+        if not self.failure:
+            return f"{keep}, and report the model to onnxport"
+        import onnxruntime
+
+        what = "crashes" if self.crash is not None else "fails on"
+        release = f"onnxruntime {onnxruntime.__version__}"
+        fine = next((level for level, outcome in self.lower_levels.items() if outcome == "matches"), None)
+        if fine is not None:
+            constant = {"basic": "ORT_ENABLE_BASIC", "none": "ORT_DISABLE_ALL"}[fine]
+            return (f"{release} {what} this model at its default graph optimisation level ('all') and runs it right "
+                    f"at level {fine!r}: a fault in onnxruntime's graph optimisations, which every user's session "
+                    f"meets; report the model to onnxport (which can avoid the form that triggers it), or {keep} "
+                    f"and run it with SessionOptions.graph_optimization_level = GraphOptimizationLevel.{constant}")
+        return f"{release} {what} this model at every optimisation level; {keep}, and report the model to onnxport"
+
 
 def _elements(flat: list[Any]) -> int:
     return sum(t.numel() for t in flat if isinstance(t, torch.Tensor))
+
+
+def _eager_fails(label: str, described: str, exc: BaseException) -> InvalidInputError:
+    """Eager PyTorch failing on the user's own inputs: inputs the model does not take."""
+    where = "the example" if label == "example" else label
+    return InvalidInputError(
+        f"eager PyTorch fails on {where} ({described.partition(': ')[2]}): {_first_line(exc)}",
+        fix="pass inputs the model runs on as they are (dtypes and shapes it takes: call model(*args, **kwargs) "
+        "to see the failure in your code)" + ("" if label == "example" else "; or leave that set out of verify_inputs"),
+    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -19,11 +19,10 @@ with a few fallback sizes in case eager PyTorch refuses the first. A group that 
 
 Below 2 lies what torch.export does not guarantee: it traces dynamic dims as >= 2, setting sizes 0
 and 1 apart, so a model that treats size 1 apart (a ``squeeze()``, an ``if x.shape[0] == 1``) is
-captured without that path. For an example size of 2 the next size up would be 3, one and a half
-times the example's cost; where the user's spec allows 1 (a ``Dim``'s default ``min`` is 0) and every
-recorded range holds, size 1 comes first instead, marked ``below_range``: half the example's cost,
-and the size most deployments run. The stage treats a difference there as a note about the model,
-not a failure of the export, and goes on to the next size.
+captured without that path. Yet size 1 is the size most deployments run. So where the user's spec
+allows 1 (a ``Dim``'s default ``min`` is 0) and every recorded range holds, size 1 comes first,
+whatever the example's size, marked ``below_range``: eager PyTorch always decides it, and a
+difference there fails the export (see ``stage``).
 """
 
 from __future__ import annotations
@@ -174,7 +173,8 @@ def sizes_by_group(
     tries: int = 3,
 ) -> list[GroupSizes]:
     """Per group of symbols that needs one, up to ``tries`` candidate input sets in which that group
-    alone takes another size (nearest first, below the example's first), the rest the example's.
+    alone takes another size (1 where the spec allows it, then nearest first, below the example's
+    first), the rest the example's.
 
     A group needs none when one of the ``given`` input sets (flat leaves, like the example) already
     has it at another size, or when its recorded range allows no other size.
@@ -191,7 +191,7 @@ def sizes_by_group(
         candidates.group, candidates.symbols = dims.name(group), list(group)
         candidates.descriptions, candidates.sizes, candidates.below_range = [], [], []
         one = {**dims.example, **dict.fromkeys(group, 1)}
-        if start == 2 and all(declared.get(str(s), 2) <= 1 for s in group) and _fits(ep, one, declared=group):
+        if start >= 2 and all(declared.get(str(s), 2) <= 1 for s in group) and _fits(ep, one, declared=group):
             candidates.add(dims.resized(one), 1, below_range=True)
         for offset in _NEAREST:
             value = _pick(start, dims.bounds(group), offset)

@@ -2,17 +2,20 @@
 
 1. The given sets: the example (always, whatever the budget) and the user's ``verify_inputs``.
 2. Where dims are dynamic: per group of dims that move together and that no given set already shows
-   at another size, one set in which that group alone takes another size (see ``sizes``); should
-   eager PyTorch refuse that size, the next one is tried, up to three.
+   at another size, one set in which that group alone takes another size (see ``sizes``): size 1 first
+   where the user's spec allows it, since torch.export captures dynamic dims for sizes >= 2 only and
+   a model may treat size 1 apart; a difference there fails the export, saying how to narrow the dim.
+   Should eager PyTorch refuse a size, the next one is tried, up to three.
 3. Where onnxport rewrote ``if``s into ``torch.cond``: variants of the example that take a branch the
    given sets do not (see ``branches``); the search itself stops when the budget runs out.
 
-Every set goes through one onnxruntime session (see ``run``) and eager PyTorch once, except a set of
-type 2 where the captured program keeps the group's rows apart (see ``rows``): its expected outputs are
-the example's eager outputs with their rows resized as the inputs were, and eager PyTorch runs only
-should they not match. Sets 2 and 3 are made up: each runs only if its predicted cost fits the budget,
-``budget`` times the export so far when the first of them is considered (see ``budget``); those left
-out are listed in the report and warned about, with what verification took.
+Every set goes through one onnxruntime session at its default settings (see ``run``) and eager
+PyTorch once, except a set of type 2 at a size torch.export captured where the captured program keeps
+the group's rows apart (see ``rows``): its expected outputs are the example's eager outputs with their
+rows resized as the inputs were, and eager PyTorch runs only should they not match. Sets 2 and 3 are
+made up: each runs only if its predicted cost fits the budget, ``budget`` times the export so far when
+the first of them is considered (see ``budget``); those left out are listed in the report and warned
+about, with what verification took.
 """
 
 from __future__ import annotations
@@ -51,11 +54,19 @@ def verify_export(
     """Check ``program`` against ``model`` on the ``given`` input sets (the example first), plus inputs
     that take the other branches of rewritten ifs, plus inputs at other sizes the dynamic dims allow."""
     checker = Checker(program, model, Budget(budget, export_seconds=program.report.total_seconds))
+    try:
+        return _verify(checker, program, model, given, captured, input_names, raise_on_mismatch)
+    finally:
+        checker.close()
+
+
+def _verify(checker: Checker, program: Any, model: Any, given: list[InputSet], captured: Captured, input_names: Any,
+            raise_on_mismatch: bool) -> Verification:
     labels = ["example"] + [f"verify_inputs[{i}]" for i in range(len(given) - 1)]
     for label, inputs in zip(labels, given):
         if checker.check(label, inputs) == "unrunnable":
             return checker.finish()
-    tried, verified = _check_other_sizes(checker, captured, given, input_names)
+    tried, verified, size_one = _check_other_sizes(checker, captured, given, input_names)
     program.report.sizes_verified = verified
     if captured.rewriter is not None:  # after the sizes: its search is open-ended, theirs is not
         explored, checker.result.branches = explore_branches(
@@ -67,49 +78,72 @@ def verify_export(
     try:
         result = checker.finish(raise_on_mismatch=raise_on_mismatch)
     except VerificationError as exc:
-        if not captured.size_oblivious:
+        fix = _size_one_fix(size_one) if size_one else _size_oblivious_fix(captured) if captured.size_oblivious else None
+        if fix is None or checker.onnxruntime_fault:  # said as such (see Checker)
             raise
-        dims = ", ".join(captured.size_oblivious)
-        raise VerificationError(
-            exc.message,
-            verification=exc.verification,
-            fix=f"{dims} had size 0 or 1 in the example, so onnxport captured the general case for every size; "
-            "if the model branches on that size being 1 (e.g. `if x.shape[0] == 1`), export with an example "
-            f"of size >= 2 there, or keep {dims} static",
-        ) from None
+        raise VerificationError(exc.message, verification=exc.verification, fix=fix) from None
     _note_refused_sizes(tried, verified, result, program.report)
     return result
 
 
+def _size_oblivious_fix(captured: Captured) -> str:
+    dims = ", ".join(captured.size_oblivious)
+    return (f"{dims} had size 0 or 1 in the example, so onnxport captured the general case for every size; "
+            "if the model branches on that size being 1 (e.g. `if x.shape[0] == 1`), export with an example "
+            f"of size >= 2 there, or keep {dims} static")
+
+
+def _size_one_fix(size_one: SizeOne) -> str:
+    """Size 1 differs (the model's own size-1 path, which torch.export does not capture)."""
+    elsewhere = f" and matches it at {size_one.matched}" if size_one.matched else ""
+    return (
+        f"at {size_one.description} the ONNX model differs from eager PyTorch{elsewhere}: torch.export captures "
+        f"dynamic dims for sizes >= 2, and the model treats size 1 apart (a `squeeze()`, an `if x.shape[0] == 1`); "
+        f"declare {size_one.group} from 2 (e.g. Dim('{size_one.group}', min=2)) to export a model for sizes >= 2, "
+        "remove the size-1 path from the model (squeeze(dim) for the dims meant), or keep that dim static"
+    )
+
+
+class SizeOne:
+    """A group of dims at which size 1 did not match eager PyTorch: ``description`` (``batch=1``), the
+    group's name, and the other size that matched, if one did."""
+
+    def __init__(self, description: str, group: str):
+        self.description, self.group, self.matched = description, group, ""
+
+
 def _check_other_sizes(
     checker: Checker, captured: Captured, given: list[InputSet], input_names: Any
-) -> tuple[list[str], list[str]]:
-    """Check one set per group of dynamic dims that needs one; the sizes tried, and those verified."""
+) -> tuple[list[str], list[str], SizeOne | None]:
+    """Check one set per group of dynamic dims that needs one, size 1 first where it is allowed (eager
+    PyTorch decides it); the sizes tried, those verified, and the first group that differed at size 1."""
     if not captured.specs:
-        return [], []
+        return [], [], None
     leaves, spec = pytree.tree_flatten(given[0])
     groups = sizes_by_group(captured.program, leaves, captured.specs, input_names=input_names,
                             given=[pytree.tree_leaves(inputs) for inputs in given[1:]])
-    tried, verified = [], []
+    tried, verified, size_one = [], [], None
     for candidates in groups:
-        differs = ""  # size 1 (below torch.export's range) did not match
         axes = row_axes(captured.program, candidates.symbols) if checker.reference is not None else None
+        differs = None
         for sample, description, below, size in zip(candidates, candidates.descriptions, candidates.below_range,
                                                      candidates.sizes):
             tried.append(description)
-            derived = _rows_resized(checker.reference, axes, size)
+            # size 1 lies outside what torch.export captured: the captured program's rows do not stand for it
+            derived = None if below else _rows_resized(checker.reference, axes, size)
             outcome = checker.check(f"example resized to {description}", pytree.tree_unflatten(sample, spec),
-                                    generated=True, tentative=below, derived=derived)
-            if outcome == "differs":
-                differs = f"{description} ({checker.difference})"
-                continue
+                                    generated=True, derived=derived)
             if outcome == "checked":
                 verified.append(description)
-                if differs and checker.result.ok:
-                    _note_differs_below_range(differs, description, checker.program.report)
-            if outcome != "refused":
+                if differs is not None:
+                    differs.matched = description
+            if below and outcome == "mismatch":
+                differs = SizeOne(description, candidates.group)
+                size_one = size_one or differs
+                continue  # another size says whether the difference is size 1's alone
+            if outcome not in ("refused", "unrunnable"):
                 break
-    return tried, verified
+    return tried, verified, size_one
 
 
 def _rows_resized(reference: Any, axes: list[int | None] | None, size: int) -> Any:
@@ -124,19 +158,6 @@ def _rows_resized(reference: Any, axes: list[int | None] | None, size: int) -> A
     resized = [resize_keeping_ends(leaf, axis, size) if axis is not None and isinstance(leaf, torch.Tensor) else leaf
                for leaf, axis in zip(leaves, axes)]
     return pytree.tree_unflatten(resized, spec)
-
-
-def _note_differs_below_range(differs: str, verified: str, report: Any) -> None:
-    """Size 1 lies outside torch.export's range; where another size matched, a difference at 1 is the
-    model's own size-1 path, which the capture left out: a note, not a failed export."""
-    message = (
-        f"at {differs} the ONNX model differs from eager PyTorch, and matches it at {verified}: torch.export "
-        "captures dynamic dims for sizes >= 2, and the model treats size 1 apart (a `squeeze()`, an "
-        "`if x.shape[0] == 1`); feed the ONNX model sizes >= 2 there, or export with an example of size 1 "
-        "to capture that path"
-    )
-    report.warn(message)
-    warnings.warn(f"onnxport: {message}", stacklevel=5)
 
 
 def _note_budget(result: Verification, report: Any) -> None:

@@ -358,13 +358,17 @@ def _pad(ctx: Ctx, x: ir.Value, pad: Sequence[Size], mode: str, value: Any = Non
         return _edge_pad_by_gather(ctx, x, pad)
     r = rank(x)
     k = len(pad) // 2
-    # torch lists (begin, end) pairs from the last dim backwards
-    begins, ends = list(pad[0::2]), list(pad[1::2])
-    pad_axes = axes(ctx, [r - 1 - i for i in range(k)])
+    # torch lists (begin, end) pairs from the last dim backwards; ONNX takes them first dim first, for
+    # every dim: Pad with an `axes` input sends onnxruntime's transpose optimiser (its default level) out
+    # of bounds where a Transpose meets the Pad (reflect padding between two transposes, float64)
+    begins: list[Size] = [0] * r
+    ends: list[Size] = [0] * r
+    for i in range(k):
+        begins[r - 1 - i], ends[r - 1 - i] = pad[2 * i], pad[2 * i + 1]
     fill = None
     if mode == "constant":
         fill = ctx.as_value(0 if value is None else value, dtype=x.dtype)
-    return ctx.op.Pad(x, ctx.sizes(begins + ends), fill, pad_axes, mode=mode)
+    return ctx.op.Pad(x, ctx.sizes(begins + ends), fill, mode=mode)
 
 
 @aten(aten_.constant_pad_nd.default)

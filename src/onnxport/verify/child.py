@@ -1,0 +1,229 @@
+"""Verification's onnxruntime session, in a child process that may crash without taking the user's along.
+
+Verification checks the model as it ships: in a session at onnxruntime's default settings (graph
+optimisation level ``all``, weights prepacked), the one ``prog(...)`` and every user's
+``InferenceSession`` build. At that level onnxruntime's fusions and kernels can do what its plain
+kernels do not, down to a segmentation fault (a bfloat16 ``RNN``; a float16 ``MultiheadAttention`` at
+another batch size), so the session lives in a process of its own, forked from this one: a crash there
+is a failed verification, and the user's process goes on. The fork shares the model's weights with
+this process (nothing is serialised or copied to start it) and builds its session while eager PyTorch
+runs here; each input set goes to it over a pipe, from a thread, so that eager PyTorch runs on the same
+set meanwhile.
+
+Where ``fork`` is missing (Windows; macOS, whose system libraries are not safe to fork) the session is
+built in this process instead, at the same level.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from onnxport.verify.session import OrtRunner
+
+__all__ = ["Crashed", "SessionProcess", "forking_available"]
+
+_BFLOAT16 = "bfloat16"
+
+
+class Crashed(RuntimeError):
+    """The child process died (``signal`` names what killed it) building the session or running a set."""
+
+    def __init__(self, stage: str, exitcode: int | None):
+        self.stage = stage
+        self.signal = _signal_name(exitcode)
+        super().__init__(f"onnxruntime crashed the process ({self.signal}) {stage}")
+
+
+def forking_available() -> bool:
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+class SessionProcess:
+    """One ``OrtRunner`` (see ``session``) at ``optimization``, in a forked child process (or here, where
+    forking is not available). ``submit`` sends a set of inputs and returns at once; ``result`` waits
+    for its outputs (torch tensors) or raises what onnxruntime raised, or ``Crashed``.
+    ``build_seconds`` is what the session took to build (known after the first result); ``started``
+    counts the sessions started in this process (tests use it)."""
+
+    started = 0
+
+    def __init__(self, model: ir.Model, *, optimization: str = "all", weights_as_inputs: bool = False):
+        self.optimization = optimization
+        self.build_seconds = 0.0
+        self.run_seconds = 0.0  # what onnxruntime took on the last set
+        self._options = {"optimization": optimization, "prepack": optimization == "all", "spinning": False,
+                         "weights_as_inputs": weights_as_inputs}
+        self._built = False
+        self._build_failure: BaseException | None = None  # the reply to every set when the build failed
+        self._pending: threading.Thread | None = None
+        self._reply: Any = None
+        self._local: OrtRunner | None = None
+        self._process = None
+        SessionProcess.started += 1
+        if not forking_available():
+            self._model = model
+            return
+        context = multiprocessing.get_context("fork")
+        self._conn, child_end = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child_end, model, self._options), daemon=True,
+                                        name="onnxport-verification")
+        self._process.start()
+        child_end.close()
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the session runs in a child process."""
+        return self._process is not None
+
+    def submit(self, inputs: list[torch.Tensor]) -> None:
+        if self._pending is not None:
+            raise RuntimeError("one set at a time: call result() first")
+        if self._process is None:
+            self._reply = self._run_here(inputs)
+            self._pending = threading.Thread()  # nothing to wait for
+            return
+        payload = [_to_wire(t) for t in inputs]
+        self._pending = threading.Thread(target=self._exchange, args=(payload,), daemon=True)
+        self._pending.start()
+
+    def result(self) -> list[torch.Tensor]:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            raise RuntimeError("no set submitted")
+        if pending.is_alive():
+            pending.join()
+        reply, self._reply = self._reply, None
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def close(self) -> None:
+        """End the child (it holds onnxruntime's copy of the weights)."""
+        if self._pending is not None:
+            self._pending.join()
+            self._pending = None
+        process, self._process = self._process, None
+        self._local = None
+        if process is None:
+            return
+        try:
+            self._conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self._conn.close()
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+    def __del__(self) -> None:
+        if getattr(self, "_process", None) is not None:
+            self.close()
+
+    # -- here ---------------------------------------------------------------------------------------
+
+    def _run_here(self, inputs: list[torch.Tensor]) -> Any:
+        try:
+            if self._local is None:
+                start = time.perf_counter()
+                self._local = OrtRunner(self._model, **self._options)
+                self.build_seconds = time.perf_counter() - start
+            start = time.perf_counter()
+            outputs = self._local.run(inputs)
+            self.run_seconds = time.perf_counter() - start
+            return outputs
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's own types, handed to result()
+            return exc
+
+    # -- over the pipe ------------------------------------------------------------------------------
+
+    def _exchange(self, payload: list[Any]) -> None:
+        try:
+            if not self._built:
+                kind, value = self._conn.recv()
+                self._built = True
+                if kind == "failed":
+                    self._build_failure = _RemoteError(value)
+                else:
+                    self.build_seconds = value
+            if self._build_failure is not None:
+                self._reply = self._build_failure
+                return
+            self._conn.send(payload)
+            kind, value, self.run_seconds = self._conn.recv()
+            self._reply = [_from_wire(v) for v in value] if kind == "ok" else _RemoteError(value)
+        except (EOFError, OSError, BrokenPipeError):
+            self._reply = self._crashed("building the session" if not self._built else "running the model")
+
+    def _crashed(self, stage: str) -> Crashed:
+        process = self._process
+        if process is not None:
+            process.join(timeout=5)
+        return Crashed(stage, process.exitcode if process is not None else None)
+
+
+class _RemoteError(RuntimeError):
+    """What onnxruntime raised in the child, as its text (its exception types do not cross the pipe)."""
+
+
+def _serve(conn: Any, model: ir.Model, options: dict[str, Any]) -> None:
+    """The child: build the session, say so, then run each set received until ``None``."""
+    start = time.perf_counter()
+    try:
+        runner = OrtRunner(model, **options)
+    except Exception as exc:  # noqa: BLE001 - sent to the parent as text
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("built", time.perf_counter() - start))
+    while True:
+        try:
+            payload = conn.recv()
+        except EOFError:
+            return
+        if payload is None:
+            return
+        start = time.perf_counter()
+        try:
+            outputs = [_to_wire(o) for o in runner.run([_from_wire(v) for v in payload])]
+            conn.send(("ok", outputs, time.perf_counter() - start))
+        except Exception as exc:  # noqa: BLE001
+            conn.send(("failed", f"{type(exc).__name__}: {exc}", time.perf_counter() - start))
+
+
+def _to_wire(t: Any) -> Any:
+    """A tensor as numpy (bfloat16 as its bits), so that no torch machinery crosses the pipe."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        return (_BFLOAT16, t.view(torch.uint16).numpy())
+    return t.numpy()
+
+
+def _from_wire(v: Any) -> Any:
+    if isinstance(v, tuple) and len(v) == 2 and v[0] == _BFLOAT16:
+        return torch.from_numpy(np.ascontiguousarray(v[1])).view(torch.bfloat16)
+    if isinstance(v, np.ndarray):
+        return torch.from_numpy(v)
+    return v
+
+
+def _signal_name(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "no exit code"
+    if exitcode < 0:
+        try:
+            return signal.Signals(-exitcode).name
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"
+

@@ -1,0 +1,127 @@
+"""Verification checks the model as it ships: onnxruntime's default level, in a child process that may
+crash without ending the caller's; a failure there fails the export, and says whether a lower level
+runs the model right."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+
+import onnxport
+from onnxport.verify import child
+from onnxport.verify.child import Crashed, SessionProcess
+from onnxport.verify.session import OrtRunner
+
+pytestmark = pytest.mark.skipif(not child.forking_available(), reason="the child process is forked")
+
+
+class _CrashesAtAll(OrtRunner):
+    """An onnxruntime whose default level kills its process, as a segfaulting fusion would."""
+
+    def run(self, inputs):
+        if self._level == "all":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return super().run(inputs)
+
+    def __init__(self, model, **kwargs):
+        self._level = kwargs.get("optimization", "all")
+        super().__init__(model, **kwargs)
+
+
+class _FailsAtAll(_CrashesAtAll):
+    def run(self, inputs):
+        if self._level == "all":
+            raise RuntimeError("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : a Gather out of bounds")
+        return OrtRunner.run(self, inputs)
+
+
+def test_an_onnxruntime_crash_fails_the_export_and_spares_the_process(monkeypatch) -> None:
+    monkeypatch.setattr(child, "OrtRunner", _CrashesAtAll)
+    model = torch.nn.Linear(4, 3).eval()
+    with pytest.raises(onnxport.VerificationError) as info:
+        onnxport.export(model, (torch.randn(2, 4),), dynamic_shapes=({0: Dim("batch")},))
+    verification = info.value.verification
+    assert not verification.ok and "crashed" in str(verification) and "SIGSEGV" in str(verification)
+    assert any("not run: onnxruntime crashed on an earlier set" in r for r in verification.runs)
+    fix = info.value.fix
+    assert "crashes this model at its default graph optimisation level" in fix
+    assert "runs it right at level 'basic'" in fix and "ORT_ENABLE_BASIC" in fix
+
+
+def test_an_onnxruntime_error_at_its_default_level_fails_the_export(monkeypatch) -> None:
+    """Before, verification ran at level none and passed such a model; users' sessions then failed."""
+    monkeypatch.setattr(child, "OrtRunner", _FailsAtAll)
+    with pytest.raises(onnxport.VerificationError) as info:
+        onnxport.export(torch.nn.Linear(4, 3).eval(), (torch.randn(2, 4),))
+    assert "a Gather out of bounds" in str(info.value.verification)
+    assert "fails on this model at its default graph optimisation level" in info.value.fix
+
+
+class ReflectBetweenTransposes(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.pad(x.transpose(1, 2), (1, 1), mode="reflect").transpose(1, 2).unsqueeze(1)
+        return F.scaled_dot_product_attention(y, y, y, is_causal=True)
+
+
+def test_pads_take_a_form_onnxruntimes_default_level_computes() -> None:
+    """A Pad with an ``axes`` input between transposes sent onnxruntime's transpose optimiser out of
+    bounds at its default level (a Gather error on the example); pads are spelled for every dim."""
+    x = torch.randn(2, 6, 4, dtype=torch.float64)
+    prog = onnxport.export(ReflectBetweenTransposes(), (x,), dynamic_shapes=({0: Dim("batch")},))
+    assert prog.report.verification.ok and prog.report.verification.optimization == "all"
+    pads = [n for n in prog.model.graph if n.op_type == "Pad"]
+    assert pads and all(len([v for v in n.inputs if v is not None]) <= 3 for n in pads)
+    torch.testing.assert_close(prog(x[:1]), ReflectBetweenTransposes()(x[:1]))
+
+
+def test_eager_failing_on_the_example_is_an_onnxport_error() -> None:
+    """An example the model cannot take (int32 for a float Linear) fails in eager PyTorch: said so."""
+    class IntoLinear(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x.float()) if x.dtype == torch.float64 else self.lin(x)
+
+    try:
+        onnxport.export(IntoLinear(), (torch.ones(2, 3, dtype=torch.int32),))
+    except onnxport.OnnxportError as exc:
+        assert exc.fix
+    else:
+        pytest.fail("an int32 example for a float Linear exported")
+
+
+def test_the_session_process_round_trips_bfloat16_and_reports_onnxruntime_errors() -> None:
+    prog = onnxport.export(torch.nn.Linear(4, 4).to(torch.bfloat16).eval(), (torch.randn(2, 4, dtype=torch.bfloat16),),
+                           verify=False)
+    session = SessionProcess(prog.model)
+    assert session.isolated
+    x = torch.randn(2, 4, dtype=torch.bfloat16)
+    session.submit([x])
+    out = session.result()
+    assert out[0].dtype == torch.bfloat16 and out[0].shape == (2, 4)
+    session.submit([torch.randn(2, 5, dtype=torch.bfloat16)])  # a wrong width: onnxruntime refuses it
+    with pytest.raises(RuntimeError, match="INVALID_ARGUMENT|Invalid|invalid"):
+        session.result()
+    session.submit([x])  # the session lives on after an error
+    torch.testing.assert_close(session.result()[0], out[0])
+    process = session._process
+    session.close()
+    assert not process.is_alive()
+
+
+def test_a_crashed_session_says_what_killed_it(monkeypatch) -> None:
+    monkeypatch.setattr(child, "OrtRunner", _CrashesAtAll)
+    prog = onnxport.export(torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),), verify=False)
+    session = SessionProcess(prog.model)
+    session.submit([torch.randn(2, 4)])
+    with pytest.raises(Crashed, match="SIGSEGV") as info:
+        session.result()
+    assert info.value.stage == "running the model"
+    session.close()
