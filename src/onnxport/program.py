@@ -31,7 +31,7 @@ from onnxport.verify.session import initializer_bytes
 __all__ = ["OnnxProgram"]
 
 _TWO_GB = 2**31
-_RUN_UNVERIFIED = "it would compute with weights that were never verified"
+_OTHER = "weights other than those it was exported and verified with"
 
 
 def _copy_fields(src: Any, dst: Any, *, skip: str) -> None:
@@ -192,7 +192,7 @@ class OnnxProgram:
     def model_proto(self) -> onnx.ModelProto:
         """The model as an ``onnx.ModelProto`` (built once, on first access; it copies the weights)."""
         if self._proto is None:
-            self._check_unchanged("build the ModelProto", "it would hold weights that were never verified")
+            self._check_unchanged("build the ModelProto", f"it would hold {_OTHER}")
             self._proto = ir.serde.serialize_model(self.model)
         return self._proto
 
@@ -247,7 +247,7 @@ class OnnxProgram:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the model in onnxruntime on torch tensors; returns the outputs in the model's structure."""
-        self._check_unchanged("run the program", _RUN_UNVERIFIED)
+        self._check_unchanged("run the program", f"it would compute with {_OTHER}")
         flat = self.flatten_inputs(args, kwargs)
         self._check_inputs(flat)
         try:
@@ -283,7 +283,7 @@ class OnnxProgram:
 
     def run_flat(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Run on the flat ONNX inputs; returns the flat ONNX outputs."""
-        self._check_unchanged("run the program", _RUN_UNVERIFIED)
+        self._check_unchanged("run the program", f"it would compute with {_OTHER}")
         return self._run(inputs)
 
     def _run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -351,7 +351,7 @@ class OnnxProgram:
         was, and the next save removes what it left (see ``onnxport.saving``).
         """
         path = os.fspath(path)
-        self._check_unchanged(f"save to {path}", "the file would hold weights that were never verified")
+        self._check_unchanged(f"save to {path}", f"the file would hold {_OTHER}")
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise InvalidInputError(f"cannot save to {path}: the folder {directory} does not exist", fix="create it first")
