@@ -16,7 +16,7 @@ from onnxport import optimize as _optimize
 from onnxport import translate as _translate
 from onnxport import verify as _verify
 from onnxport import weights as _weights
-from onnxport.arguments import check_arguments
+from onnxport.arguments import check_arguments, check_example
 from onnxport.capture.export import refuse_state_updates
 from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
@@ -131,6 +131,8 @@ def _export(
     dynamic_shapes = _capture.resolve_dynamic_shapes(
         model, args, kwargs, dynamic_shapes, dynamic_axes, input_names, output_names
     )
+    check_example(model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
+                  verify_inputs=verify_inputs)
     blocks = _blocks.BlockReuse(model, _block_translator(opset, forms, custom, custom_opsets)) if reuse_blocks else None
     try:
         with report.stage("capture") as stage:
