@@ -190,3 +190,23 @@ def test_both_dynamic_forms_is_an_error() -> None:
     with pytest.raises(onnxport.InvalidInputError, match="both dynamic_shapes and dynamic_axes"):
         onnxport.export(DynamicShapesExample1(), (torch.randn(4, 6, 2),), dynamic_shapes={"x": {0: Dim("b")}},
                         dynamic_axes={"x": [0]})
+
+
+def test_batch_one_capture_that_bounds_the_dim_is_said() -> None:
+    """An LSTM over a dynamic time dim captured from one step: torch.export bounded the dim to 1..2 and
+    gave a static output; onnxruntime fails at 2 (in float16 it crashed the process, before verification
+    ran in a child process); the error says what the capture did."""
+
+    class LastFeature(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = torch.nn.LSTM(1, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lstm(x[:, :, -1:])[0]
+
+    for dtype in (torch.float32, torch.float16):
+        model = LastFeature().to(dtype).eval()
+        with pytest.raises(onnxport.VerificationError) as info:
+            onnxport.export(model, (torch.randn(1, 2, 4, dtype=dtype),), dynamic_shapes={"x": {0: Dim.DYNAMIC}})
+        assert "bounded x.shape[0] (sizes 1 to 2)" in info.value.fix and "static" in info.value.fix

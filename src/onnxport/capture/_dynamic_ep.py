@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sympy
+from torch.utils._sympy.numbers import IntInfinity
 import torch
 from torch.export import Dim
 from torch.export.dynamic_shapes import _DerivedDim, _DimHint, _DimHintType, _StaticDim
@@ -183,6 +184,31 @@ def check_specialization(
             fix="use Dim.AUTO to let torch.export decide, or give those dims as ints",
         )
     return warnings
+
+
+def narrowed_dims(
+    ep: torch.export.ExportedProgram, specs: list[dict[int, Any]], input_names: Sequence[str] | None = None
+) -> list[str]:
+    """``x.shape[0] (sizes 1 to 2)`` for each dim asked dynamic, its own symbol, whose range torch.export
+    bounded above below what the spec allows (a ``Dim``'s ``max``, unbounded otherwise)."""
+    phs = _tensor_placeholders(ep)
+    onnx = list(input_names or [])[: len(phs)] + [n for n, _ in phs][len(input_names or []) :]
+    found = []
+    for i, (_, val) in enumerate(phs):
+        for k, size in enumerate(val.shape):
+            spec = (specs[i] if i < len(specs) else {}).get(k)
+            expr = _expr(size)
+            if _asked_dynamic(spec) is None or not isinstance(expr, sympy.Symbol):
+                continue
+            vr = ep.range_constraints.get(expr)
+            upper = getattr(vr, "upper", None)
+            # torch's int_oo: compared by type (its is_finite sends sympy into float arithmetic)
+            if upper is None or isinstance(upper, IntInfinity) or upper == sympy.oo:
+                continue
+            allowed = getattr(spec, "max", None) if _is_named(spec) else None
+            if not isinstance(allowed, int) or int(upper) < allowed:
+                found.append(f"{onnx[i]}.shape[{k}] (sizes {int(vr.lower)} to {int(upper)})")
+    return found
 
 
 # ---------------------------------------------------------------------------------------------

@@ -116,6 +116,7 @@ class Captured:
     specs: list[dict[int, Any]] = dataclasses.field(default_factory=list)
     dim_names: dict[str, str] = dataclasses.field(default_factory=dict)
     size_oblivious: list[str] = dataclasses.field(default_factory=list)  # dims captured so (example size 0/1)
+    narrowed: list[str] = dataclasses.field(default_factory=list)  # dims torch.export bounded above so
 
 
 def resolve_dynamic_shapes(
@@ -310,6 +311,8 @@ def _with_dims(
     for message in dynamic.check_specialization(ep, captured.specs, input_names):
         report.warn(message)
         warnings.warn(f"onnxport: {message}", stacklevel=4)
+    if captured.size_oblivious:  # what verification's error says, should the capture not hold at other sizes
+        captured.narrowed = dynamic.narrowed_dims(ep, captured.specs, input_names)
     captured.dim_names = dynamic.dim_names(ep, captured.specs, input_names)
     return captured
 

@@ -88,6 +88,11 @@ def _verify(checker: Checker, program: Any, model: Any, given: list[InputSet], c
 
 def _size_oblivious_fix(captured: Captured) -> str:
     dims = ", ".join(captured.size_oblivious)
+    if captured.narrowed:
+        return (f"{dims} had size 0 or 1 in the example, and capturing from it torch.export bounded "
+                f"{', '.join(captured.narrowed)}: the graph holds the example's size (a shape rule or the model "
+                "ties it to it); keep that dim static (its example size, or Dim.STATIC), or export with an "
+                "example of size >= 2 there to see what in the model fixes the size")
     return (f"{dims} had size 0 or 1 in the example, so onnxport captured the general case for every size; "
             "if the model branches on that size being 1 (e.g. `if x.shape[0] == 1`), export with an example "
             f"of size >= 2 there, or keep {dims} static")
