@@ -30,10 +30,15 @@ class Counting(torch.nn.Module):
         return self.lin(x).sum(1).sum(-1) + y.sum(-1)
 
 
-def _counting_export(**kwargs):
+def _counting_export(*, floor: bool = False, **kwargs):
+    """The Counting model with a dynamic batch and sequence (from 2 with ``floor``: no size-1 sets)."""
     model = Counting().eval()
     args = (torch.randn(2, 5, 4), torch.randn(2, 3))
-    shapes = ({0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, {0: Dim.DYNAMIC})
+    if floor:
+        batch, seq = Dim("batch", min=2), Dim("seq", min=2)
+        shapes = ({0: batch, 1: seq}, {0: batch})
+    else:
+        shapes = ({0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, {0: Dim.DYNAMIC})
     return model, onnxport.export(model, args, dynamic_shapes=shapes, **kwargs)
 
 
@@ -64,7 +69,7 @@ def test_a_given_set_at_another_size_makes_that_groups_set_unneeded() -> None:
 
 def test_budget_skips_generated_sets_never_the_example_and_says_so() -> None:
     with pytest.warns(UserWarning, match="time budget"):
-        model, prog = _counting_export(verify_budget=0)
+        model, prog = _counting_export(floor=True, verify_budget=0)
     verification = prog.report.verification
     assert model.calls == [((2, 5, 4), (2, 3))]  # the example alone
     assert verification.ok and verification.runs[0].startswith("example:")
@@ -72,6 +77,13 @@ def test_budget_skips_generated_sets_never_the_example_and_says_so() -> None:
     assert all("skipped: over the time budget" in r for r in verification.runs[1:])
     text = str(prog.report)
     assert "for its time budget (0x the export so far)" in text and "verify_budget=None" in text
+
+
+def test_size_one_is_checked_whatever_the_budget() -> None:
+    """Size 1, the size most deployments run and one torch.export did not capture, is never left out."""
+    model, prog = _counting_export(verify_budget=0)
+    assert model.calls == [((2, 5, 4), (2, 3)), ((1, 5, 4), (1, 3)), ((2, 1, 4), (2, 3))]
+    assert prog.report.sizes_verified == ["x_dim0=1", "x_dim1=1"] and not prog.report.verification.over_budget
 
 
 def test_no_budget_checks_everything() -> None:
@@ -105,9 +117,9 @@ class TimesRows(torch.nn.Module):
         return torch.ops.onnxport_verify_test.times_rows(x)
 
 
-def _export_rows(**kwargs):
+def _export_rows(rows=None, **kwargs):
     return onnxport.export(
-        TimesRows(), (torch.randn(2, 3),), dynamic_shapes={"x": {0: Dim("rows")}},
+        TimesRows(), (torch.randn(2, 3),), dynamic_shapes={"x": {0: rows or Dim("rows")}},
         custom_translations={"onnxport_verify_test::times_rows": _rows_baked_in}, **kwargs,
     )
 
@@ -122,10 +134,12 @@ def test_a_mismatch_at_another_size_is_still_caught() -> None:
 
 
 def test_the_budget_can_miss_it_and_the_report_says_what_was_not_checked() -> None:
+    with pytest.raises(onnxport.VerificationError, match="at rows=1"):  # size 1 runs whatever the budget
+        _export_rows(verify_budget=0)
     with pytest.warns(UserWarning, match="time budget") as record:
-        prog = _export_rows(verify_budget=0)
+        prog = _export_rows(Dim("rows", min=2), verify_budget=0)
     assert not [w for w in record if "does not match" in str(w.message)]
-    assert prog.report.verification.ok and prog.report.verification.over_budget == ["example resized to rows=1"]
+    assert prog.report.verification.ok and prog.report.verification.over_budget == ["example resized to rows=3"]
     assert any("time budget" in w for w in prog.report.warnings)
 
 

@@ -125,3 +125,35 @@ def test_a_crashed_session_says_what_killed_it(monkeypatch) -> None:
         session.result()
     assert info.value.stage == "running the model"
     session.close()
+
+
+class SoftmaxInBfloat16(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.glu(F.softmax(x, 1).float(), dim=-1)
+
+
+def test_an_output_computed_in_a_lower_precision_gets_that_precisions_tolerance() -> None:
+    """A float32 output computed through bfloat16 was held to float32's tolerance: a false alarm."""
+    from onnxport.verify.run import computed_precisions
+
+    x = torch.randn(2, 6, 12, dtype=torch.bfloat16)
+    prog = onnxport.export(SoftmaxInBfloat16(), (x,))
+    assert prog.report.verification.ok
+    assert set(computed_precisions(prog.model).values()) == {torch.bfloat16}
+    plain = onnxport.export(torch.nn.Linear(3, 2), (torch.randn(2, 3),), verify=False)
+    assert set(computed_precisions(plain.model).values()) == {torch.float32}
+
+
+class CentersAboveOne(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > 1:
+            x = x - x.mean(0, keepdim=True)
+        return x.relu()
+
+
+def test_a_capture_from_a_batch_of_one_is_checked_by_eager_at_other_sizes() -> None:
+    """Captured from size 1, the program holds that size's path; its rows must not stand for eager
+    PyTorch at 2, where the model centres over the batch."""
+    with pytest.raises(onnxport.VerificationError) as info:
+        onnxport.export(CentersAboveOne(), (torch.randn(1, 2),), dynamic_shapes={"x": {0: Dim.DYNAMIC}})
+    assert "rows resized" not in str(info.value.verification)

@@ -24,12 +24,13 @@ from torch.utils import _pytree as pytree
 from onnxport.errors import InvalidInputError, VerificationError
 from onnxport.verify.budget import Budget
 from onnxport.verify.child import Crashed, SessionProcess
-from onnxport.verify.compare import OutputCheck, Verification, compare
+from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
 from onnxport.verify.session import initializer_bytes
 
 __all__ = ["Checker", "eager_outputs", "session_level"]
 
 InputSet = tuple[tuple, dict[str, Any]]
+OVERLAP = os.environ.get("ONNXPORT_OVERLAP", "1") == "1"
 
 
 def eager_outputs(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> Any:
@@ -45,6 +46,30 @@ def session_level(model: ir.Model, available: int | None = None) -> str:
     if available is None:
         available = _available_memory()
     return "all" if available is None or 2 * initializer_bytes(model) < available else "none"
+
+
+_FLOATS = {ir.DataType.BFLOAT16: torch.bfloat16, ir.DataType.FLOAT16: torch.float16,
+           ir.DataType.FLOAT: torch.float32, ir.DataType.DOUBLE: torch.float64}
+
+
+def computed_precisions(model: ir.Model) -> dict[str, torch.dtype]:
+    """Per graph output, the least precise float dtype among the values computed on its way (the
+    outputs of the nodes it depends on); outputs computed through no float value are left out."""
+    loosest: dict[ir.Value, torch.dtype | None] = {}
+
+    def looser(a: torch.dtype | None, b: torch.dtype | None) -> torch.dtype | None:
+        if a is None or b is None:
+            return a or b
+        return a if tolerance(a)[0] >= tolerance(b)[0] else b
+
+    for node in model.graph:  # in topological order
+        upstream = None
+        for value in node.inputs:
+            if value is not None:
+                upstream = looser(upstream, loosest.get(value))
+        for value in node.outputs:
+            loosest[value] = looser(upstream, _FLOATS.get(value.dtype) if value.dtype is not None else None)
+    return {v.name: loosest[v] for v in model.graph.outputs if loosest.get(v) is not None}
 
 
 def _available_memory() -> int | None:
@@ -86,6 +111,7 @@ class Checker:
         self.lower_levels: dict[str, str] = {}  # after a failure at level all: the example at lower levels
         self._split = dict.fromkeys(("eager", "onnxruntime", "comparison"), 0.0)
         self._session: SessionProcess | None = None
+        self._precisions: dict[str, torch.dtype] | None = None  # see computed_precisions
         self._unit: tuple[float, float, int] | None = None  # eager s, onnxruntime s, input elements
 
     @property
@@ -101,11 +127,13 @@ class Checker:
         eager_s, ort_s, elements = self._unit
         return (eager_s * eager + ort_s) * _elements(flat) / max(elements, 1)
 
-    def check(self, label: str, inputs: InputSet, *, generated: bool = False, derived: Any = None) -> str:
+    def check(self, label: str, inputs: InputSet, *, generated: bool = False, required: bool = False,
+              derived: Any = None) -> str:
         """Check one set: ``"checked"`` (it matches), ``"mismatch"`` (it does not: the result fails), or
         why it was not checked: ``"over budget"``, ``"refused"`` (eager PyTorch refuses a generated set),
         ``"unrunnable"`` (onnxruntime has no kernel for the model here) or ``"crashed"`` (onnxruntime
-        crashed on an earlier set: nothing more can run). ``derived`` outputs (the example's rows, see ``rows``) stand in for an eager run; should they
+        crashed on an earlier set: nothing more can run). A ``required`` generated set (size 1) runs
+        whatever the budget. ``derived`` outputs (the example's rows, see ``rows``) stand in for an eager run; should they
         not match, eager PyTorch runs and decides."""
         args, kwargs = inputs
         flat = self.program.flatten_inputs(args, kwargs)
@@ -114,19 +142,21 @@ class Checker:
             self.result.runs.append(f"{described} (not run: onnxruntime crashed on an earlier set)")
             return "crashed"
         predicted = self.predicted(flat, eager=derived is None)
-        if generated and not self.budget.allows(predicted):
+        if generated and not required and not self.budget.allows(predicted):
             self.result.runs.append(f"{described} (skipped: over the time budget, about {predicted:.2f} s more)")
             self.result.over_budget.append(label)
             return "over budget"
         tensors = [torch.as_tensor(t) for t in flat]
         if self._session is None:
             self._start_session()
-        self._session.submit(tensors)  # onnxruntime runs the set in the child while eager PyTorch runs here
+        if OVERLAP:
+            self._session.submit(tensors)  # onnxruntime runs the set in the child while eager PyTorch runs here
         start = time.perf_counter()
         try:
             expected = derived if derived is not None else self._eager(args, kwargs)
         except Exception as exc:  # noqa: BLE001 - the model's own error
-            self._outputs()
+            if OVERLAP:
+                self._outputs()
             if not generated:
                 raise _eager_fails(label, described, exc) from exc
             self.result.runs.append(f"{described} (skipped: eager PyTorch refuses it: {_first_line(exc)})")
@@ -134,6 +164,8 @@ class Checker:
         eager_s = time.perf_counter() - start
         if self.reference is None:
             self.reference = expected
+        if not OVERLAP:
+            self._session.submit(tensors)
         actual, ort_s = self._outputs()
         if isinstance(actual, Exception) and "NOT_IMPLEMENTED" in str(actual) and self._unit is None:
             # e.g. bfloat16 kernels missing on the CPU provider: valid ONNX, but unverifiable here
@@ -161,6 +193,11 @@ class Checker:
         worst = next(c for c in checks if not c.ok)
         self.result.runs.append(f"{described} (differs from eager PyTorch: {str(worst).strip()})")
         return "mismatch"
+
+    def _computed(self) -> dict[str, torch.dtype]:
+        if self._precisions is None:
+            self._precisions = computed_precisions(self.program.model)
+        return self._precisions
 
     def _eager(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         self.eager_runs += 1
@@ -194,7 +231,7 @@ class Checker:
             checks = [OutputCheck(name, "", (), 0, 0, 0, 0, False, problem) for name in names]
         else:
             checks = compare(names, self.program.onnx_leaves(expected), actual, random=self.program.random_outputs,
-                             float64_as_float32=bool(self.program.float64_as_float32))
+                             float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed())
         self._split["comparison"] += time.perf_counter() - start
         return checks
 
@@ -222,7 +259,7 @@ class Checker:
                 session.close()
             checks = compare(names, self.program.onnx_leaves(expected), actual,
                              random=self.program.random_outputs,
-                             float64_as_float32=bool(self.program.float64_as_float32))
+                             float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed())
             self.lower_levels[level] = "matches" if all(c.ok for c in checks) else "differs"
             if self.lower_levels[level] == "matches":
                 break

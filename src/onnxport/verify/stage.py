@@ -134,10 +134,11 @@ def _check_other_sizes(
         for sample, description, below, size in zip(candidates, candidates.descriptions, candidates.below_range,
                                                      candidates.sizes):
             tried.append(description)
-            # size 1 lies outside what torch.export captured: the captured program's rows do not stand for it
-            derived = None if below else _rows_resized(checker.reference, axes, size)
+            # size 1 lies outside what torch.export captured, and a capture from a size-1 example (size-
+            # oblivious) may hold that size's path: the captured program's rows stand for neither
+            derived = None if below or captured.size_oblivious else _rows_resized(checker.reference, axes, size)
             outcome = checker.check(f"example resized to {description}", pytree.tree_unflatten(sample, spec),
-                                    generated=True, derived=derived)
+                                    generated=True, required=below, derived=derived)
             if outcome == "checked":
                 verified.append(description)
                 if differs is not None:
