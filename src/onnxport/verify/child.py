@@ -6,9 +6,9 @@ optimisation level ``all``, weights prepacked), the one ``prog(...)`` and every 
 kernels do not, down to a segmentation fault (a bfloat16 ``RNN``; a float16 ``MultiheadAttention`` at
 another batch size), so the session lives in a process of its own, forked from this one: a crash there
 is a failed verification, and the user's process goes on. The fork shares the model's weights with
-this process (nothing is serialised or copied to start it) and builds its session while eager PyTorch
-runs here; each input set goes to it over a pipe, from a thread, so that eager PyTorch runs on the same
-set meanwhile.
+this process (nothing is serialised or copied to start it) and builds its session once eager PyTorch
+has run the example (side by side, on few cores, the two slowed each other down more than they
+overlapped); each input set goes to it over a pipe.
 
 Where ``fork`` is missing (Windows; macOS, whose system libraries are not safe to fork) the session is
 built in this process instead, at the same level.

@@ -34,7 +34,7 @@ from onnxport.verify.budget import DEFAULT_BUDGET, Budget
 from onnxport.verify.compare import Verification
 from onnxport.verify.run import Checker
 from onnxport.verify.rows import row_axes
-from onnxport.verify.sizes import resize_keeping_ends, sizes_by_group
+from onnxport.verify.sizes import GroupSizes, resize_keeping_ends, sizes_by_group
 
 __all__ = ["verify_export"]
 
@@ -62,11 +62,17 @@ def verify_export(
 
 def _verify(checker: Checker, program: Any, model: Any, given: list[InputSet], captured: Captured, input_names: Any,
             raise_on_mismatch: bool) -> Verification:
+    groups = _size_groups(captured, given, input_names)
+    _, spec = pytree.tree_flatten(given[0])
+    for candidates in groups:  # size 1 runs whatever the budget: its eager run can go ahead
+        for sample, description, below in zip(candidates, candidates.descriptions, candidates.below_range):
+            if below:
+                checker.queue(f"example resized to {description}", pytree.tree_unflatten(sample, spec))
     labels = ["example"] + [f"verify_inputs[{i}]" for i in range(len(given) - 1)]
     for label, inputs in zip(labels, given):
         if checker.check(label, inputs) == "unrunnable":
             return checker.finish()
-    tried, verified, size_one = _check_other_sizes(checker, captured, given, input_names)
+    tried, verified, size_one = _check_other_sizes(checker, captured, given, groups)
     program.report.sizes_verified = verified
     if captured.rewriter is not None:  # after the sizes: its search is open-ended, theirs is not
         explored, checker.result.branches = explore_branches(
@@ -117,16 +123,20 @@ class SizeOne:
         self.description, self.group, self.matched = description, group, ""
 
 
+def _size_groups(captured: Captured, given: list[InputSet], input_names: Any) -> list[GroupSizes]:
+    """The candidate sets per group of dynamic dims that needs one (see ``sizes``)."""
+    if not captured.specs:
+        return []
+    return sizes_by_group(captured.program, pytree.tree_leaves(given[0]), captured.specs, input_names=input_names,
+                          given=[pytree.tree_leaves(inputs) for inputs in given[1:]])
+
+
 def _check_other_sizes(
-    checker: Checker, captured: Captured, given: list[InputSet], input_names: Any
+    checker: Checker, captured: Captured, given: list[InputSet], groups: list[GroupSizes]
 ) -> tuple[list[str], list[str], SizeOne | None]:
     """Check one set per group of dynamic dims that needs one, size 1 first where it is allowed (eager
     PyTorch decides it); the sizes tried, those verified, and the first group that differed at size 1."""
-    if not captured.specs:
-        return [], [], None
-    leaves, spec = pytree.tree_flatten(given[0])
-    groups = sizes_by_group(captured.program, leaves, captured.specs, input_names=input_names,
-                            given=[pytree.tree_leaves(inputs) for inputs in given[1:]])
+    _, spec = pytree.tree_flatten(given[0])
     tried, verified, size_one = [], [], None
     for candidates in groups:
         axes = row_axes(captured.program, candidates.symbols) if checker.reference is not None else None
