@@ -113,7 +113,8 @@ def test_the_session_process_round_trips_bfloat16_and_reports_onnxruntime_errors
     torch.testing.assert_close(session.result()[0], out[0])
     process = session._process
     session.close()
-    assert not process.is_alive()
+    process.join(timeout=10)  # it ends on its own once told to
+    assert not process.is_alive() and process.exitcode == 0
 
 
 def test_a_crashed_session_says_what_killed_it(monkeypatch) -> None:

@@ -120,10 +120,10 @@ class SessionProcess:
         except (OSError, ValueError):
             pass
         self._conn.close()
-        process.join(timeout=5)
-        if process.is_alive():
-            process.kill()
-            process.join()
+        # it exits on its own (freeing onnxruntime's memory and its view of this process's takes a while
+        # for a large model: not this process's time); multiprocessing reaps it at the next start or exit
+        _ENDED.append(process)
+        _reap()
 
     def __del__(self) -> None:
         if getattr(self, "_process", None) is not None:
@@ -169,6 +169,21 @@ class SessionProcess:
         if process is not None:
             process.join(timeout=5)
         return Crashed(stage, process.exitcode if process is not None else None)
+
+
+_ENDED: list[Any] = []  # children told to end, not yet seen gone
+
+
+def _reap() -> None:
+    """Forget the ended children that are gone; kill any that outlived a minute since being told to end."""
+    for process in list(_ENDED):
+        if not process.is_alive():
+            process.join()
+            _ENDED.remove(process)
+        elif getattr(process, "_told", None) is None:
+            process._told = time.monotonic()
+        elif time.monotonic() - process._told > 60:
+            process.kill()
 
 
 class _RemoteError(RuntimeError):
