@@ -6,6 +6,14 @@ import json
 import os
 
 
+def config_only(parent: os.PathLike[str], config: str) -> os.PathLike[str]:
+    """``parent/model`` holding just a ``config.json`` of the text given (bad ones included)."""
+    directory = parent / "model"
+    directory.mkdir()
+    (directory / "config.json").write_text(config)
+    return directory
+
+
 def write_tokenizer(directory: str, vocab_size: int) -> None:
     """A word-level tokenizer (``<pad>``=0, ``<s>``=1, ``</s>``=2, then ``w3``...) made with the tokenizers
     package and saved as transformers and onnxruntime-genai read it."""

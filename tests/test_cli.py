@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from onnxport.cli import main
+from tests.hf_dirs import config_only
 
 
 def _dims(model: onnx.ModelProto) -> dict[str, list[int | str]]:
@@ -372,13 +373,6 @@ def test_export_output_refused_before_capture(model_file, tmp_path, monkeypatch,
     assert "the model ran" not in err and not out.is_file()
 
 
-def _model_dir(tmp_path, config: str):
-    directory = tmp_path / "model"
-    directory.mkdir()
-    (directory / "config.json").write_text(config)
-    return directory
-
-
 @pytest.mark.parametrize(("config", "message"), [
     ("{'model_type': 'llama'}", "is not valid JSON: Expecting property name enclosed in double quotes at line 1"),
     ('"llama"', "holds a JSON str, not an object of settings"),
@@ -388,7 +382,7 @@ def test_export_hf_corrupt_config_is_a_clean_error(tmp_path, monkeypatch, capsys
     from onnxport.hf import stream
 
     monkeypatch.setattr(stream, "meta_model", lambda *a: pytest.fail("the model was loaded before the check"))
-    directory, out = _model_dir(tmp_path, config), tmp_path / "out"
+    directory, out = config_only(tmp_path, config), tmp_path / "out"
     assert main(["export-hf", str(directory), "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert f"InvalidInputError: {directory / 'config.json'} {message}" in err
@@ -400,7 +394,7 @@ def test_export_hf_output_refused_before_loading(tmp_path, monkeypatch, capsys, 
     from onnxport.hf import stream
 
     monkeypatch.setattr(stream, "meta_model", lambda *a: pytest.fail("the model was loaded before the check"))
-    directory, out = _model_dir(tmp_path, '{"model_type": "llama"}'), tmp_path / "out"
+    directory, out = config_only(tmp_path, '{"model_type": "llama"}'), tmp_path / "out"
     if case == "file":
         out.write_text("keep me")
         message = f"cannot write into {out}: it is a file, not a folder"

@@ -10,6 +10,7 @@ import torch
 
 import onnxport
 from onnxport.errors import location_from_stack_trace
+from tests.hf_dirs import config_only
 
 THIS_FILE = os.path.basename(__file__)
 
@@ -305,13 +306,6 @@ def test_more_output_names_than_outputs(tmp_path) -> None:
 # --- export_hf: the model directory and the output folder, refused before anything is loaded -------------------
 
 
-def _model_dir(tmp_path, config: str):
-    directory = tmp_path / "model"
-    directory.mkdir()
-    (directory / "config.json").write_text(config)
-    return directory
-
-
 @pytest.mark.parametrize(("config", "message"), [
     ('{"model_type": "llama",', r"config.json is not valid JSON: Expecting property name .* at line 1 column 24"),
     ("[1, 2]", "config.json holds a JSON list, not an object of settings"),
@@ -324,7 +318,7 @@ def test_export_hf_corrupt_config_names_the_file(tmp_path, monkeypatch, config, 
     from onnxport.hf import export_hf, stream
 
     monkeypatch.setattr(stream, "meta_model", lambda *a: pytest.fail("the model was loaded before the check"))
-    directory, out = _model_dir(tmp_path, config), tmp_path / "out"
+    directory, out = config_only(tmp_path, config), tmp_path / "out"
     with pytest.raises(onnxport.InvalidInputError, match=message) as info:
         export_hf(directory, "text-generation", out)
     assert str(directory / "config.json") in info.value.message and info.value.fix
@@ -345,7 +339,7 @@ def test_export_hf_output_refused_before_loading(tmp_path, monkeypatch, case) ->
     from onnxport.hf import export_hf, stream
 
     monkeypatch.setattr(stream, "meta_model", lambda *a: pytest.fail("the model was loaded before the check"))
-    directory = _model_dir(tmp_path, "not even JSON")  # the output is checked first
+    directory = config_only(tmp_path, "not even JSON")  # the output is checked first
     out = tmp_path / "out"
     if case == "file":
         out.write_text("a file")
