@@ -103,14 +103,11 @@ def test_the_session_process_round_trips_bfloat16_and_reports_onnxruntime_errors
     session = SessionProcess(prog.model)
     assert session.isolated
     x = torch.randn(2, 4, dtype=torch.bfloat16)
-    session.submit([x])
-    out = session.result()
+    out = session.run([x])
     assert out[0].dtype == torch.bfloat16 and out[0].shape == (2, 4)
-    session.submit([torch.randn(2, 5, dtype=torch.bfloat16)])  # a wrong width: onnxruntime refuses it
-    with pytest.raises(RuntimeError, match="INVALID_ARGUMENT|Invalid|invalid"):
-        session.result()
-    session.submit([x])  # the session lives on after an error
-    torch.testing.assert_close(session.result()[0], out[0])
+    with pytest.raises(RuntimeError, match="INVALID_ARGUMENT|Invalid|invalid"):  # a wrong width: refused
+        session.run([torch.randn(2, 5, dtype=torch.bfloat16)])
+    torch.testing.assert_close(session.run([x])[0], out[0])  # the session lives on after an error
     process = session._process
     session.close()
     process.join(timeout=10)  # it ends on its own once told to
@@ -121,9 +118,8 @@ def test_a_crashed_session_says_what_killed_it(monkeypatch) -> None:
     monkeypatch.setattr(child, "OrtRunner", _CrashesAtAll)
     prog = onnxport.export(torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),), verify=False)
     session = SessionProcess(prog.model)
-    session.submit([torch.randn(2, 4)])
     with pytest.raises(Crashed, match="SIGSEGV") as info:
-        session.result()
+        session.run([torch.randn(2, 4)])
     assert info.value.stage == "running the model"
     session.close()
 

@@ -6,9 +6,7 @@ optimisation level ``all``, weights prepacked), the one ``prog(...)`` and every 
 kernels do not, down to a segmentation fault (a bfloat16 ``RNN``; a float16 ``MultiheadAttention`` at
 another batch size), so the session lives in a process of its own, forked from this one: a crash there
 is a failed verification, and the user's process goes on. The fork shares the model's weights with
-this process (nothing is serialised or copied to start it) and builds its session once eager PyTorch
-has run the example (side by side, on few cores, the two slowed each other down more than they
-overlapped); each input set goes to it over a pipe.
+this process (nothing is serialised or copied to start it); each input set goes to it over a pipe.
 
 Where ``fork`` is missing (Windows; macOS, whose system libraries are not safe to fork) the session is
 built in this process instead, at the same level.
@@ -19,7 +17,6 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import sys
-import threading
 import time
 from typing import Any
 
@@ -49,24 +46,23 @@ def forking_available() -> bool:
 
 class SessionProcess:
     """One ``OrtRunner`` (see ``session``) at ``optimization``, in a forked child process (or here, where
-    forking is not available). ``submit`` sends a set of inputs and returns at once; ``result`` waits
-    for its outputs (torch tensors) or raises what onnxruntime raised, or ``Crashed``.
-    ``build_seconds`` is what the session took to build (known after the first result); ``started``
-    counts the sessions started in this process (tests use it)."""
+    forking is not available). ``run`` sends a set of inputs and returns its outputs (torch tensors), or
+    raises what onnxruntime raised, or ``Crashed``. ``build_seconds`` is what the session took to build
+    and ``run_seconds`` what the last set took (both measured where the session is); ``started`` counts
+    the sessions started in this process (tests use it)."""
 
     started = 0
 
     def __init__(self, model: ir.Model, *, optimization: str = "all", weights_as_inputs: bool = False):
         self.optimization = optimization
         self.build_seconds = 0.0
-        self.run_seconds = 0.0  # what onnxruntime took on the last set
+        self.run_seconds = 0.0
         self._options = {"optimization": optimization, "prepack": optimization == "all", "spinning": False,
                          "weights_as_inputs": weights_as_inputs}
         self._built = False
-        self._build_failure: BaseException | None = None  # the reply to every set when the build failed
-        self._pending: threading.Thread | None = None
-        self._reply: Any = None
+        self._build_failure: BaseException | None = None  # the answer to every set when the build failed
         self._local: OrtRunner | None = None
+        self._model: ir.Model | None = None
         self._process = None
         SessionProcess.started += 1
         if not forking_available():
@@ -84,33 +80,29 @@ class SessionProcess:
         """Whether the session runs in a child process."""
         return self._process is not None
 
-    def submit(self, inputs: list[torch.Tensor]) -> None:
-        if self._pending is not None:
-            raise RuntimeError("one set at a time: call result() first")
+    def run(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         if self._process is None:
-            self._reply = self._run_here(inputs)
-            self._pending = threading.Thread()  # nothing to wait for
-            return
-        payload = [_to_wire(t) for t in inputs]
-        self._pending = threading.Thread(target=self._exchange, args=(payload,), daemon=True)
-        self._pending.start()
-
-    def result(self) -> list[torch.Tensor]:
-        pending, self._pending = self._pending, None
-        if pending is None:
-            raise RuntimeError("no set submitted")
-        if pending.is_alive():
-            pending.join()
-        reply, self._reply = self._reply, None
-        if isinstance(reply, BaseException):
-            raise reply
-        return reply
+            return self._run_here(inputs)
+        try:
+            if not self._built:
+                kind, value = self._conn.recv()
+                self._built = True
+                if kind == "failed":
+                    self._build_failure = _RemoteError(value)
+                else:
+                    self.build_seconds = value
+            if self._build_failure is not None:
+                raise self._build_failure
+            self._conn.send([_to_wire(t) for t in inputs])
+            kind, value, self.run_seconds = self._conn.recv()
+        except (EOFError, OSError):
+            raise self._crashed("running the model" if self._built else "building the session") from None
+        if kind != "ok":
+            raise _RemoteError(value)
+        return [_from_wire(v) for v in value]
 
     def close(self) -> None:
         """End the child (it holds onnxruntime's copy of the weights)."""
-        if self._pending is not None:
-            self._pending.join()
-            self._pending = None
         process, self._process = self._process, None
         self._local = None
         if process is None:
@@ -129,40 +121,15 @@ class SessionProcess:
         if getattr(self, "_process", None) is not None:
             self.close()
 
-    # -- here ---------------------------------------------------------------------------------------
-
-    def _run_here(self, inputs: list[torch.Tensor]) -> Any:
-        try:
-            if self._local is None:
-                start = time.perf_counter()
-                self._local = OrtRunner(self._model, **self._options)
-                self.build_seconds = time.perf_counter() - start
+    def _run_here(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        if self._local is None:
             start = time.perf_counter()
-            outputs = self._local.run(inputs)
-            self.run_seconds = time.perf_counter() - start
-            return outputs
-        except Exception as exc:  # noqa: BLE001 - onnxruntime's own types, handed to result()
-            return exc
-
-    # -- over the pipe ------------------------------------------------------------------------------
-
-    def _exchange(self, payload: list[Any]) -> None:
-        try:
-            if not self._built:
-                kind, value = self._conn.recv()
-                self._built = True
-                if kind == "failed":
-                    self._build_failure = _RemoteError(value)
-                else:
-                    self.build_seconds = value
-            if self._build_failure is not None:
-                self._reply = self._build_failure
-                return
-            self._conn.send(payload)
-            kind, value, self.run_seconds = self._conn.recv()
-            self._reply = [_from_wire(v) for v in value] if kind == "ok" else _RemoteError(value)
-        except (EOFError, OSError, BrokenPipeError):
-            self._reply = self._crashed("building the session" if not self._built else "running the model")
+            self._local = OrtRunner(self._model, **self._options)
+            self.build_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        outputs = self._local.run(inputs)
+        self.run_seconds = time.perf_counter() - start
+        return outputs
 
     def _crashed(self, stage: str) -> Crashed:
         process = self._process

@@ -3,9 +3,9 @@
 The session is the model as it ships: onnxruntime's default settings (graph optimisation level
 ``all``, weights prepacked), the session ``prog(...)`` and users build, in a child process (see
 ``child``) so that an onnxruntime crash fails the verification instead of ending the user's process.
-Eager PyTorch runs first, on the example and on the sets that run whatever the budget (size 1), then
-the session starts; the two side by side, on few cores, slowed each other down more than they
-overlapped (R3D-18: 1.2 s against 1.0 s). Only where the weights could not be held twice in the memory
+The session starts once eager PyTorch has run the example, and each set runs in eager PyTorch, then in
+onnxruntime: the two side by side, on few cores, slowed each other down more than they overlapped
+(R3D-18: 1.2 s against 1.0 s). Only where the weights could not be held twice in the memory
 free (onnxruntime copies them at that level) does the session run at level ``none`` with the weights
 fed in place, and the report says so. When onnxruntime fails at its default level, the set it failed on
 is tried at the lower levels so that the error can say whether the fault lies in onnxruntime's graph
@@ -113,8 +113,6 @@ class Checker:
         self._split = dict.fromkeys(("eager", "onnxruntime", "comparison"), 0.0)
         self._session: SessionProcess | None = None
         self._precisions: dict[str, torch.dtype] | None = None  # see computed_precisions
-        self._queued: list[tuple[str, InputSet]] = []  # see queue
-        self._ahead: dict[str, Any] = {}  # eager outputs (or _Raised) of queued sets, by label
         self._unit: tuple[float, float, int] | None = None  # eager s, onnxruntime s, input elements
 
     @property
@@ -152,7 +150,7 @@ class Checker:
         tensors = [torch.as_tensor(t) for t in flat]
         start = time.perf_counter()
         try:
-            expected = derived if derived is not None else self._eager_of(label, args, kwargs)
+            expected = derived if derived is not None else self._eager(args, kwargs)
         except Exception as exc:  # noqa: BLE001 - the model's own error
             if not generated:
                 raise _eager_fails(label, described, exc) from exc
@@ -162,12 +160,10 @@ class Checker:
         if self.reference is None:
             self.reference = expected
         if self._session is None:
-            # eager PyTorch first, for the sets queued next too, then onnxruntime: side by side, on few
-            # cores, the two slowed each other down more than they overlapped (R3D-18: 1.2 s against 1.0 s)
-            self._run_ahead()
+            # after eager PyTorch's first run, not beside it: on few cores the two slowed each other down
+            # more than they overlapped (R3D-18: 1.2 s of verification against 1.0 s)
             self._start_session()
-        self._session.submit(tensors)
-        actual, ort_s = self._outputs()
+        actual, ort_s = self._outputs(tensors)
         if isinstance(actual, Exception) and "NOT_IMPLEMENTED" in str(actual) and self._unit is None:
             # e.g. bfloat16 kernels missing on the CPU provider: valid ONNX, but unverifiable here
             self.result.skipped = "onnxruntime cannot run it here: " + str(actual).split(":")[-1].strip()
@@ -200,31 +196,6 @@ class Checker:
             self._precisions = computed_precisions(self.program.model)
         return self._precisions
 
-    def queue(self, label: str, inputs: InputSet) -> None:
-        """A set that will be checked whatever the budget (size 1): its eager outputs are computed with
-        the example's, before the onnxruntime session starts."""
-        self._queued.append((label, inputs))
-
-    def _run_ahead(self) -> None:
-        while self._queued:
-            label, (args, kwargs) = self._queued.pop(0)
-            start = time.perf_counter()
-            try:
-                self._ahead[label] = self._eager(args, kwargs)
-            except Exception as exc:  # noqa: BLE001 - raised when the set is checked
-                self._ahead[label] = _Raised(exc)
-            self._split["eager"] += time.perf_counter() - start
-
-    def _eager_of(self, label: str, args: tuple, kwargs: dict[str, Any]) -> Any:
-        """The set's eager outputs: computed ahead (see ``queue``) or now."""
-        self._queued = [(queued, inputs) for queued, inputs in self._queued if queued != label]
-        if label in self._ahead:
-            ahead = self._ahead.pop(label)
-            if isinstance(ahead, _Raised):
-                raise ahead.exc
-            return ahead
-        return self._eager(args, kwargs)
-
     def _eager(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         self.eager_runs += 1
         return eager_outputs(self.model, args, kwargs)
@@ -235,11 +206,11 @@ class Checker:
         self._session = SessionProcess(self.program.model, optimization=level, weights_as_inputs=level == "none")
         self.result.isolated = self._session.isolated
 
-    def _outputs(self) -> tuple[Any, float]:
-        """The submitted set's outputs (or onnxruntime's exception) and the seconds onnxruntime ran it."""
+    def _outputs(self, tensors: list[torch.Tensor]) -> tuple[Any, float]:
+        """The set's outputs in onnxruntime (or its exception) and the seconds onnxruntime ran it."""
         assert self._session is not None
         try:
-            actual: Any = self._session.result()
+            actual: Any = self._session.run(tensors)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
             actual = exc
             self.failure = self.failure or _first_line(exc)
@@ -276,8 +247,7 @@ class Checker:
         for level in ("basic", "none"):
             session = SessionProcess(self.program.model, optimization=level, weights_as_inputs=level == "none")
             try:
-                session.submit(inputs)
-                actual = session.result()
+                actual = session.run(inputs)
             except Exception as exc:  # noqa: BLE001
                 self.lower_levels[level] = f"fails too ({_first_line(exc)})"
                 continue
@@ -338,13 +308,6 @@ class Checker:
 
 def _elements(flat: list[Any]) -> int:
     return sum(t.numel() for t in flat if isinstance(t, torch.Tensor))
-
-
-class _Raised:
-    """What eager PyTorch raised on a set run ahead of its check."""
-
-    def __init__(self, exc: BaseException):
-        self.exc = exc
 
 
 def _eager_fails(label: str, described: str, exc: BaseException) -> InvalidInputError:

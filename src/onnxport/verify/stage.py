@@ -62,17 +62,12 @@ def verify_export(
 
 def _verify(checker: Checker, program: Any, model: Any, given: list[InputSet], captured: Captured, input_names: Any,
             raise_on_mismatch: bool) -> Verification:
-    groups = _size_groups(captured, given, input_names)
-    _, spec = pytree.tree_flatten(given[0])
-    for candidates in groups:  # size 1 runs whatever the budget: its eager run can go ahead
-        for sample, description, below in zip(candidates, candidates.descriptions, candidates.below_range):
-            if below:
-                checker.queue(f"example resized to {description}", pytree.tree_unflatten(sample, spec))
     labels = ["example"] + [f"verify_inputs[{i}]" for i in range(len(given) - 1)]
     for label, inputs in zip(labels, given):
         if checker.check(label, inputs) == "unrunnable":
             return checker.finish()
-    tried, verified, size_one = _check_other_sizes(checker, captured, given, groups)
+    tried, verified, size_one = _check_other_sizes(checker, captured, given,
+                                                   _size_groups(captured, given, input_names))
     program.report.sizes_verified = verified
     if captured.rewriter is not None:  # after the sizes: its search is open-ended, theirs is not
         explored, checker.result.branches = explore_branches(
