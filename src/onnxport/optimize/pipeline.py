@@ -10,6 +10,7 @@ from onnxport.optimize.attention_cache_fuse import AttentionCacheFusePass
 from onnxport.optimize.attention_heads_fuse import AttentionHeadsFusePass
 from onnxport.optimize.attention_layout_fuse import AttentionLayoutFusePass
 from onnxport.optimize.constant_fold import ConstantFoldPass
+from onnxport.optimize.conv_bn_fold import ConvBatchNormFoldPass
 from onnxport.optimize.identity import MainIdentityPass
 from onnxport.optimize.rms_norm_fuse import RmsNormFusePass
 from onnxport.optimize.rotary_fuse import RotaryFusePass
@@ -25,6 +26,7 @@ def default_passes(forms: Forms) -> list[ir.passes.PassBase]:
     fused ops the export's target computes right."""
     return [
         ConstantFoldPass(),
+        ConvBatchNormFoldPass(),
         MainIdentityPass(),
         SameShapePass(),
         common_passes.CommonSubexpressionEliminationPass(),
