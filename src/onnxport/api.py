@@ -133,6 +133,28 @@ def _export(
     )
     check_example(model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
                   verify_inputs=verify_inputs)
+    # the example's eager run, for verification, beside the capture (see verify/ahead.py)
+    ahead = _verify.EagerAhead.start(model, args, kwargs) if verify and bound is None else None
+    try:
+        return _stages(model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
+                       output_names=output_names, opset=opset, target=target, forms=forms, custom=custom,
+                       custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow,
+                       reuse_blocks=reuse_blocks, optimize=optimize, verify=verify, verify_mode=verify_mode,
+                       verify_inputs=verify_inputs, verify_budget=verify_budget, bound=bound, dtype=dtype,
+                       dynamic_axes=dynamic_axes, report=report, ahead=ahead)
+    finally:
+        if ahead is not None:
+            ahead.close()
+
+
+def _stages(
+    model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, input_names: Any, output_names: Any, opset: int,
+    target: Any, forms: _targets.Forms, custom: Any, custom_opsets: Any, rewrite_control_flow: bool,
+    reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any],
+    verify_budget: float | None, bound: _weights.Binding | None, dtype: torch.dtype | None, dynamic_axes: Any,
+    report: Report, ahead: _verify.EagerAhead | None,
+) -> OnnxProgram:
+    """Capture, decompose, translate, optimize and verify: the export once its arguments are checked."""
     blocks = _blocks.BlockReuse(model, _block_translator(opset, forms, custom, custom_opsets)) if reuse_blocks else None
     try:
         with report.stage("capture") as stage:
@@ -194,7 +216,7 @@ def _export(
             given = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
             result = _verify.verify_export(
                 _half.HalfView(program) if narrowed else program, model, given, captured, input_names,
-                raise_on_mismatch=verify_mode == "raise", budget=verify_budget,
+                raise_on_mismatch=verify_mode == "raise", budget=verify_budget, ahead=ahead,
             )
             stage.detail = result.status
     # From here on, a change to the weights the program was verified with refuses prog.save and prog(...).

@@ -9,7 +9,15 @@ from torch._subclasses.fake_tensor import is_fake
 from torch.export import Dim
 
 import onnxport
+from onnxport.verify.ahead import EagerAhead
 from onnxport.verify.rows import row_axes
+
+
+@pytest.fixture(autouse=True)
+def _eager_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every eager run in this process, where the model's call log sees it: the example's run beside the
+    capture, in a child process, is tested in test_ahead."""
+    monkeypatch.setattr(EagerAhead, "start", classmethod(lambda cls, *a: None))
 
 
 class ConvNet(torch.nn.Module):

@@ -58,7 +58,8 @@ class Verification:
     it; ``budget`` the ratio the made-up sets ran under (None for none) and ``budget_seconds`` what it
     gave them; ``time_split`` where the time went (session, eager, onnxruntime, comparison);
     ``optimization`` the onnxruntime graph optimisation level of the one session all sets ran in, and
-    ``isolated`` whether it ran in a child process.
+    ``isolated`` whether it ran in a child process; ``eager_ahead`` whether the example's eager outputs
+    came from the run started beside the capture, in a child process (see ``ahead``).
     """
 
     label: str
@@ -73,6 +74,7 @@ class Verification:
     budget_seconds: float | None = None
     optimization: str = ""
     isolated: bool = False  # the session ran in a child process
+    eager_ahead: bool = False  # the example's eager run was beside the capture, in a child process
     time_split: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
@@ -99,7 +101,8 @@ class Verification:
         else:
             given = f" ({self.budget_seconds:.2f} s)" if self.budget_seconds is not None else ""
             budget = f"up to {self.budget:g}x the export so far{given}"
-        return (f"took {self.seconds:.2f} s, {ratio} the export before it ({split}); one session{level}; "
+        ahead = "; the example's eager run beside the capture, in a child process" if self.eager_ahead else ""
+        return (f"took {self.seconds:.2f} s, {ratio} the export before it ({split}); one session{level}{ahead}; "
                 f"made-up input sets: {budget}")
 
     def __str__(self) -> str:

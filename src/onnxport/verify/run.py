@@ -24,6 +24,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.errors import InvalidInputError, VerificationError
+from onnxport.verify.ahead import EagerAhead
 from onnxport.verify.budget import Budget
 from onnxport.verify.child import Crashed, SessionProcess
 from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
@@ -94,11 +95,13 @@ class Checker:
     The first set checked (the example) starts the session and sets the unit that the cost of the
     others is predicted from; generated sets (``generated=True``) are skipped when the ``budget``
     cannot afford them or when eager PyTorch itself refuses them (a size the model cannot take).
+    ``ahead`` holds the example's eager run started before capture (see ``ahead``), if one was.
     """
 
     def __init__(self, program: Any, model: torch.nn.Module, budget: Budget,
-                 *, label: str = "onnxruntime vs eager PyTorch"):
+                 *, label: str = "onnxruntime vs eager PyTorch", ahead: EagerAhead | None = None):
         self.program = program
+        self.ahead = ahead
         self.model = model
         self.budget = budget
         self.result = Verification(label, [], budget=budget.ratio, export_seconds=budget.export_seconds)
@@ -149,8 +152,9 @@ class Checker:
             return "over budget"
         tensors = [torch.as_tensor(t) for t in flat]
         start = time.perf_counter()
+        taken = self._taken(args, kwargs) if derived is None else None
         try:
-            expected = derived if derived is not None else self._eager(args, kwargs)
+            expected = derived if derived is not None else taken[0] if taken is not None else self._eager(args, kwargs)
         except Exception as exc:  # noqa: BLE001 - the model's own error
             if not generated:
                 raise _eager_fails(label, described, exc) from exc
@@ -168,8 +172,8 @@ class Checker:
             # e.g. bfloat16 kernels missing on the CPU provider: valid ONNX, but unverifiable here
             self.result.skipped = "onnxruntime cannot run it here: " + str(actual).split(":")[-1].strip()
             return "unrunnable"
-        if self._unit is None:
-            self._unit = (eager_s, ort_s, _elements(flat))
+        if self._unit is None:  # (the child's run had a thread fewer: a cautious unit)
+            self._unit = (taken[1] if taken is not None else eager_s, ort_s, _elements(flat))
         self._split["eager"] += eager_s
         self._split["onnxruntime"] += ort_s
         if isinstance(actual, Exception) and self.failing is None and derived is None:
@@ -199,6 +203,14 @@ class Checker:
     def _eager(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         self.eager_runs += 1
         return eager_outputs(self.model, args, kwargs)
+
+    def _taken(self, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, float] | None:
+        """The eager outputs on these inputs from the run started ahead, and its seconds, if it stands."""
+        taken = self.ahead.take(args, kwargs) if self.ahead is not None else None
+        if taken is not None:
+            self.eager_runs += 1
+            self.result.eager_ahead = True
+        return taken
 
     def _start_session(self) -> None:
         level = session_level(self.program.model)
@@ -285,6 +297,8 @@ class Checker:
 
     def close(self) -> None:
         """End the session: the child process and its copy of the weights end with verification."""
+        if self.ahead is not None:
+            self.ahead.close()
         if self._session is not None:
             self._session.close()
 

@@ -29,6 +29,7 @@ from torch.utils import _pytree as pytree
 from onnxport.capture import Captured
 from onnxport.capture.integrations import registered_types
 from onnxport.errors import VerificationError
+from onnxport.verify.ahead import EagerAhead
 from onnxport.verify.branches import explore_branches
 from onnxport.verify.budget import DEFAULT_BUDGET, Budget
 from onnxport.verify.compare import Verification
@@ -50,10 +51,12 @@ def verify_export(
     *,
     raise_on_mismatch: bool = True,
     budget: float | None = DEFAULT_BUDGET,
+    ahead: EagerAhead | None = None,
 ) -> Verification:
     """Check ``program`` against ``model`` on the ``given`` input sets (the example first), plus inputs
-    that take the other branches of rewritten ifs, plus inputs at other sizes the dynamic dims allow."""
-    checker = Checker(program, model, Budget(budget, export_seconds=program.report.total_seconds))
+    that take the other branches of rewritten ifs, plus inputs at other sizes the dynamic dims allow.
+    ``ahead``: the example's eager run, started before capture (see ``ahead``), if one was."""
+    checker = Checker(program, model, Budget(budget, export_seconds=program.report.total_seconds), ahead=ahead)
     try:
         return _verify(checker, program, model, given, captured, input_names, raise_on_mismatch)
     finally:
@@ -62,12 +65,14 @@ def verify_export(
 
 def _verify(checker: Checker, program: Any, model: Any, given: list[InputSet], captured: Captured, input_names: Any,
             raise_on_mismatch: bool) -> Verification:
+    groups = _size_groups(captured, given, input_names)
+    _, spec = pytree.tree_flatten(given[0])
+    resized = [[pytree.tree_unflatten(sample, spec) for sample in candidates] for candidates in groups]
     labels = ["example"] + [f"verify_inputs[{i}]" for i in range(len(given) - 1)]
     for label, inputs in zip(labels, given):
         if checker.check(label, inputs) == "unrunnable":
             return checker.finish()
-    tried, verified, size_one = _check_other_sizes(checker, captured, given,
-                                                   _size_groups(captured, given, input_names))
+    tried, verified, size_one = _check_other_sizes(checker, captured, groups, resized)
     program.report.sizes_verified = verified
     if captured.rewriter is not None:  # after the sizes: its search is open-ended, theirs is not
         explored, checker.result.branches = explore_branches(
@@ -127,23 +132,23 @@ def _size_groups(captured: Captured, given: list[InputSet], input_names: Any) ->
 
 
 def _check_other_sizes(
-    checker: Checker, captured: Captured, given: list[InputSet], groups: list[GroupSizes]
+    checker: Checker, captured: Captured, groups: list[GroupSizes], resized: list[list[InputSet]]
 ) -> tuple[list[str], list[str], SizeOne | None]:
-    """Check one set per group of dynamic dims that needs one, size 1 first where it is allowed (eager
-    PyTorch decides it); the sizes tried, those verified, and the first group that differed at size 1."""
-    _, spec = pytree.tree_flatten(given[0])
+    """Check one set per group of dynamic dims that needs one (``resized``: each group's candidate sets),
+    size 1 first where it is allowed (eager PyTorch decides it); the sizes tried, those verified, and the
+    first group that differed at size 1."""
     tried, verified, size_one = [], [], None
-    for candidates in groups:
+    for candidates, sets in zip(groups, resized):
         axes = row_axes(captured.program, candidates.symbols) if checker.reference is not None else None
         differs = None
-        for sample, description, below, size in zip(candidates, candidates.descriptions, candidates.below_range,
-                                                     candidates.sizes):
+        for inputs, description, below, size in zip(sets, candidates.descriptions, candidates.below_range,
+                                                    candidates.sizes):
             tried.append(description)
             # size 1 lies outside what torch.export captured, and a capture from a size-1 example (size-
             # oblivious) may hold that size's path: the captured program's rows stand for neither
             derived = None if below or captured.size_oblivious else _rows_resized(checker.reference, axes, size)
-            outcome = checker.check(f"example resized to {description}", pytree.tree_unflatten(sample, spec),
-                                    generated=True, required=below, derived=derived)
+            outcome = checker.check(f"example resized to {description}", inputs, generated=True, required=below,
+                                    derived=derived)
             if outcome == "checked":
                 verified.append(description)
                 if differs is not None:
