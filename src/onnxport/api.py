@@ -133,8 +133,8 @@ def _export(
     )
     check_example(model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
                   verify_inputs=verify_inputs)
-    # the example's eager run, for verification, beside the capture (see verify/ahead.py)
-    ahead = _verify.EagerAhead.start(model, args, kwargs) if verify and bound is None else None
+    # verification's eager runs of the example (and its size-1 guesses), beside the capture (see verify/ahead.py)
+    ahead = _verify.EagerAhead.start(model, args, kwargs, dynamic_shapes) if verify and bound is None else None
     try:
         return _stages(model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
                        output_names=output_names, opset=opset, target=target, forms=forms, custom=custom,

@@ -8,6 +8,7 @@ import os
 import pytest
 import torch
 from torch._subclasses.fake_tensor import is_fake
+from torch.export import Dim
 
 import onnxport
 from onnxport.verify.ahead import EagerAhead
@@ -40,6 +41,22 @@ def test_the_examples_eager_run_is_beside_the_capture() -> None:
     assert "the example's eager run beside the capture, in a child process" in str(prog.report)
 
 
+def test_size_one_of_a_named_dim_runs_beside_the_capture_too() -> None:
+    model = Logged().eval()
+    prog = onnxport.export(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch")},))
+    verification = prog.report.verification
+    assert verification.ok and verification.eager_ahead and prog.report.sizes_verified == ["batch=1"]
+    assert model.calls == []  # the example and batch=1 both ran in the child
+
+
+def test_a_guess_that_misses_leaves_the_run_to_this_process() -> None:
+    # guesses are made for named dims only: the size-1 set made up for an unnamed one runs here
+    model = Logged().eval()
+    prog = onnxport.export(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim.DYNAMIC},))
+    assert prog.report.verification.ok and prog.report.sizes_verified == ["x_dim0=1"]
+    assert model.calls == [(1, 4)]
+
+
 def test_the_outputs_taken_are_the_models_own() -> None:
     model = Logged().eval()
     args, kwargs = (torch.randn(3, 4),), {}
@@ -49,7 +66,8 @@ def test_the_outputs_taken_are_the_models_own() -> None:
     with torch.no_grad():
         assert torch.equal(outputs, model(*args))
     assert seconds > 0
-    assert ahead.take(args, kwargs) is None  # once only: the child has ended
+    again = ahead.take(args, kwargs)  # kept, once the child has ended
+    assert again is not None and torch.equal(again[0], outputs)
     other = EagerAhead.start(model, args, kwargs)
     assert other.take((args[0].clone(),), kwargs) is None  # equal inputs, other objects: not these
     other.close()

@@ -10,21 +10,25 @@ The pass folds a pair when the Conv's output has no other reader, the Conv's wei
 normalisation's four tensors are constants (initializers, not graph inputs), the normalisation computes
 with its running statistics (one output, no ``training_mode``) and the weight is float16, float32 or
 float64. The per-channel factors are computed in float64; the weight is multiplied in its own dtype
-(float16 through float32), in one pass. The folded weight and bias are
+(float16 through float32) when it is read, not here. The folded weight and bias are
 new initializers (the old ones may have other readers; unused ones go with the unused-node pass).
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import onnx_ir as ir
 import torch
+from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport.optimize import _match as m
 
 __all__ = ["ConvBatchNormFoldPass"]
 
 _FOLDED_DTYPES = (ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE)
+_NUMPY = {ir.DataType.FLOAT16: np.float16, ir.DataType.FLOAT: np.float32, ir.DataType.DOUBLE: np.float64}
 
 
 class ConvBatchNormFoldPass(ir.passes.InPlacePass):
@@ -53,34 +57,58 @@ class ConvBatchNormFoldPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=folded > 0)
 
 
-def _folded(graph: ir.Graph, conv: ir.Node, bn: ir.Node) -> tuple[np.ndarray, np.ndarray] | None:
-    """The folded weight and bias, or None when the pair does not qualify."""
+def _folded(graph: ir.Graph, conv: ir.Node, bn: ir.Node) -> tuple[ir.LazyTensor, np.ndarray] | None:
+    """The folded weight (computed when read: see ``_scaled``) and bias, or None when the pair does not
+    qualify."""
     w_value = conv.inputs[1] if len(conv.inputs) > 1 else None
     if w_value is None or w_value.dtype not in _FOLDED_DTYPES:
         return None
     b_value = conv.inputs[2] if len(conv.inputs) > 2 else None
-    weight = _constant(graph, w_value)
+    weight = _weight(graph, w_value)
     bias = _constant(graph, b_value) if b_value is not None else None
     stats = [_constant(graph, v) for v in bn.inputs[1:5]]
     if weight is None or (b_value is not None and bias is None) or len(stats) != 4 or any(s is None for s in stats):
         return None
-    channels = weight.shape[0] if weight.ndim >= 1 else -1
+    channels = weight.shape[0] if weight.dim() >= 1 else -1
     scale, shift, mean, var = (np.asarray(s, dtype=np.float64).reshape(-1) for s in stats)
     if any(a.shape != (channels,) for a in (scale, shift, mean, var)):
         return None
     if bias is not None and bias.reshape(-1).shape != (channels,):
         return None
     epsilon = float(m.attr(bn, "epsilon", 1e-5))
-    s = scale / np.sqrt(var + epsilon)
+    factors = scale / np.sqrt(var + epsilon)
     b0 = np.zeros(channels) if bias is None else bias.astype(np.float64).reshape(-1)
-    # the weight in its own dtype (float16: through float32) times s rounded to it: one pass over it
-    compute = torch.float32 if weight.dtype == np.float16 else torch.from_numpy(weight[:0]).dtype
-    w_t = torch.from_numpy(weight).to(compute) * torch.from_numpy(s).to(compute).reshape((-1,) + (1,) * (weight.ndim - 1))
-    w = w_t.to(torch.from_numpy(weight[:0]).dtype).numpy()
-    b = ((b0 - mean) * s + shift).astype(weight.dtype)
-    if not (bool(torch.isfinite(torch.from_numpy(w)).all()) and np.all(np.isfinite(b))):
+    b = ((b0 - mean) * factors + shift).astype(_NUMPY[w_value.dtype])
+    low, high = torch.aminmax(weight) if weight.numel() else (torch.zeros(()), torch.zeros(()))
+    largest = max(abs(float(low)), abs(float(high))) * float(np.abs(factors).max(initial=0.0))
+    if not (np.all(np.isfinite(b)) and largest < float(torch.finfo(weight.dtype).max)):
         return None  # an overflow in the weight's dtype: the runtime keeps the pair apart
-    return w, b
+    lazy = ir.LazyTensor(functools.partial(_scaled, weight, factors), dtype=w_value.dtype, shape=ir.Shape(weight.shape))
+    return lazy, b
+
+
+def _weight(graph: ir.Graph, value: ir.Value) -> torch.Tensor | None:
+    """The weight as a torch tensor over its own memory where it has one (a parameter's)."""
+    if value.is_graph_input() or (value.is_initializer() and graph.initializers.get(value.name or "") is not value):
+        return None
+    tensor = ir.convenience.get_const_tensor(value)
+    if tensor is None:
+        return None
+    if isinstance(tensor, TorchTensor):
+        return tensor.raw
+    return torch.from_numpy(np.ascontiguousarray(tensor.numpy()))
+
+
+def _scaled(weight: torch.Tensor, factors: np.ndarray) -> ir.Tensor:
+    """The folded weight: each output channel's weights times its factor, in the weight's dtype (float16
+    through float32), in one pass. Computed when read (by a session, ``save``), so that the export does
+    not hold a second copy of every convolution's weights, nor pay for writing it, before anything needs
+    it. In numpy: verification reads it in a forked child, where torch's OpenMP threads do not exist."""
+    array = weight.detach().numpy()
+    compute = np.float32 if array.dtype == np.float16 else array.dtype
+    shape = (-1,) + (1,) * (array.ndim - 1)
+    scaled = array.astype(compute, copy=False) * factors.astype(compute).reshape(shape)
+    return ir.Tensor(scaled.astype(array.dtype, copy=False))
 
 
 def _constant(graph: ir.Graph, value: ir.Value | None) -> np.ndarray | None:
@@ -94,13 +122,14 @@ def _constant(graph: ir.Graph, value: ir.Value | None) -> np.ndarray | None:
     return None if tensor is None else np.asarray(tensor.numpy())
 
 
-def _initializer(graph: ir.Graph, like: ir.Value, array: np.ndarray, suffix: str) -> ir.Value:
+def _initializer(graph: ir.Graph, like: ir.Value, data: np.ndarray | ir.LazyTensor, suffix: str) -> ir.Value:
     base = f"{like.name or 'conv.weight'}.{suffix}"
     name, n = base, 1
     while name in graph.initializers:
         n += 1
         name = f"{base}.{n}"
-    tensor = ir.Tensor(np.ascontiguousarray(array), name=name)
-    value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(tensor.dtype), const_value=tensor)
+    tensor = data if isinstance(data, ir.LazyTensor) else ir.Tensor(np.ascontiguousarray(data))
+    tensor.name = name
+    value = ir.Value(name=name, shape=ir.Shape(tensor.shape), type=ir.TensorType(tensor.dtype), const_value=tensor)
     graph.register_initializer(value)
     return value

@@ -159,6 +159,9 @@ class _RemoteError(RuntimeError):
 
 def _serve(conn: Any, model: ir.Model, options: dict[str, Any]) -> None:
     """The child: build the session, say so, then run each set received until ``None``."""
+    # one torch thread: a forked child has none of this process's OpenMP workers, and a parallel torch op
+    # there (a weight computed when read, see optimize/conv_bn_fold.py) would wait for them forever
+    torch.set_num_threads(1)
     start = time.perf_counter()
     try:
         runner = OrtRunner(model, **options)
