@@ -18,6 +18,7 @@ from torch.utils import _pytree as pytree
 
 from onnxport.capture.integrations import registered_types
 from onnxport.errors import InvalidInputError, OnnxportError
+from onnxport.optimize.conv_bn_fold import COMPUTED_WHEN_READ
 from onnxport.report import Report
 from onnxport.saving import save_atomically
 from onnxport.translate.driver import (
@@ -73,7 +74,8 @@ def _from_pairs(value: torch.Tensor) -> torch.Tensor:
 
 def _streamed(model: ir.Model) -> bool:
     """Whether some initializer is read from a file only when written (weights streamed by ``export(weights=)``)."""
-    return any(isinstance(v.const_value, ir.LazyTensor) for v in model.graph.initializers.values())
+    return any(isinstance(v.const_value, ir.LazyTensor) and not v.const_value.meta.get(COMPUTED_WHEN_READ)
+               for v in model.graph.initializers.values())
 
 
 def _version(tensor: torch.Tensor) -> int | None:

@@ -129,3 +129,18 @@ def test_a_weight_shared_by_two_folds_gets_one_copy_each() -> None:
     assert len(weights) == 2
     assert model.conv.weight.abs().sum() > 0  # the model's own weight is untouched
     _check_at(prog, model, torch.randn(1, 3, 8, 8), torch.float32)
+
+
+def test_a_folded_model_saves_as_one_file_and_loads(tmp_path) -> None:
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    model = ConvBn(2, bias=True).eval()
+    x = torch.randn(2, 4, 6, 6)
+    prog = onnxport.export(model, (x,))
+    prog.save(tmp_path / "conv.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conv.onnx"]  # in-memory weights: no data file
+    session = ort.InferenceSession(str(tmp_path / "conv.onnx"), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(out), model(x), rtol=1e-4, atol=1e-4)

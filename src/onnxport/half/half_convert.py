@@ -214,7 +214,9 @@ def _constant_number(node: ir.Node) -> np.ndarray:
 def _as_dtype(tensor: ir.TensorProtocol, dtype: D) -> ir.TensorProtocol:
     """``tensor`` in ``dtype``: converted now, or, for a tensor read from a file when saved, then."""
     if isinstance(tensor, ir.LazyTensor):
-        return ir.LazyTensor(functools.partial(_converted, tensor, dtype), dtype, tensor.shape, name=tensor.name)
+        lazy = ir.LazyTensor(functools.partial(_converted, tensor, dtype), dtype, tensor.shape, name=tensor.name)
+        lazy.meta.update(tensor.meta)  # where it reads from (a file, or memory: see program._streamed)
+        return lazy
     return _converted(tensor, dtype)
 
 

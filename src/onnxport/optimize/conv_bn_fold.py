@@ -25,7 +25,11 @@ from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport.optimize import _match as m
 
-__all__ = ["ConvBatchNormFoldPass"]
+__all__ = ["COMPUTED_WHEN_READ", "ConvBatchNormFoldPass"]
+
+# The mark of a LazyTensor computed from tensors in memory when read (unlike the weights ``export(weights=)``
+# streams from files, which ``save`` writes as external data).
+COMPUTED_WHEN_READ = "onnxport.computed_when_read"
 
 _FOLDED_DTYPES = (ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE)
 _NUMPY = {ir.DataType.FLOAT16: np.float16, ir.DataType.FLOAT: np.float32, ir.DataType.DOUBLE: np.float64}
@@ -84,6 +88,7 @@ def _folded(graph: ir.Graph, conv: ir.Node, bn: ir.Node) -> tuple[ir.LazyTensor,
     if not (np.all(np.isfinite(b)) and largest < float(torch.finfo(weight.dtype).max)):
         return None  # an overflow in the weight's dtype: the runtime keeps the pair apart
     lazy = ir.LazyTensor(functools.partial(_scaled, weight, factors), dtype=w_value.dtype, shape=ir.Shape(weight.shape))
+    lazy.meta[COMPUTED_WHEN_READ] = True  # from memory, not a file: saved like any in-memory weight
     return lazy, b
 
 
