@@ -422,3 +422,13 @@ def test_inspect_errors_say_what_to_give(tmp_path, capsys) -> None:
 def test_failing_user_code_has_a_next_step(model_file, tmp_path, capsys) -> None:
     assert main(["export", f"{model_file}:broken", "-o", str(tmp_path / "m.onnx")]) == 1
     assert "fix: fix the line shown" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bits", ["int4", "int8"])
+def test_export_quantize_writes_matmulnbits_and_reports_the_error(model_file, tmp_path, capsys, bits) -> None:
+    out = tmp_path / "q.onnx"
+    assert main(["export", f"{model_file}:Net", "--input", "x=float32[2,4]", "-o", str(out), "--quantize", bits]) == 0
+    nodes = [n for n in onnx.load(str(out)).graph.node]
+    matmul = [n for n in nodes if n.op_type == "MatMulNBits"]
+    assert len(matmul) == 1 and {a.name: a.i for a in matmul[0].attribute}["bits"] == int(bits[3:])
+    assert "cosine similarity" in capsys.readouterr().out

@@ -13,6 +13,7 @@ from onnxport import decompose as _decompose
 from onnxport import half as _half
 from onnxport import targets as _targets
 from onnxport import optimize as _optimize
+from onnxport import quantize as _quantize_mod
 from onnxport import translate as _translate
 from onnxport import verify as _verify
 from onnxport import weights as _weights
@@ -50,6 +51,7 @@ def export(
     progress: bool = False,
     weights: Any = None,
     dtype: torch.dtype | None = None,
+    quantize: bool | Mapping[str, Any] | None = None,
 ) -> OnnxProgram:
     """Export ``model`` called on ``args``/``kwargs`` to ONNX.
 
@@ -92,6 +94,11 @@ def export(
     is not safe (softmax, normalisations, summing reductions, rotary angles; see ``onnxport.half``). It is
     verified against the model in eager float32 on the float32 examples, within float16's tolerance. A
     model that is already float16 (``model.half()``) gets the same islands with or without ``dtype``.
+
+    ``quantize=True`` (int4 weights, blocks of 32, symmetric) or a dict of ``OnnxProgram.quantize``'s
+    options quantizes the linear layers' weights after the float export is verified, and measures the
+    quantized model against eager PyTorch on the example: per output, cosine similarity, largest absolute
+    difference and top-1 agreement, in ``report.quantization``.
     """
     source = _weights.Weights.open(weights) if weights is not None else None
     # The caches are pytree nodes for the whole export (capture and verification flatten them), not after.
@@ -103,7 +110,7 @@ def export(
             optimize=optimize,
             verify=verify, verify_mode=verify_mode, verify_inputs=verify_inputs, progress=progress,
             verify_budget=verify_budget,
-            bound=bound, dtype=_half.check_dtype(dtype),
+            bound=bound, dtype=_half.check_dtype(dtype), quantize=_quantize_options(quantize),
         )
 
 
@@ -114,6 +121,7 @@ def _export(
     verify_budget: float | None,
     bound: _weights.Binding | None,
     dtype: torch.dtype | None,
+    quantize: dict[str, Any] | None = None,
 ) -> OnnxProgram:
     check_arguments(input_names=input_names, output_names=output_names, custom_translations=custom_translations,
                     custom_opsets=custom_opsets, verify_inputs=verify_inputs,
@@ -141,7 +149,7 @@ def _export(
                        custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow,
                        reuse_blocks=reuse_blocks, optimize=optimize, verify=verify, verify_mode=verify_mode,
                        verify_inputs=verify_inputs, verify_budget=verify_budget, bound=bound, dtype=dtype,
-                       dynamic_axes=dynamic_axes, report=report, ahead=ahead)
+                       dynamic_axes=dynamic_axes, report=report, ahead=ahead, quantize=quantize)
     finally:
         if ahead is not None:
             ahead.close()
@@ -152,7 +160,7 @@ def _stages(
     target: Any, forms: _targets.Forms, custom: Any, custom_opsets: Any, rewrite_control_flow: bool,
     reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any],
     verify_budget: float | None, bound: _weights.Binding | None, dtype: torch.dtype | None, dynamic_axes: Any,
-    report: Report, ahead: _verify.EagerAhead | None,
+    report: Report, ahead: _verify.EagerAhead | None, quantize: dict[str, Any] | None,
 ) -> OnnxProgram:
     """Capture, decompose, translate, optimize and verify: the export once its arguments are checked."""
     blocks = _blocks.BlockReuse(model, _block_translator(opset, forms, custom, custom_opsets)) if reuse_blocks else None
@@ -221,7 +229,33 @@ def _stages(
             stage.detail = result.status
     # From here on, a change to the weights the program was verified with refuses prog.save and prog(...).
     program._watch(model, skip=updated)
+    if quantize is not None:
+        with report.stage("quantize") as stage:
+            program = program.quantize(**quantize)
+            reference = getattr(report.verification, "reference", None)
+            if reference is not None:  # the quantized model against eager PyTorch on the example
+                flat = program.flatten_inputs(args, kwargs)
+                program.report.quantization.checks = _quantize_mod.measure(
+                    program.output_names, program.onnx_leaves(reference), program.run_flat(flat))
+            stage.detail = f"{len(program.report.quantization.quantized)} linear layers"
     return program
+
+
+def _quantize_options(quantize: Any) -> dict[str, Any] | None:
+    """``export``'s ``quantize=`` as ``OnnxProgram.quantize``'s keyword arguments, checked."""
+    if quantize is None or quantize is False:
+        return None
+    if quantize is True:
+        return {}
+    known = {"bits", "block_size", "symmetric", "form", "skip", "accuracy_level"}
+    if not isinstance(quantize, Mapping) or set(quantize) - known:
+        raise InvalidInputError(
+            f"quantize must be True or a dict of {', '.join(sorted(known))}, not {quantize!r}",
+            fix="pass quantize=True (int4, blocks of 32) or e.g. quantize={'bits': 8}")
+    options = dict(quantize)
+    _quantize_mod.check_options(options.get("bits", 4), options.get("block_size", 32),
+                                options.get("form") or "matmulnbits", options.get("accuracy_level", 4))
+    return options
 
 
 def _block_translator(opset: int, forms: _targets.Forms, custom: Any, custom_opsets: Any) -> Any:

@@ -31,6 +31,9 @@ def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
     return target, inputs
 
 
+_BITS = {"int4": 4, "int8": 8}
+
+
 def _export(ns: argparse.Namespace) -> int:
     from onnxport.api import export
 
@@ -40,7 +43,7 @@ def _export(ns: argparse.Namespace) -> int:
     prog = export(
         target.model, inputs.args, inputs.kwargs, dynamic_shapes=inputs.dynamic_shapes, input_names=inputs.input_names,
         output_names=ns.output_names, opset=ns.opset, target=ns.target, optimize=not ns.no_optimize, verify=not ns.no_verify,
-        progress=progress, dtype=ns.dtype,
+        progress=progress, dtype=ns.dtype, quantize={"bits": _BITS[ns.quantize]} if ns.quantize else None,
     )
     prog.save(ns.output, external_data=True if ns.external_data else None)
     if not ns.quiet:
@@ -199,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-optimize", action="store_true", help="skip the ONNX graph optimizations")
     p.add_argument("--dtype", choices=["float16"], default=None,
                    help="export as float16 (weights, floating inputs and outputs) with float32 islands")
+    p.add_argument("--quantize", choices=list(_BITS), default=None,
+                   help="int4 or int8 weights for the linear layers (blocks of 32, symmetric; MatMulNBits for "
+                   "onnxruntime targets, DequantizeLinear otherwise), measured against eager PyTorch")
     p.add_argument("--external-data", action="store_true", help="write weights to FILE.onnx.data")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="one line per stage on stderr (default: on when stderr is a terminal)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -342,6 +343,30 @@ class OnnxProgram:
         return json.loads(names) if names else []
 
     # -- saving --------------------------------------------------------------------------------------
+
+    def quantize(self, *, bits: int = 4, block_size: int = 32, symmetric: bool = True, form: str | None = None,
+                 skip: Sequence[str] = (), accuracy_level: int = 4) -> OnnxProgram:
+        """A new program whose linear layers hold ``bits``-bit weights (see ``onnxport.quantize``); this
+        one is left as it is. ``form`` defaults to the export's target: ``"matmulnbits"`` for onnxruntime
+        (and onnxruntime-web), ``"dequantize"`` (opset 21's blocked ``DequantizeLinear``) for the others.
+        ``skip`` keeps in float the weights whose names hold one of its strings (``("lm_head",)``).
+        ``accuracy_level`` is ``MatMulNBits``'s: 4 computes with int8 activations (fastest on CPU), 0 in
+        float. What was done is in the new program's ``report.quantization``."""
+        from onnxport import quantize as _quantize
+
+        self._check_unchanged("quantize the program", f"its weights would be {_OTHER}")
+        target = self.model.metadata_props.get("onnxport.target", "onnxruntime")
+        if form is None:
+            form = "matmulnbits" if target.startswith("onnxruntime") else "dequantize"
+        model = self.model.clone()
+        result = _quantize.quantize_model(model, bits=bits, block_size=block_size, symmetric=symmetric, form=form,
+                                          skip=skip, accuracy_level=accuracy_level)
+        report = copy.copy(self.report)
+        report.quantization = result
+        program = OnnxProgram(model, report=report, in_spec=self._in_spec, out_spec=self._out_spec,
+                              input_used=self._input_used, output_slots=self._output_slots, aliases=self._aliases)
+        program._watched = list(self._watched)
+        return program
 
     def save(self, path: str | os.PathLike[str], *, external_data: bool | None = None) -> None:
         """Write the model to ``path`` atomically.

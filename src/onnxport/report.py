@@ -47,6 +47,7 @@ class Report:
     notes: list[str] = dataclasses.field(default_factory=list)  # what onnxport did for the user, for the record
     blocks: list[str] = dataclasses.field(default_factory=list)  # repeated blocks captured once, or why not
     verification: Any = None
+    quantization: Any = None  # onnxport.quantize.QuantizeResult of a quantized program, with its checks
     progress: bool = False
 
     @contextlib.contextmanager
@@ -102,4 +103,6 @@ class Report:
             lines.append(str(self.verification))
         if self.sizes_verified:
             lines.append(f"other sizes verified ({SIZES_HOW}): " + "; ".join(self.sizes_verified))
+        if self.quantization is not None:
+            lines.append(f"quantized: {self.quantization}")
         return "\n".join(lines)

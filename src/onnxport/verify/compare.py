@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -76,6 +77,7 @@ class Verification:
     isolated: bool = False  # the session ran in a child process
     eager_ahead: bool = False  # the example's eager run was beside the capture, in a child process
     time_split: dict[str, float] = dataclasses.field(default_factory=dict)
+    reference: Any = dataclasses.field(default=None, repr=False, compare=False)  # the example's eager outputs
 
     @property
     def ok(self) -> bool:

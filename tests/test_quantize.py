@@ -1,0 +1,143 @@
+"""Weight-only quantization (onnxport.quantize): every form computes exactly the model whose weights are
+the dequantized codes, the program API leaves the float program alone, an LLM's logits stay close to
+eager PyTorch's, and bad options are refused before any work."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from torch.export import Dim
+
+import onnxport
+from onnxport.quantize import _quantize, dequantized
+from onnxport.verify import OrtRunner
+
+
+class Mlp(torch.nn.Module):
+    """Input sizes 40 (not a multiple of the blocks: padded) and 96."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(40, 96)
+        self.down = torch.nn.Linear(96, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.relu(self.up(x)))
+
+
+def _reference(model: Mlp, x: torch.Tensor, bits: int, block_size: int, symmetric: bool) -> np.ndarray:
+    """The MLP with each weight replaced by its dequantized codes, in float64."""
+    h = x.double().numpy()
+    for layer in (model.up, model.down):
+        w = layer.weight.detach().double().numpy()
+        codes, scales, zeros = _quantize(w, bits, block_size, symmetric)
+        scales = scales.astype(np.float32).astype(np.float64)  # the file keeps them in float32
+        h = h @ dequantized(codes, scales, zeros, bits, w.shape[1]).T + layer.bias.detach().double().numpy()
+        if layer is model.up:
+            h = np.maximum(h, 0.0)
+    return h
+
+
+def _ops(prog: onnxport.OnnxProgram) -> Counter:
+    return Counter(node.op_type for node in prog.model.graph)
+
+
+@pytest.mark.parametrize("form", ["matmulnbits", "dequantize"])
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("block_size", [16, 64])
+def test_each_form_computes_the_dequantized_weights(form: str, bits: int, symmetric: bool, block_size: int) -> None:
+    torch.manual_seed(bits + block_size)
+    model = Mlp().eval()
+    x = torch.randn(2, 5, 40)
+    prog = onnxport.export(model, (x,), opset=21, dynamic_shapes=({0: Dim("batch"), 1: Dim("seq")},))
+    quantized = prog.quantize(bits=bits, block_size=block_size, symmetric=symmetric, form=form, accuracy_level=0)
+    result = quantized.report.quantization
+    assert result.quantized == ["up.weight", "down.weight"] and not result.left
+    assert result.bytes_after < result.bytes_before / (2 if bits == 8 else 3)
+    ops = _ops(quantized)
+    if form == "matmulnbits":
+        assert ops["MatMulNBits"] == 2 and ops["Gemm"] == 0
+    else:
+        assert ops["DequantizeLinear"] == 2 and ops["Gemm"] == 2
+    x2 = torch.randn(3, 4, 40)
+    (actual,) = OrtRunner(quantized.model).run([x2])
+    np.testing.assert_allclose(actual.numpy(), _reference(model, x2, bits, block_size, symmetric), rtol=1e-5, atol=1e-5)
+
+
+def test_the_float_program_is_left_as_it_was() -> None:
+    torch.manual_seed(0)
+    model = Mlp().eval()
+    x = torch.randn(2, 40)
+    prog = onnxport.export(model, (x,))
+    before = prog(x)
+    quantized = prog.quantize()
+    assert _ops(prog)["Gemm"] == 2 and _ops(quantized)["MatMulNBits"] == 2
+    torch.testing.assert_close(prog(x), before)
+    assert prog.report.quantization is None and quantized.report.quantization is not None
+    assert not torch.equal(quantized(x), before)  # int4 weights: close, not equal
+
+
+def test_a_saved_quantized_model_loads_and_computes_as_the_program(tmp_path) -> None:
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    model = Mlp().eval()
+    x = torch.randn(3, 40)
+    quantized = onnxport.export(model, (x,)).quantize(bits=4, symmetric=False)
+    path = tmp_path / "mlp.onnx"
+    quantized.save(path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    np.testing.assert_allclose(out, quantized(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_export_measures_the_quantized_model_against_eager() -> None:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=512)
+    llama = transformers.LlamaForCausalLM(config).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.llama = llama
+
+        def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+            return self.llama(input_ids=input_ids, use_cache=False).logits
+
+    ids = torch.randint(0, 512, (1, 12))
+    int4 = onnxport.export(Logits().eval(), (ids,), quantize=True)
+    int8 = onnxport.export(Logits().eval(), (ids,), quantize={"bits": 8, "skip": ["lm_head"]})
+    assert _ops(int4)["MatMulNBits"] == 2 * 7 + 1  # q, k, v, o, gate, up, down per layer and the LM head
+    assert int8.report.quantization.left == {"llama.lm_head.weight": "skipped by name"}
+    (check4,), (check8,) = int4.report.quantization.checks, int8.report.quantization.checks
+    assert 0.95 < check4.cosine < 0.9999 and check4.top1 is not None
+    assert check8.cosine > 0.999 and check8.max_abs < check4.max_abs
+    assert "cosine similarity" in str(int4.report)
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"bits": 3}, "bits must be 4 or 8"),
+    ({"block_size": 48}, "power of two"),
+    ({"form": "gguf"}, "form must be one of"),
+    ({"accuracy_level": 7}, "accuracy_level"),
+])
+def test_bad_options_are_refused(options: dict, match: str) -> None:
+    prog = onnxport.export(Mlp().eval(), (torch.randn(2, 40),), verify=False)
+    with pytest.raises(onnxport.OnnxportError, match=match):
+        prog.quantize(**options)
+    with pytest.raises(onnxport.OnnxportError, match=match):
+        onnxport.export(Mlp().eval(), (torch.randn(2, 40),), quantize=options)
+
+
+def test_the_portable_form_needs_opset_21_and_unknown_keys_are_named() -> None:
+    prog = onnxport.export(Mlp().eval(), (torch.randn(2, 40),), opset=18, verify=False)
+    with pytest.raises(onnxport.OnnxportError, match="opset 21"):
+        prog.quantize(form="dequantize")
+    with pytest.raises(onnxport.OnnxportError, match="quantize must be True or a dict"):
+        onnxport.export(Mlp().eval(), (torch.randn(2, 40),), quantize={"bitz": 4})
