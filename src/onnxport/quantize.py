@@ -24,8 +24,10 @@ from collections.abc import Sequence
 import ml_dtypes
 import numpy as np
 import onnx_ir as ir
+from onnx_ir.passes import common as common_passes
 
 from onnxport.errors import InvalidInputError
+from onnxport.optimize._match import new_initializer
 
 __all__ = ["FORMS", "QuantizeResult", "QuantizedCheck", "dequantized", "measure", "quantize_model"]
 
@@ -142,7 +144,7 @@ def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symm
         result.quantized.append(name)
     if result.quantized and form == "matmulnbits" and _MS_DOMAIN not in model.opset_imports:
         model.opset_imports[_MS_DOMAIN] = 1
-    _drop_unused(graph)
+    common_passes.RemoveUnusedNodesPass()(model)  # the float weights replaced
     return result
 
 
@@ -222,27 +224,16 @@ def _pack(codes: np.ndarray, bits: int) -> np.ndarray:
     return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
 
 
-def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
-    base, n = name, 1
-    while name in graph.initializers:
-        n += 1
-        name = f"{base}.{n}"
-    tensor = ir.Tensor(np.ascontiguousarray(array), name=name)
-    value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(tensor.dtype), const_value=tensor)
-    graph.register_initializer(value)
-    return value
-
-
 def _to_matmulnbits(graph: ir.Graph, node: ir.Node, weight: ir.Value, codes: np.ndarray, scales: np.ndarray,
                     zeros: np.ndarray | None, bits: int, block_size: int, accuracy_level: int,
                     dtype: np.dtype) -> int:
     n, blocks, _ = codes.shape
     k = weight.shape[0] if node.op_type == "MatMul" else weight.shape[1]
     base = weight.name or "weight"
-    inputs = [node.inputs[0], _initializer(graph, f"{base}.q{bits}", _pack(codes, bits)),
-              _initializer(graph, f"{base}.scales", scales.astype(dtype).reshape(-1))]
+    inputs = [node.inputs[0], new_initializer(graph, f"{base}.q{bits}", _pack(codes, bits)),
+              new_initializer(graph, f"{base}.scales", scales.astype(dtype).reshape(-1))]
     if zeros is not None:
-        inputs.append(_initializer(graph, f"{base}.zero_points", _pack(zeros, bits).reshape(-1)))
+        inputs.append(new_initializer(graph, f"{base}.zero_points", _pack(zeros, bits).reshape(-1)))
     attributes = [ir.AttrInt64("K", int(k)), ir.AttrInt64("N", int(n)), ir.AttrInt64("bits", bits),
                   ir.AttrInt64("block_size", block_size), ir.AttrInt64("accuracy_level", accuracy_level)]
     product = ir.Node(_MS_DOMAIN, "MatMulNBits", inputs, attributes=attributes, name=node.name,
@@ -276,9 +267,9 @@ def _to_dequantize(graph: ir.Graph, node: ir.Node, weight: ir.Value, codes: np.n
     if transposed:  # the MatMul's weight is [K, N]: blocks along axis 0
         stored, scale_array, axis = stored.T, scale_array.T, 0
         zero_array = zero_array.T if zero_array is not None else None
-    inputs = [_initializer(graph, f"{base}.q{bits}", stored), _initializer(graph, f"{base}.scales", scale_array)]
+    inputs = [new_initializer(graph, f"{base}.q{bits}", stored), new_initializer(graph, f"{base}.scales", scale_array)]
     if zero_array is not None:
-        inputs.append(_initializer(graph, f"{base}.zero_points", zero_array))
+        inputs.append(new_initializer(graph, f"{base}.zero_points", zero_array))
     dq = ir.Node("", "DequantizeLinear", inputs, attributes=[ir.AttrInt64("axis", axis),
                                                              ir.AttrInt64("block_size", block_size)],
                  name=f"{node.name or base}.dequantize")
@@ -287,9 +278,3 @@ def _to_dequantize(graph: ir.Graph, node: ir.Node, weight: ir.Value, codes: np.n
     graph.insert_before(node, dq)
     node.replace_input_with(1, dq.outputs[0])
     return sum(v.const_value.nbytes for v in inputs)
-
-
-def _drop_unused(graph: ir.Graph) -> None:
-    for name, value in list(graph.initializers.items()):
-        if not list(value.uses()) and not value.is_graph_output() and not value.is_graph_input():
-            graph.initializers.pop(name)

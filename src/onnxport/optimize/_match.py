@@ -90,3 +90,17 @@ def replace_node(graph: ir.Graph, node: ir.Node, fused: ir.Node, removed: list[i
     ir.convenience.replace_all_uses_with(out, fused.outputs[0], replace_graph_outputs=True)
     fused.outputs[0].name = name
     graph.remove(list(reversed(removed)), safe=True)
+
+
+def new_initializer(graph: ir.Graph, name: str, data: np.ndarray | ir.TensorProtocol) -> ir.Value:
+    """Register ``data`` (an array, or a tensor such as a ``LazyTensor``) as an initializer named ``name``,
+    or ``name.2``, ``name.3``, ... where that name is taken."""
+    base, n = name, 1
+    while name in graph.initializers:
+        n += 1
+        name = f"{base}.{n}"
+    tensor = ir.Tensor(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else data
+    tensor.name = name
+    value = ir.Value(name=name, shape=ir.Shape(tensor.shape), type=ir.TensorType(tensor.dtype), const_value=tensor)
+    graph.register_initializer(value)
+    return value

@@ -51,8 +51,9 @@ class ConvBatchNormFoldPass(ir.passes.InPlacePass):
             if arrays is None:
                 continue
             weight, bias = arrays
-            new_w = _initializer(graph, conv.inputs[1], weight, "bn_folded")
-            new_b = _initializer(graph, conv.inputs[1], bias, "bn_folded_bias")
+            base = conv.inputs[1].name or "conv.weight"
+            new_w = m.new_initializer(graph, f"{base}.bn_folded", weight)
+            new_b = m.new_initializer(graph, f"{base}.bn_folded_bias", bias)
             replacement = ir.Node("", "Conv", [conv.inputs[0], new_w, new_b], attributes=list(conv.attributes.values()),
                                   name=conv.name, metadata_props=dict(conv.metadata_props))
             ir.convenience.replace_nodes_and_values(graph, bn, [conv, bn], [replacement], [bn.outputs[0]],
@@ -125,16 +126,3 @@ def _constant(graph: ir.Graph, value: ir.Value | None) -> np.ndarray | None:
         return None  # an outer graph's initializer
     tensor = ir.convenience.get_const_tensor(value)
     return None if tensor is None else np.asarray(tensor.numpy())
-
-
-def _initializer(graph: ir.Graph, like: ir.Value, data: np.ndarray | ir.LazyTensor, suffix: str) -> ir.Value:
-    base = f"{like.name or 'conv.weight'}.{suffix}"
-    name, n = base, 1
-    while name in graph.initializers:
-        n += 1
-        name = f"{base}.{n}"
-    tensor = data if isinstance(data, ir.LazyTensor) else ir.Tensor(np.ascontiguousarray(data))
-    tensor.name = name
-    value = ir.Value(name=name, shape=ir.Shape(tensor.shape), type=ir.TensorType(tensor.dtype), const_value=tensor)
-    graph.register_initializer(value)
-    return value
