@@ -12,7 +12,7 @@ import torch
 from torch.export import Dim
 
 import onnxport
-from onnxport.quantize import _quantize, dequantized
+from onnxport.quantize.weights import _quantize, dequantized
 from onnxport.verify import OrtRunner
 
 
