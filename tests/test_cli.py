@@ -97,7 +97,7 @@ def test_inspect(model_file, tmp_path, capsys) -> None:
     assert main(["inspect", str(out)]) == 0
     text = capsys.readouterr().out
     assert "x: float[2,4]" in text
-    assert "Gemm" in text and "Relu" in text
+    assert "MatMul" in text and "Relu" in text
     assert "initializers: 2" in text
     assert "ir_version: 10" in text and "ai.onnx=21" in text and "target: onnxruntime>=1.18" in text
 

@@ -60,11 +60,13 @@ def test_each_form_computes_the_dequantized_weights(form: str, bits: int, symmet
     assert result.bytes_after < result.bytes_before / (2 if bits == 8 else 3)
     ops = _ops(quantized)
     if form == "matmulnbits":
-        assert ops["MatMulNBits"] == 2 and ops["Gemm"] == 0
+        assert ops["MatMulNBits"] == 2 and ops["MatMul"] == 0
     else:
-        assert ops["DequantizeLinear"] == 2 and ops["Gemm"] == 2
+        assert ops["DequantizeLinear"] == 2 and ops["MatMul"] == 2
     x2 = torch.randn(3, 4, 40)
-    (actual,) = OrtRunner(quantized.model).run([x2])
+    # At level "all" onnxruntime fuses DequantizeLinear + MatMul into MatMulNBits with int8 activations
+    # (accuracy level 4, its default for the fusion): "basic" keeps the exact product.
+    (actual,) = OrtRunner(quantized.model, optimization="basic").run([x2])
     np.testing.assert_allclose(actual.numpy(), _reference(model, x2, bits, block_size, symmetric), rtol=1e-5, atol=1e-5)
 
 
@@ -75,7 +77,7 @@ def test_the_float_program_is_left_as_it_was() -> None:
     prog = onnxport.export(model, (x,))
     before = prog(x)
     quantized = prog.quantize()
-    assert _ops(prog)["Gemm"] == 2 and _ops(quantized)["MatMulNBits"] == 2
+    assert _ops(prog)["MatMul"] == 2 and _ops(quantized)["MatMulNBits"] == 2
     torch.testing.assert_close(prog(x), before)
     assert prog.report.quantization is None and quantized.report.quantization is not None
     assert not torch.equal(quantized(x), before)  # int4 weights: close, not equal

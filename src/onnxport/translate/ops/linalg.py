@@ -11,33 +11,15 @@ from onnxport.translate.registry import aten
 
 aten_ = torch.ops.aten
 
-_GEMM_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE)  # Gemm's kernels on onnxruntime's CPU provider
-
-
 @aten(aten_.linear.default)
 def linear(ctx: Ctx, x: ir.Value, weight: ir.Value, bias: ir.Value | None = None) -> ir.Value:
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
-    if rank(x) == 2 and rank(weight) == 2 and (bias is not None or x.dtype in _GEMM_TYPES):
-        return ctx.op.Gemm(x, weight, bias, transB=1)
-    if rank(weight) == 2 and rank(x) > 2 and x.dtype in _GEMM_TYPES:
-        # Gemm reads the weight as stored (transB), so no Transpose of each weight is left for the
-        # runtime to fold at load (on ViT-B/16, 0.4 s of onnxruntime's load), and adds the bias in
-        # the product's own pass; the leading dims are flattened into its rows and restored.
-        rows = ctx.op.Reshape(x, ctx.op.Concat(ctx.const([-1], ir.DataType.INT64), _dim(ctx, weight, 1), axis=0))
-        out = ctx.op.Gemm(rows, weight, bias, transB=1)
-        return ctx.op.Reshape(out, ctx.op.Concat(ctx.op.Shape(x, end=-1), _dim(ctx, weight, 0), axis=0))
-    # MatMul's numpy semantics also cover a 1-D input (a vector times W^T) and a 1-D weight.
+    # MatMul's numpy semantics cover every rank of x (a vector, a matrix, batches) and a 1-D weight. The
+    # optimizer stores a constant weight transposed (LinearWeightLayoutPass), leaving MatMul(x, W^T) + b:
+    # the form runtimes multiply fastest and quantization tools match.
     w_t = ctx.op.Transpose(weight, perm=[1, 0]) if rank(weight) == 2 else weight
     out = ctx.op.MatMul(x, w_t)
     return ctx.op.Add(out, bias) if bias is not None else out
-
-
-def _dim(ctx: Ctx, x: ir.Value, i: int) -> ir.Value:
-    """Size ``i`` of ``x`` as a 1-D int64 value: a constant where the shape says it."""
-    size = x.shape[i] if x.shape is not None else None
-    if isinstance(size, int):
-        return ctx.const([size], ir.DataType.INT64)
-    return ctx.op.Shape(x, start=i, end=i + 1)
 
 
 @aten(aten_.matmul.default, aten_.mm.default, aten_.bmm.default)
