@@ -56,6 +56,10 @@ opinfo: $(VENV)/.installed
 bench-llm: $(VENV)/.installed
 	$(BIN)/python bench/llm.py --out bench/llm.md
 
+.PHONY: bench-quantize
+bench-quantize: $(VENV)/.installed
+	$(BIN)/python bench/quantize.py --out bench/quantize.md
+
 .PHONY: bench-speed
 bench-speed: $(VENV)/.installed-bench
 	$(BIN)/python bench/speed.py --out bench/speed.md

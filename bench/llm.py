@@ -91,17 +91,37 @@ def ort_feeds(session, inputs: dict, names: dict[str, str]) -> dict[str, np.ndar
     return feeds
 
 
+def save_hf(model: torch.nn.Module, workdir: str) -> str:
+    """``model`` saved as a local model directory the builder reads (weights, config, a tokenizer)."""
+    src = os.path.join(workdir, "hf")
+    if not os.path.isdir(src):
+        model.save_pretrained(src)
+        write_tokenizer(src, model.config.vocab_size)  # the builder copies a tokenizer next to its model
+    return src
+
+
+def genai_build(src: str, out: str, precision: str = "fp32", cache: str | None = None,
+                extra_options: Sequence[str] = ()) -> str:
+    """Path of the model.onnx that onnxruntime-genai's builder writes for the local model directory ``src``
+    (CPU, ``precision``); a RuntimeError with the last line of its message when it fails."""
+    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", src, "-o", out, "-p", precision,
+               "-e", "cpu", "-c", cache or os.path.join(os.path.dirname(out), "cache")]
+    if extra_options:
+        command += ["--extra_options", *extra_options]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    if done.returncode != 0:
+        message = (done.stderr or done.stdout).strip().splitlines() or [f"exit status {done.returncode}"]
+        raise RuntimeError(message[-1][:200])
+    return os.path.join(out, "model.onnx")
+
+
 def genai_builder_session(model: torch.nn.Module, workdir: str):
     """onnxruntime-genai's own export of the same weights (float32, CPU), or the error it gave."""
-    src, out = os.path.join(workdir, "hf"), os.path.join(workdir, "genai")
-    model.save_pretrained(src)
-    write_tokenizer(src, model.config.vocab_size)  # the builder copies a tokenizer next to its model
-    done = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", src, "-o", out,
-                           "-p", "fp32", "-e", "cpu", "-c", os.path.join(workdir, "cache")],
-                          capture_output=True, text=True, timeout=1200)
-    if done.returncode != 0:
-        return RuntimeError((done.stderr or done.stdout).strip().splitlines()[-1][:200])
-    return make_session(_load(os.path.join(out, "model.onnx")))
+    try:
+        path = genai_build(save_hf(model, workdir), os.path.join(workdir, "genai"), "fp32", os.path.join(workdir, "cache"))
+    except RuntimeError as exc:
+        return exc
+    return make_session(_load(path))
 
 
 def _load(path: str):
