@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from onnxport.capture import _data_watch, _runtime, dynamic, integrations
-from onnxport.capture import rewrite_data, rewrite_loop
+from onnxport.capture import quantized, rewrite_data, rewrite_loop
 from onnxport.capture._data_watch import reads_data
 from onnxport.capture.patch import ControlFlowRewriter
 from onnxport.capture.rewrite import RewriteRefused
@@ -203,6 +203,7 @@ def capture(
                     break  # rewrite the if, while or .data, then start again from non-strict
                 continue
             report.attempts.append(Attempt(label, True))
+            ep = quantized.prepare_program(ep)  # subclass weights in parts, quantized linears as matmuls
             _refuse_state_writes(model, ep, rewriter)
             report.rewrites = rewriter.all_rewrites if rewriter is not None else []
             control_flow = rewriter if rewriter is not None and rewriter.rewrites else None

@@ -1,7 +1,10 @@
 """ConstantFoldPass: evaluate small nodes whose inputs are all constants, and Shape/Size of static values.
 
 Only cheap integer/shape-style computations are folded (a size limit keeps weights out): what remains
-after translation of symbolic-size arithmetic whose static parts are known at export time.
+after translation of symbolic-size arithmetic whose static parts are known at export time. Quantization ops
+are never folded, nor is anything that reads integer codes through a Cast into float: a
+``DequantizeLinear`` (or Cast) of a constant int8/int4 weight folded into a float constant would undo the
+quantization, and onnxruntime fuses the dequantization into its integer kernels.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import onnx_ir as ir
 __all__ = ["ConstantFoldPass"]
 
 _MAX_ELEMENTS = 1024
+_QUANTIZATION = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+_CODES = frozenset({ir.DataType.INT4, ir.DataType.UINT4, ir.DataType.INT8, ir.DataType.UINT8})
+_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
 
 
 def _attr(node: ir.Node, name: str, default: object = None) -> object:
@@ -127,7 +133,7 @@ class ConstantFoldPass(ir.passes.InPlacePass):
             start, end = _attr(node, "start", 0), _attr(node, "end", None)
             return np.array(shape[slice(start, end)], dtype=np.int64)
         fn = _EVAL.get(node.op_type)
-        if fn is None:
+        if fn is None or node.op_type in _QUANTIZATION or _dequantizes(node):
             return None
         inputs = [_constant(v) if v is not None else None for v in node.inputs]
         if any(a is None for a, v in zip(inputs, node.inputs) if v is not None):
@@ -141,3 +147,10 @@ class ConstantFoldPass(ir.passes.InPlacePass):
         if result.size > _MAX_ELEMENTS or (node.outputs[0].dtype is not None and result.dtype != node.outputs[0].dtype.numpy()):
             return None
         return result
+
+
+def _dequantizes(node: ir.Node) -> bool:
+    """A Cast of integer codes (int8/uint8/int4) into a float type: a weight's dequantization, kept as written."""
+    if node.op_type != "Cast" or not node.inputs or node.inputs[0] is None:
+        return False
+    return node.inputs[0].dtype in _CODES and ir.DataType(_attr(node, "to")) in _FLOATS
