@@ -345,28 +345,67 @@ class OnnxProgram:
     # -- saving --------------------------------------------------------------------------------------
 
     def quantize(self, *, bits: int = 4, block_size: int = 32, symmetric: bool = True, form: str | None = None,
-                 skip: Sequence[str] = (), accuracy_level: int = 4) -> OnnxProgram:
-        """A new program whose linear layers hold ``bits``-bit weights (see ``onnxport.quantize``); this
-        one is left as it is. ``form`` defaults to the export's target: ``"matmulnbits"`` for onnxruntime
-        (and onnxruntime-web), ``"dequantize"`` (opset 21's blocked ``DequantizeLinear``) for the others.
-        ``skip`` keeps in float the weights whose names hold one of its strings (``("lm_head",)``).
+                 skip: Sequence[str] = (), accuracy_level: int = 4, lm_head: int | None = None, embeddings: int = 0,
+                 method: str = "rtn", calibration: Sequence[Any] | None = None, activations: str | None = None,
+                 per_channel: bool = True) -> OnnxProgram:
+        """A new program with quantized weights (see ``onnxport.quantize``); this one is left as it is.
+
+        Weight-only (the default): each linear layer's weight in ``bits``-bit blocks of ``block_size``.
+        ``form`` defaults to the export's target: ``"matmulnbits"`` for onnxruntime (and onnxruntime-web),
+        ``"dequantize"`` (opset 21's blocked ``DequantizeLinear``) for the others. ``skip`` keeps in float
+        the weights whose names hold one of its strings. ``lm_head``: the bits of the layers that write a
+        model output (None: ``bits``; 0: float). ``embeddings``: the bits of the embedding tables (0: float).
         ``accuracy_level`` is ``MatMulNBits``'s: 4 computes with int8 activations (fastest on CPU), 0 in
-        float. What was done is in the new program's ``report.quantization``."""
+        float. ``method="gptq"`` rounds each layer with GPTQ on ``calibration``, a few typical inputs (each a
+        tuple of arguments or a dict of keyword arguments), lowering the error at the same size.
+
+        ``activations="dynamic"`` instead quantizes activations too, int8 at run time (int8 weights, per
+        channel unless ``per_channel=False``); ``"static"`` with fixed ranges measured on ``calibration``.
+
+        What was done is in the new program's ``report.quantization``."""
         from onnxport import quantize as _quantize
 
         self._check_unchanged("quantize the program", f"its weights would be {_OTHER}")
         target = self.model.metadata_props.get("onnxport.target", "onnxruntime")
-        if form is None:
-            form = "matmulnbits" if target.startswith("onnxruntime") else "dequantize"
+        feeds = self._feeds(calibration) if calibration is not None else None
         model = self.model.clone()
-        result = _quantize.quantize_model(model, bits=bits, block_size=block_size, symmetric=symmetric, form=form,
-                                          skip=skip, accuracy_level=accuracy_level)
+        if activations is not None:
+            if activations not in _quantize.MODES:
+                raise InvalidInputError(f"activations must be one of {', '.join(_quantize.MODES)}, not {activations!r}",
+                                        fix="pass activations='dynamic' (no calibration) or 'static' with calibration=")
+            if activations == "static" and not feeds:
+                raise InvalidInputError("activations='static' needs calibration inputs",
+                                        fix="pass calibration=[inputs, ...]: a few typical inputs of the model")
+            if activations == "dynamic":
+                result = _quantize.quantize_dynamic_model(model, skip=skip, per_channel=per_channel)
+            else:
+                result = _quantize.quantize_static_model(model, feeds, skip=skip, per_channel=per_channel)
+        else:
+            if form is None:
+                form = "matmulnbits" if target.startswith("onnxruntime") else "dequantize"
+            result = _quantize.quantize_model(model, bits=bits, block_size=block_size, symmetric=symmetric, form=form,
+                                              skip=skip, accuracy_level=accuracy_level, lm_head=lm_head,
+                                              embeddings=embeddings, method=method, calibration=feeds,
+                                              target=self.model.metadata_props.get("onnxport.target"))
         report = copy.copy(self.report)
         report.quantization = result
         program = OnnxProgram(model, report=report, in_spec=self._in_spec, out_spec=self._out_spec,
                               input_used=self._input_used, output_slots=self._output_slots, aliases=self._aliases)
         program._watched = list(self._watched)
         return program
+
+    def _feeds(self, inputs: Sequence[Any]) -> list[dict[str, np.ndarray]]:
+        """Calibration inputs (each a tuple of arguments or a dict of keyword arguments) as onnxruntime feeds."""
+        if isinstance(inputs, (str, bytes, dict)) or not isinstance(inputs, Sequence) or not inputs:
+            raise InvalidInputError("calibration must be a non-empty list of inputs",
+                                    fix="pass calibration=[(x1,), (x2,), ...] (tuples of arguments) or "
+                                    "[{'input_ids': ids}, ...] (keyword arguments)")
+        feeds = []
+        for item in inputs:
+            args, kwargs = ((), item) if isinstance(item, dict) else (item if isinstance(item, tuple) else (item,), {})
+            flat = self.flatten_inputs(args, kwargs)
+            feeds.append({name: t.detach().cpu().numpy() for name, t in zip(self.input_names, flat)})
+        return feeds
 
     def save(self, path: str | os.PathLike[str], *, external_data: bool | None = None) -> None:
         """Write the model to ``path`` atomically.

@@ -1,17 +1,29 @@
 """Quantization of exported models.
 
 - ``weights``: weight-only int4/int8 quantization of linear layers (``MatMulNBits`` or blocked
-  ``DequantizeLinear``).
+  ``DequantizeLinear``) and embedding tables, rounded to nearest or with GPTQ (``gptq``).
+- ``activations``: int8 activations too, dynamic (ranges at run time) or static (ranges measured on a
+  calibration set by ``calibrate``), in the patterns onnxruntime fuses into its integer kernels.
 """
 
+from onnxport.quantize.activations import (
+    MODES,
+    ActivationQuantizeResult,
+    quantize_dynamic_model,
+    quantize_static_model,
+)
 from onnxport.quantize.weights import (
     FORMS,
+    METHODS,
     QuantizedCheck,
     QuantizeResult,
+    check_kinds,
     check_options,
     dequantized,
     measure,
     quantize_model,
 )
 
-__all__ = ["FORMS", "QuantizeResult", "QuantizedCheck", "check_options", "dequantized", "measure", "quantize_model"]
+__all__ = ["FORMS", "METHODS", "MODES", "ActivationQuantizeResult", "QuantizeResult", "QuantizedCheck", "check_kinds",
+           "check_options", "dequantized", "measure", "quantize_dynamic_model", "quantize_model",
+           "quantize_static_model"]

@@ -29,9 +29,10 @@ from onnx_ir.passes import common as common_passes
 from onnxport.errors import InvalidInputError
 from onnxport.optimize._match import new_initializer
 
-__all__ = ["FORMS", "QuantizeResult", "QuantizedCheck", "dequantized", "measure", "quantize_model"]
+__all__ = ["FORMS", "METHODS", "QuantizeResult", "QuantizedCheck", "dequantized", "measure", "quantize_model"]
 
 FORMS = ("matmulnbits", "dequantize")
+METHODS = ("rtn", "gptq")
 _MS_DOMAIN = "com.microsoft"
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
 
@@ -50,11 +51,20 @@ class QuantizeResult:
     bytes_before: int = 0
     bytes_after: int = 0
     checks: list[QuantizedCheck] = dataclasses.field(default_factory=list)  # against eager PyTorch, if measured
+    method: str = "rtn"
+    other_bits: dict[str, int] = dataclasses.field(default_factory=dict)  # layers of another width (lm_head=)
+    tables: dict[str, int] = dataclasses.field(default_factory=dict)  # embedding tables quantized: their bits
 
     def __str__(self) -> str:
         kind = "symmetric" if self.symmetric else "asymmetric"
-        text = (f"int{self.bits} weights ({kind}, blocks of {self.block_size}, {self.form}): "
-                f"{len(self.quantized)} linear layer(s), {self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB")
+        how = ", GPTQ" if self.method == "gptq" else ""
+        text = (f"int{self.bits} weights ({kind}, blocks of {self.block_size}, {self.form}{how}): "
+                f"{len(self.quantized)} linear layer(s)")
+        if self.other_bits:
+            text += f" ({', '.join(f'{k} int{v}' for k, v in self.other_bits.items())})"
+        if self.tables:
+            text += f", embedding table(s) {', '.join(f'{k} int{v}' for k, v in self.tables.items())}"
+        text += f", {self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB"
         if self.left:
             text += f"; left in float: {', '.join(f'{k} ({v})' for k, v in list(self.left.items())[:5])}"
             text += f" and {len(self.left) - 5} more" if len(self.left) > 5 else ""
@@ -112,48 +122,145 @@ def check_options(bits: int, block_size: int, form: str, accuracy_level: int) ->
 
 
 def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symmetric: bool = True,
-                   form: str = "matmulnbits", skip: Sequence[str] = (), accuracy_level: int = 4) -> QuantizeResult:
-    """Quantize the main graph's linear layers in place (see the module's docstring)."""
+                   form: str = "matmulnbits", skip: Sequence[str] = (), accuracy_level: int = 4,
+                   lm_head: int | None = None, embeddings: int = 0, method: str = "rtn",
+                   calibration: Sequence[dict[str, np.ndarray]] | None = None, target: str | None = None
+                   ) -> QuantizeResult:
+    """Quantize the main graph's linear layers (and, ``embeddings``, its embedding tables) in place (see
+    the module's docstring). ``lm_head`` is the bits of the layers that write a model output (an LM head, a
+    classifier): None for ``bits``, 0 to leave them in float. ``method="gptq"`` rounds with GPTQ on
+    ``calibration`` (input feeds of the model) instead of to nearest. ``target`` (the export's) refuses
+    forms its oldest release cannot load or computes wrong."""
     check_options(bits, block_size, form, accuracy_level)
+    check_kinds(lm_head, embeddings, method, calibration)
+    head_bits = bits if lm_head is None else lm_head
     opset = model.opset_imports.get("", 0)
     if form == "dequantize" and opset < 21:
         raise InvalidInputError(f"form='dequantize' needs opset 21 (blocked DequantizeLinear); the model has {opset}",
                                 fix="export with opset=21 or later, or use form='matmulnbits' for onnxruntime")
-    result = QuantizeResult(form, bits, block_size, symmetric)
+    _check_target(target, form, {bits, head_bits} - {0}, embeddings, symmetric)
+    result = QuantizeResult(form, bits, block_size, symmetric, method=method)
     graph = model.graph
+    gptq = {}
+    if method == "gptq":
+        from onnxport.quantize.gptq import calibrated_codes
+
+        gptq = calibrated_codes(model, calibration, bits, block_size, symmetric, skip=skip, act_order=True)
+    heads = _output_layers(graph)
     for node in list(graph):
         found = _linear(graph, node)
         if found is None:
             continue
         weight, transposed = found
         name = weight.name or "?"
-        reason = _refused(weight, skip)
+        layer_bits = head_bits if node in heads else bits
+        reason = "left in float (lm_head=0)" if layer_bits == 0 else _refused(graph, node, weight, skip)
         if reason:
             result.left[name] = reason
             continue
         array = np.asarray(weight.const_value.numpy())
         w_nk = array.T if transposed else array  # [N, K]: blocks along K
-        q, scales, zeros = _quantize(w_nk.astype(np.float64), bits, block_size, symmetric)
+        if name in gptq and layer_bits == bits:
+            q, scales, zeros = gptq[name]
+        else:
+            q, scales, zeros = _quantize(w_nk.astype(np.float64), layer_bits, block_size, symmetric)
+        k = w_nk.shape[1]
         result.bytes_before += array.nbytes
         if form == "matmulnbits":
-            result.bytes_after += _to_matmulnbits(graph, node, weight, q, scales, zeros, bits, block_size,
-                                                  accuracy_level, array.dtype)
+            result.bytes_after += _to_matmulnbits(graph, node, weight, q, scales, zeros, layer_bits, block_size,
+                                                  accuracy_level, array.dtype, k)
         else:
-            result.bytes_after += _to_dequantize(graph, node, weight, q, scales, zeros, bits, block_size,
-                                                 transposed, array.dtype)
+            result.bytes_after += _to_dequantize(graph, node, weight, q, scales, zeros, layer_bits, block_size,
+                                                 array.dtype, k)
         result.quantized.append(name)
-    if result.quantized and form == "matmulnbits" and _MS_DOMAIN not in model.opset_imports:
+        if layer_bits != bits:
+            result.other_bits[name] = layer_bits
+    if embeddings:
+        _embeddings(graph, result, embeddings, block_size, symmetric, form, skip)
+    if form == "matmulnbits" and _MS_DOMAIN not in model.opset_imports and (result.quantized or result.tables):
         model.opset_imports[_MS_DOMAIN] = 1
     common_passes.RemoveUnusedNodesPass()(model)  # the float weights replaced
     return result
 
 
+def check_kinds(lm_head: int | None, embeddings: int, method: str, calibration: object) -> None:
+    if lm_head not in (None, 0, 4, 8) or isinstance(lm_head, bool):
+        raise InvalidInputError(f"lm_head must be None (as bits), 0 (float), 4 or 8, not {lm_head!r}",
+                                fix="pass lm_head=8 to keep the output layer more precise, or lm_head=0 for float")
+    if embeddings not in (0, 4, 8) or isinstance(embeddings, bool):
+        raise InvalidInputError(f"embeddings must be 0 (float), 4 or 8, not {embeddings!r}",
+                                fix="pass embeddings=4 or 8 to quantize the embedding tables, or leave it out")
+    if method not in METHODS:
+        raise InvalidInputError(f"method must be one of {', '.join(METHODS)}, not {method!r}",
+                                fix="pass method='rtn' (round to nearest) or method='gptq' with calibration=[...]")
+    if method == "gptq" and not calibration:
+        raise InvalidInputError("method='gptq' needs calibration inputs",
+                                fix="pass calibration=[inputs, ...]: a few typical inputs of the model (tuples of "
+                                "arguments, or dicts of keyword arguments)")
+
+
+# The first onnxruntime release that loads and computes each quantized form right, measured with
+# onnxruntime's wheels 1.18-1.32 (tests/runtimes' side environments): MatMulNBits of 4 bits loads in every
+# one; of 8 bits from 1.23; GatherBlockQuantized from 1.23, but with 4-bit zero points wrong up to 1.26
+# (right in 1.32; the releases between were not measured); blocked DequantizeLinear (opset 21) from 1.20.
+_SINCE = {("matmulnbits", 4): (1, 18), ("matmulnbits", 8): (1, 23), ("gather", 4): (1, 23), ("gather", 8): (1, 23),
+          ("gather", "4-asymmetric"): (1, 32), ("dequantize", 4): (1, 20), ("dequantize", 8): (1, 20)}
+
+
+def _check_target(target: str | None, form: str, bits: set[int], embeddings: int, symmetric: bool) -> None:
+    """Refuse what the target's oldest onnxruntime cannot load, or computes wrong."""
+    if not target:
+        return
+    from onnxport.targets import parse
+
+    parsed = parse(target)
+    if not parsed.runtime.startswith("onnxruntime"):
+        return
+    needs = [((form, b), f"{form} of {b} bits") for b in sorted(bits)]
+    if embeddings:
+        kind = "4-asymmetric" if embeddings == 4 and not symmetric else embeddings
+        table_form = ("gather", kind) if form == "matmulnbits" else ("dequantize", embeddings)
+        needs.append((table_form, f"{embeddings}-bit embedding tables ({'asymmetric' if not symmetric else 'symmetric'})"))
+    for key, what in needs:
+        since = _SINCE[key]
+        if parsed.version < since:
+            raise InvalidInputError(
+                f"{what}: needs onnxruntime {since[0]}.{since[1]}; the export's target is {target} (older releases "
+                "refuse the file, or compute it wrong)",
+                fix=f"export with target='onnxruntime>={since[0]}.{since[1]}', or quantize with bits=4 (MatMulNBits "
+                "of 4 bits loads in every release the default target covers)")
+
+
+def _output_layers(graph: ir.Graph) -> set[ir.Node]:
+    """The product nodes whose result is a model output, through a bias Add or reshapes at most: an LM
+    head, a classifier."""
+    heads = set()
+    through = ("Add", "Reshape", "Cast", "Identity", "Squeeze", "Unsqueeze", "Flatten")
+    for node in graph:
+        if node.op_type not in ("Gemm", "MatMul") or node.domain:
+            continue
+        value = node.outputs[0]
+        for _ in range(4):
+            if value.is_graph_output():
+                heads.add(node)
+                break
+            uses = list(value.uses())
+            if len(uses) != 1 or uses[0].node.op_type not in through or uses[0].node.domain:
+                break
+            value = uses[0].node.outputs[0]
+    return heads
+
+
 def _linear(graph: ir.Graph, node: ir.Node) -> tuple[ir.Value, bool] | None:
     """``(weight, transposed)`` for a linear layer with a constant 2-D weight, else None: ``transposed``
-    when the weight is stored ``[K, N]`` (a ``MatMul``'s) rather than ``[N, K]`` (``Gemm(transB=1)``)."""
+    when the weight is stored ``[K, N]`` (a ``MatMul``'s) rather than ``[N, K]`` (``Gemm(transB=1)``, or a
+    ``MatMul`` of its ``Transpose``)."""
     if node.domain or node.op_type not in ("Gemm", "MatMul") or len(node.inputs) < 2:
         return None
     weight = node.inputs[1]
+    via = _via_transpose(node)
+    if via is not None:
+        weight = via.inputs[0]
     if weight is None or weight.is_graph_input() or graph.initializers.get(weight.name or "") is not weight:
         return None
     tensor = weight.const_value
@@ -168,15 +275,29 @@ def _linear(graph: ir.Graph, node: ir.Node) -> tuple[ir.Value, bool] | None:
         if attrs.get("beta", 1.0) != 1.0 and len(node.inputs) > 2 and node.inputs[2] is not None:
             return None
         return weight, False
-    return weight, True
+    return weight, via is None
 
 
-def _refused(weight: ir.Value, skip: Sequence[str]) -> str:
+def _via_transpose(node: ir.Node) -> ir.Node | None:
+    """The ``Transpose`` of a ``[N, K]`` weight that a MatMul reads, when only it reads it (a weight shared
+    with an embedding: the float table stays for the other reader)."""
+    if node.op_type != "MatMul" or node.inputs[1] is None:
+        return None
+    transpose = node.inputs[1].producer()
+    if transpose is None or transpose.op_type != "Transpose" or transpose.domain:
+        return None
+    perm = transpose.attributes.get("perm")
+    if perm is None or list(perm.value) != [1, 0] or len(list(node.inputs[1].uses())) != 1:
+        return None
+    return transpose
+
+
+def _refused(graph: ir.Graph, node: ir.Node, weight: ir.Value, skip: Sequence[str]) -> str:
     """Why this layer's weight stays in float, or ''."""
     name = weight.name or ""
     if any(s and s in name for s in skip):
         return "skipped by name"
-    if len(list(weight.uses())) != 1:
+    if _via_transpose(node) is None and len(list(weight.uses())) != 1:
         return "shared by other nodes"
     return ""
 
@@ -226,9 +347,8 @@ def _pack(codes: np.ndarray, bits: int) -> np.ndarray:
 
 def _to_matmulnbits(graph: ir.Graph, node: ir.Node, weight: ir.Value, codes: np.ndarray, scales: np.ndarray,
                     zeros: np.ndarray | None, bits: int, block_size: int, accuracy_level: int,
-                    dtype: np.dtype) -> int:
+                    dtype: np.dtype, k: int) -> int:
     n, blocks, _ = codes.shape
-    k = weight.shape[0] if node.op_type == "MatMul" else weight.shape[1]
     base = weight.name or "weight"
     inputs = [node.inputs[0], new_initializer(graph, f"{base}.q{bits}", _pack(codes, bits)),
               new_initializer(graph, f"{base}.scales", scales.astype(dtype).reshape(-1))]
@@ -250,9 +370,9 @@ def _to_matmulnbits(graph: ir.Graph, node: ir.Node, weight: ir.Value, codes: np.
 
 
 def _to_dequantize(graph: ir.Graph, node: ir.Node, weight: ir.Value, codes: np.ndarray, scales: np.ndarray,
-                   zeros: np.ndarray | None, bits: int, block_size: int, transposed: bool, dtype: np.dtype) -> int:
+                   zeros: np.ndarray | None, bits: int, block_size: int, dtype: np.dtype, k: int) -> int:
     n, blocks, _ = codes.shape
-    k = weight.shape[0] if transposed else weight.shape[1]
+    transposed = node.op_type == "MatMul"  # a MatMul reads [K, N] (a weight behind a Transpose too: it goes)
     base = weight.name or "weight"
     flat = codes.reshape(n, -1)[:, :k].astype(np.int16)
     if zeros is None:  # signed codes, zero point 0
@@ -274,7 +394,61 @@ def _to_dequantize(graph: ir.Graph, node: ir.Node, weight: ir.Value, codes: np.n
                                                              ir.AttrInt64("block_size", block_size)],
                  name=f"{node.name or base}.dequantize")
     dq.outputs[0].dtype = weight.dtype
-    dq.outputs[0].shape = weight.shape
+    dq.outputs[0].shape = ir.Shape([k, n] if transposed else [n, k])
     graph.insert_before(node, dq)
     node.replace_input_with(1, dq.outputs[0])
     return sum(v.const_value.nbytes for v in inputs)
+
+
+def _embeddings(graph: ir.Graph, result: QuantizeResult, bits: int, block_size: int, symmetric: bool, form: str,
+                skip: Sequence[str]) -> None:
+    """Each ``Gather`` of rows of a constant float table becomes a gather of the rows' codes and scales,
+    dequantized after: ``com.microsoft::GatherBlockQuantized`` (form ``matmulnbits``), or standard
+    ``Gather`` of int8-stored codes then a blocked ``DequantizeLinear`` along the row (``dequantize``:
+    onnxruntime has no Gather of INT4, so int4 codes take a byte each there)."""
+    for node in list(graph):
+        if node.op_type != "Gather" or node.domain or int(node.attributes.get("axis", ir.AttrInt64("axis", 0)).value):
+            continue
+        table = node.inputs[0]
+        if table is None or table.is_graph_input() or graph.initializers.get(table.name or "") is not table:
+            continue
+        tensor = table.const_value
+        if tensor is None or tensor.dtype not in _FLOATS or len(tensor.shape) != 2:
+            continue
+        name = table.name or "table"
+        if any(s and s in name for s in skip):
+            result.left[name] = "skipped by name"
+            continue
+        array = np.asarray(tensor.numpy())
+        rows, width = array.shape
+        codes, scales, zeros = _quantize(array.astype(np.float64), bits, block_size, symmetric)
+        flat = codes.reshape(rows, -1)[:, :width]
+        scale_array = scales.astype(array.dtype)
+        if form == "matmulnbits":
+            inputs = [new_initializer(graph, f"{name}.q{bits}", _pack(flat, bits)), node.inputs[1],
+                      new_initializer(graph, f"{name}.scales", scale_array)]
+            if zeros is not None:
+                inputs.append(new_initializer(graph, f"{name}.zero_points", _pack(zeros, bits)))
+            gathered = ir.Node(_MS_DOMAIN, "GatherBlockQuantized", inputs, name=node.name,
+                               attributes=[ir.AttrInt64("gather_axis", 0), ir.AttrInt64("quantize_axis", 1),
+                                           ir.AttrInt64("block_size", block_size), ir.AttrInt64("bits", bits)])
+            new = [gathered]
+            stored = [inputs[0], *inputs[2:]]
+        else:
+            middle = 1 << (bits - 1)
+            code_array = (flat.astype(np.int16) - middle).astype(np.int8) if zeros is None else flat
+            stored = [new_initializer(graph, f"{name}.q{bits}", code_array),
+                      new_initializer(graph, f"{name}.scales", scale_array)]
+            if zeros is not None:
+                stored.append(new_initializer(graph, f"{name}.zero_points", zeros))
+            picked = [ir.Node("", "Gather", [v, node.inputs[1]], attributes=[ir.AttrInt64("axis", 0)],
+                              name=f"{node.name or name}.{v.name}") for v in stored]
+            dq = ir.Node("", "DequantizeLinear", [p.outputs[0] for p in picked], name=f"{node.name or name}.dequantize",
+                         attributes=[ir.AttrInt64("axis", -1), ir.AttrInt64("block_size", block_size)])
+            new = [*picked, dq]
+        out = new[-1].outputs[0]
+        out.dtype, out.shape = node.outputs[0].dtype, node.outputs[0].shape
+        ir.convenience.replace_nodes_and_values(graph, node, [node], new, [node.outputs[0]], [out])
+        result.tables[name] = bits
+        result.bytes_before += array.nbytes
+        result.bytes_after += sum(v.const_value.nbytes for v in stored)
