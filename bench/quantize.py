@@ -89,6 +89,17 @@ def onnxport_model(**quantize: Any) -> Callable[[Case, str], str]:
     return build
 
 
+def onnxport_gptq(**quantize: Any) -> Callable[[Case, str], str]:
+    """onnxport's int4 with GPTQ, calibrated on 8 prompts of 64 random tokens (an empty cache)."""
+
+    def build(case: Case, folder: str) -> str:
+        torch.manual_seed(1)
+        calibration = [llm.step_inputs(case.model, 0, 64) for _ in range(8)]
+        return onnxport_model(**quantize, method="gptq", calibration=calibration)(case, folder)
+
+    return build
+
+
 def genai_builder_model(precision: str, *extra_options: str) -> Callable[[Case, str], str]:
     """onnxruntime-genai's builder for the CPU at ``precision``, its defaults unless ``extra_options``."""
 
@@ -107,6 +118,8 @@ LLAMA_ROWS = [
     Variant("onnxport int4 dequantize", onnxport_model(**INT4, form="dequantize")),
     Variant("onnxport int8", onnxport_model(**INT8, form="matmulnbits")),
     Variant("onnxport int8 dequantize", onnxport_model(**INT8, form="dequantize")),
+    Variant("onnxport int4 GPTQ", onnxport_gptq(**INT4, form="matmulnbits")),
+    Variant("onnxport int8 dynamic activations", onnxport_model(activations="dynamic")),
     # the builder (0.18) on CPU: -p int4 and -p int8 are both weight-only MatMulNBits (round to nearest, blocks
     # of 32, symmetric, accuracy_level 4: int8 activations), of 4 and 8 bits
     Variant("builder int4", genai_builder_model("int4")),
@@ -122,6 +135,7 @@ BERT_ROWS = [
     Variant("onnxport int4", onnxport_model(**INT4, form="matmulnbits")),
     Variant("onnxport int8", onnxport_model(**INT8, form="matmulnbits")),
     Variant("onnxport int8 dequantize", onnxport_model(**INT8, form="dequantize")),
+    Variant("onnxport int8 dynamic activations", onnxport_model(activations="dynamic")),
 ]
 
 
@@ -190,7 +204,7 @@ def model_bytes(path: str) -> int:
 
 def weight_ops(path: str) -> str:
     """What holds the model's weights: MatMulNBits by (bits, block, accuracy level), DequantizeLinear by
-    weight type, and the MatMul/Gemm left with a float initializer as weight."""
+    weight type, MatMulInteger, and the MatMul/Gemm left with a float initializer as weight."""
     proto = onnx.load(path, load_external_data=False)
     graph = proto.graph
     initializers = {t.name: t for t in graph.initializer}
@@ -203,6 +217,8 @@ def weight_ops(path: str) -> str:
         elif node.op_type in ("DequantizeLinear", "GatherBlockQuantized") and node.input[0] in initializers:
             dtype = onnx.helper.tensor_dtype_to_string(initializers[node.input[0]].data_type).replace("TensorProto.", "")
             key = f"{node.op_type} {dtype.lower()}"
+        elif node.op_type == "MatMulInteger" and len(node.input) > 1 and node.input[1] in initializers:
+            key = "MatMulInteger int8 (DynamicQuantizeLinear activations)"
         elif node.op_type in ("MatMul", "Gemm") and len(node.input) > 1 and node.input[1] in initializers:
             key = f"{node.op_type} float"
         else:
