@@ -427,8 +427,28 @@ def test_failing_user_code_has_a_next_step(model_file, tmp_path, capsys) -> None
 @pytest.mark.parametrize("bits", ["int4", "int8"])
 def test_export_quantize_writes_matmulnbits_and_reports_the_error(model_file, tmp_path, capsys, bits) -> None:
     out = tmp_path / "q.onnx"
-    assert main(["export", f"{model_file}:Net", "--input", "x=float32[2,4]", "-o", str(out), "--quantize", bits]) == 0
+    target = ["--target", "onnxruntime>=1.23"] if bits == "int8" else []  # 8-bit MatMulNBits: 1.23 on
+    assert main(["export", f"{model_file}:Net", "--input", "x=float32[2,4]", "-o", str(out), "--quantize", bits,
+                 *target]) == 0
     nodes = [n for n in onnx.load(str(out)).graph.node]
     matmul = [n for n in nodes if n.op_type == "MatMulNBits"]
     assert len(matmul) == 1 and {a.name: a.i for a in matmul[0].attribute}["bits"] == int(bits[3:])
     assert "cosine similarity" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["export", "export-hf"])
+def test_bad_quantize_is_refused_before_loading(model_file, tmp_path, monkeypatch, capsys, command) -> None:
+    from onnxport.hf import stream
+
+    monkeypatch.setattr(stream, "meta_model", lambda *a: pytest.fail("the model was loaded before the check"))
+    if command == "export":  # broken raises when it is loaded
+        out = tmp_path / "q.onnx"
+        argv = ["export", f"{model_file}:broken", "-o", str(out)]
+    else:
+        out = tmp_path / "out"
+        argv = ["export-hf", str(config_only(tmp_path, '{"model_type": "llama"}')), "-o", str(out)]
+    assert main([*argv, "--quantize", "int3"]) == 1
+    err = capsys.readouterr().err
+    assert "InvalidInputError: quantize must be 'int4' or 'int8'" in err and "not 'int3'" in err
+    assert "fix: pass 'int4'" in err and "--quantize int8" in err
+    assert "no such config" not in err and "Traceback" not in err and not out.exists()

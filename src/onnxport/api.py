@@ -51,7 +51,7 @@ def export(
     progress: bool = False,
     weights: Any = None,
     dtype: torch.dtype | None = None,
-    quantize: bool | Mapping[str, Any] | None = None,
+    quantize: bool | str | Mapping[str, Any] | None = None,
 ) -> OnnxProgram:
     """Export ``model`` called on ``args``/``kwargs`` to ONNX.
 
@@ -95,10 +95,10 @@ def export(
     verified against the model in eager float32 on the float32 examples, within float16's tolerance. A
     model that is already float16 (``model.half()``) gets the same islands with or without ``dtype``.
 
-    ``quantize=True`` (int4 weights, blocks of 32, symmetric) or a dict of ``OnnxProgram.quantize``'s
-    options quantizes the linear layers' weights after the float export is verified, and measures the
-    quantized model against eager PyTorch on the example: per output, cosine similarity, largest absolute
-    difference and top-1 agreement, in ``report.quantization``.
+    ``quantize=True`` or ``"int4"`` (int4 weights, blocks of 32, symmetric), ``"int8"``, or a dict of
+    ``OnnxProgram.quantize``'s options quantizes the linear layers' weights after the float export is
+    verified, and measures the quantized model against eager PyTorch on the example: per output, cosine
+    similarity, largest absolute difference and top-1 agreement, in ``report.quantization``.
     """
     source = _weights.Weights.open(weights) if weights is not None else None
     # The caches are pytree nodes for the whole export (capture and verification flatten them), not after.
@@ -241,20 +241,36 @@ def _stages(
     return program
 
 
+QUANTIZE_NAMES = {"int4": 4, "int8": 8}  # quantize="int4" (CLI --quantize int4): OnnxProgram.quantize(bits=4)
+
+
 def _quantize_options(quantize: Any) -> dict[str, Any] | None:
-    """``export``'s ``quantize=`` as ``OnnxProgram.quantize``'s keyword arguments, checked."""
+    """``export``'s (and ``export_hf``'s) ``quantize=`` as ``OnnxProgram.quantize``'s keyword arguments, checked."""
     if quantize is None or quantize is False:
         return None
     if quantize is True:
         return {}
-    known = {"bits", "block_size", "symmetric", "form", "skip", "accuracy_level"}
+    if isinstance(quantize, str):
+        if quantize not in QUANTIZE_NAMES:
+            raise InvalidInputError(
+                f"quantize must be {' or '.join(map(repr, QUANTIZE_NAMES))} (or True, or a dict of "
+                f"OnnxProgram.quantize's options), not {quantize!r}",
+                fix="pass 'int4' (int4 weights, blocks of 32) or 'int8'; on the command line --quantize int4 or "
+                "--quantize int8")
+        return {"bits": QUANTIZE_NAMES[quantize]}
+    known = {"bits", "block_size", "symmetric", "form", "skip", "accuracy_level", "lm_head", "embeddings", "method",
+             "calibration", "activations", "per_channel"}
     if not isinstance(quantize, Mapping) or set(quantize) - known:
         raise InvalidInputError(
-            f"quantize must be True or a dict of {', '.join(sorted(known))}, not {quantize!r}",
-            fix="pass quantize=True (int4, blocks of 32) or e.g. quantize={'bits': 8}")
+            f"quantize must be True or a dict of {', '.join(sorted(known))} (or the name "
+            f"{' or '.join(map(repr, QUANTIZE_NAMES))}), not {quantize!r}",
+            fix="pass quantize=True (int4, blocks of 32), quantize='int8', or a dict such as "
+            "quantize={'bits': 8, 'block_size': 128}")
     options = dict(quantize)
     _quantize_mod.check_options(options.get("bits", 4), options.get("block_size", 32),
                                 options.get("form") or "matmulnbits", options.get("accuracy_level", 4))
+    _quantize_mod.check_kinds(options.get("lm_head"), options.get("embeddings", 0), options.get("method", "rtn"),
+                              options.get("calibration"))
     return options
 
 

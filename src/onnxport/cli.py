@@ -31,19 +31,17 @@ def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
     return target, inputs
 
 
-_BITS = {"int4": 4, "int8": 8}
-
-
 def _export(ns: argparse.Namespace) -> int:
-    from onnxport.api import export
+    from onnxport.api import _quantize_options, export
 
     check_output_file(ns.output)  # before the export, not after it
+    _quantize_options(ns.quantize)  # before the model is loaded
     progress = _progress(ns)
     target, inputs = _load(ns, progress)
     prog = export(
         target.model, inputs.args, inputs.kwargs, dynamic_shapes=inputs.dynamic_shapes, input_names=inputs.input_names,
         output_names=ns.output_names, opset=ns.opset, target=ns.target, optimize=not ns.no_optimize, verify=not ns.no_verify,
-        progress=progress, dtype=ns.dtype, quantize={"bits": _BITS[ns.quantize]} if ns.quantize else None,
+        progress=progress, dtype=ns.dtype, quantize=ns.quantize,
     )
     prog.save(ns.output, external_data=True if ns.external_data else None)
     if not ns.quiet:
@@ -59,12 +57,14 @@ def _progress(ns: argparse.Namespace) -> bool:
 
 def _export_hf(ns: argparse.Namespace) -> int:
     result = export_hf(ns.directory, ns.task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
-                       streaming=False if ns.in_memory else None)
+                       streaming=False if ns.in_memory else None, quantize=ns.quantize)
     programs = result if isinstance(result, tuple) else (result,)
     if not ns.quiet:
         for prog in programs:
             print(prog.report.verification or "verification skipped: the weights were streamed from the "
                   "safetensors files, never loaded (--in-memory loads them and verifies)")
+            if prog.report.quantization is not None:
+                print(f"quantized: {prog.report.quantization}")
     for name in sorted(os.listdir(ns.output)):
         print(f"saved {os.path.join(ns.output, name)}")
     return 0
@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-optimize", action="store_true", help="skip the ONNX graph optimizations")
     p.add_argument("--dtype", choices=["float16"], default=None,
                    help="export as float16 (weights, floating inputs and outputs) with float32 islands")
-    p.add_argument("--quantize", choices=list(_BITS), default=None,
+    p.add_argument("--quantize", default=None, metavar="int4|int8",
                    help="int4 or int8 weights for the linear layers (blocks of 32, symmetric; MatMulNBits for "
                    "onnxruntime targets, DequantizeLinear otherwise), measured against eager PyTorch")
     p.add_argument("--external-data", action="store_true", help="write weights to FILE.onnx.data")
@@ -219,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-memory", action="store_true",
                    help="load the weights and verify against eager PyTorch (default: stream them from the "
                    "safetensors files without loading them, unverified; seq2seq tasks always load)")
+    p.add_argument("--quantize", default=None, metavar="int4|int8",
+                   help="int4 or int8 weights for the linear layers of the model(s) written (blocks of 32, "
+                   "symmetric; MatMulNBits for onnxruntime targets, which onnxruntime-genai runs)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="one line per stage on stderr (default: on when stderr is a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the saved paths")

@@ -20,7 +20,7 @@ import inspect
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import torch
@@ -45,7 +45,8 @@ PAST, NEW = 4, 3  # a decode step exports the one model that serves prefill (pas
 
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
               *, opset: int | None = None, progress: bool = False,
-              streaming: bool | None = None, target: Any = None) -> OnnxProgram | Seq2SeqPrograms:
+              streaming: bool | None = None, target: Any = None,
+              quantize: bool | str | Mapping[str, Any] | None = None) -> OnnxProgram | Seq2SeqPrograms:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
     programs of a seq2seq task).
 
@@ -54,6 +55,13 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     and the export is not verified against eager PyTorch. ``streaming=False`` loads the model with
     ``from_pretrained`` and verifies the export against it. ``target`` is ``onnxport.export``'s (the runtime
     the files are for), passed to every export.
+
+    ``quantize`` is ``onnxport.export``'s too (``True`` or ``"int4"``, ``"int8"``, or a dict of
+    ``OnnxProgram.quantize``'s options): the linear layers' weights of every model written are quantized
+    (``MatMulNBits`` for the onnxruntime targets, which onnxruntime-genai runs as it is) and the quantized
+    models are what the folder gets. Streamed weights are read one at a time to be quantized; those left in
+    float (embeddings, norms) are still copied file to file when the model is saved. A model none of whose
+    layers it could quantize (bfloat16 weights, say) is refused before anything is written.
     """
     directory = os.fspath(directory)
     if not os.path.isfile(os.path.join(directory, "config.json")):
@@ -62,6 +70,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if task not in TASKS:
         raise InvalidInputError(f"task {task!r} is not one onnxport exports from a directory",
                                 fix=f"use one of {', '.join(TASKS)}")
+    from onnxport.api import _quantize_options, export
+
+    quantize = _quantize_options(quantize)  # checked before anything is loaded or written
     spec = TASKS[task]
     streaming = not spec.seq2seq if streaming is None else streaming
     if streaming and spec.seq2seq:
@@ -86,16 +97,19 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             raise
         raise InvalidInputError(f"transformers cannot load {directory} as {spec.auto}: {exc}",
                                 fix=f"check that the directory holds a model for {task}") from None
-    from onnxport.api import export
-
     inputs = spec.inputs(model, config)
     if spec.seq2seq:
         result = export_seq2seq(model, inputs, opset=opset, progress=progress, target=target)
+        if quantize is not None:
+            result = Seq2SeqPrograms(*(prog.quantize(**quantize) for prog in result))
         files = dict(zip(SEQ2SEQ_FILES, result))
     else:
+        # export quantizes after verifying the float model (when the weights are loaded) and measures the result
         result = export(model, (), inputs, dynamic_shapes=spec.dynamic, opset=opset, progress=progress,
-                        weights=weights, target=target)
+                        weights=weights, target=target, quantize=quantize)
         files = {"model.onnx": result}
+    if quantize is not None:
+        _check_quantized(files)
     os.makedirs(out, exist_ok=True)
     for name, prog in files.items():
         prog.save(os.path.join(out, name))
@@ -106,6 +120,25 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if os.path.isfile(os.path.join(directory, name)):
             shutil.copyfile(os.path.join(directory, name), os.path.join(out, name))
     return result
+
+
+def _check_quantized(files: dict[str, OnnxProgram]) -> None:
+    """Refuse, before anything is written, a quantized export that quantized no layer of a model (not one
+    left in float by ``skip``): its weights are of a dtype quantization leaves alone, or it has no linear layer."""
+    import onnx_ir as ir
+
+    for name, prog in files.items():
+        result = prog.report.quantization
+        if getattr(result, "quantized", True) or getattr(result, "left", None):
+            continue
+        dtypes = {v.const_value.dtype for v in prog.model.graph.initializers.values() if v.const_value is not None}
+        if ir.DataType.BFLOAT16 in dtypes:
+            raise InvalidInputError(
+                f"no linear layer of {name} was quantized: its weights are bfloat16, and onnxport quantizes "
+                "float32 and float16 weights", fix="save the checkpoint in float16 (model.to(torch.float16)"
+                ".save_pretrained(directory)) and export that directory, or export without quantize")
+        raise InvalidInputError(f"no linear layer of {name} was quantized: it has no MatMul or Gemm with a constant "
+                                "float weight", fix="export without quantize")
 
 
 def read_config(directory: str) -> Any:
