@@ -138,3 +138,10 @@ def test_activation_quantization_through_the_program(activations: str) -> None:
     actual, expected = quantized(x), model(x).detach()
     assert torch.nn.functional.cosine_similarity(actual.reshape(-1), expected.reshape(-1), dim=0) > 0.999
     torch.testing.assert_close(prog(x), expected, atol=1e-5, rtol=1e-5)  # the float program is unchanged
+
+
+def test_bfloat16_weights_are_refused_naming_the_dtype() -> None:
+    model = torch.nn.Linear(32, 16).to(torch.bfloat16).eval()
+    prog = onnxport.export(model, (torch.randn(2, 32, dtype=torch.bfloat16),), verify=False)
+    with pytest.raises(InvalidInputError, match="bfloat16"):
+        prog.quantize()

@@ -17,13 +17,15 @@ from onnxport.quantize.weights import (
     METHODS,
     QuantizedCheck,
     QuantizeResult,
+    TOLERANCES,
     check_kinds,
     check_options,
     dequantized,
     measure,
     quantize_model,
+    tolerance_for,
 )
 
 __all__ = ["FORMS", "METHODS", "MODES", "ActivationQuantizeResult", "QuantizeResult", "QuantizedCheck", "check_kinds",
            "check_options", "dequantized", "measure", "quantize_dynamic_model", "quantize_model",
-           "quantize_static_model"]
+           "quantize_static_model", "TOLERANCES", "tolerance_for"]
