@@ -45,15 +45,18 @@ class Built:
     kwargs: dict[str, Any]
     dynamic_shapes: Any
     sets: list[InputSet]
+    reference: torch.nn.Module | None = None  # what the outputs are compared with, when not ``model`` itself
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelCase:
-    """One model of the set; ``tol`` is float32's (atol, rtol), float16 exports get ``F16_TOL``."""
+    """One model of the set; ``tol`` is float32's (atol, rtol), float16 exports get ``F16_TOL``; ``quantize``
+    (``prog.quantize``'s options) quantizes the export."""
 
     name: str
     build: Callable[[], Built]
     tol: tuple[float, float] = (1e-4, 1e-4)
+    quantize: dict[str, Any] | None = None
 
 
 def _cnn() -> Built:
@@ -107,6 +110,26 @@ def _llama() -> Built:
     plain = {"input_ids": ids(2, 8, seed=2), "attention_mask": torch.ones(2, 8, dtype=torch.int64), "use_cache": False}
     return Built(model, (), example, TEXT_DYNAMIC, [InputSet("unpadded", (), plain),
                                                     InputSet("left_padded", (), padded, _padding_rows(mask))])
+
+
+INT4 = {"bits": 4, "block_size": 32, "accuracy_level": 0}  # float products: every release computes the same
+
+
+def _llama_int4() -> Built:
+    """The Llama with int4 weights (MatMulNBits), against eager PyTorch with each linear layer's weight
+    replaced by its dequantized codes: the same model quantized, in eager."""
+    from onnxport.quantize.weights import _quantize, dequantized
+
+    built = _llama()
+    reference = copy.deepcopy(built.model)
+    with torch.no_grad():
+        for module in reference.modules():
+            if isinstance(module, torch.nn.Linear):
+                w = module.weight.detach().double().numpy()
+                codes, scales, zeros = _quantize(w, 4, INT4["block_size"], True)
+                scales = scales.astype(np.float32).astype(np.float64)  # the file keeps them in float32
+                module.weight.copy_(torch.from_numpy(dequantized(codes, scales, zeros, 4, w.shape[1])))
+    return dataclasses.replace(built, reference=reference)
 
 
 def _gpt2() -> Built:
@@ -190,6 +213,7 @@ CASES = [
     ModelCase("gpt2", _gpt2, tol=(1e-4, 1e-3)),
     ModelCase("llama", _llama, tol=(1e-4, 1e-3)),
     ModelCase("llama_kv", _llama_kv, tol=(1e-4, 1e-3)),
+    ModelCase("llama_int4", _llama_int4, tol=(1e-4, 1e-3), quantize=INT4),
     # layer norms without bias: onnxruntime 1.18 aborts at load on a LayerNormalization without its bias input
     *(zoo_case(z) for z in _zoo() if z.name == "modernbert"),
 ]
@@ -202,8 +226,9 @@ def export(case: ModelCase, built: Built, *, dtype: torch.dtype = torch.float32,
     """``onnxport.export`` of the case at ``options`` (``opset=``, ``target=``); verification is left to the
     runtimes (onnxport's own check in the main environment's onnxruntime changes nothing in the file)."""
     half = {"dtype": torch.float16} if dtype == torch.float16 else {}
-    return onnxport.export(built.model, built.args, built.kwargs, dynamic_shapes=built.dynamic_shapes, verify=False,
+    prog = onnxport.export(built.model, built.args, built.kwargs, dynamic_shapes=built.dynamic_shapes, verify=False,
                            **half, **options)
+    return prog.quantize(**case.quantize) if case.quantize else prog
 
 
 def write_case(case: ModelCase, built: Built, prog: Any, directory: str, *, dtype: torch.dtype = torch.float32) -> str:
@@ -215,7 +240,8 @@ def write_case(case: ModelCase, built: Built, prog: Any, directory: str, *, dtyp
     for s in built.sets:
         flat = prog.flatten_inputs(*copy.deepcopy((s.args, s.kwargs)))
         with torch.no_grad():
-            outputs = [t for t in prog.onnx_leaves(built.model(*copy.deepcopy(s.args), **copy.deepcopy(s.kwargs)))]
+            reference = built.reference or built.model
+            outputs = [t for t in prog.onnx_leaves(reference(*copy.deepcopy(s.args), **copy.deepcopy(s.kwargs)))]
         skip = s.ignore(outputs) if s.ignore else [None] * len(outputs)
         inputs = []
         for value, tensor in zip(prog.model.graph.inputs, flat):
