@@ -287,11 +287,11 @@ def test_save_before_the_change_holds_the_verified_weights(tmp_path) -> None:
     prog.save(tmp_path / "b.onnx")  # saving twice, unchanged, is fine
     _change_weight(model)
     saved = _weights(tmp_path / "a.onnx")
-    np.testing.assert_array_equal(saved["fc.weight"], verified.numpy())
+    np.testing.assert_array_equal(saved["fc.weight"].T, verified.numpy())  # stored [in, out] for MatMul
     # A fresh export after the change holds and computes the new weights.
     again = onnxport.export(model, (x,))
     again.save(tmp_path / "c.onnx")
-    np.testing.assert_array_equal(_weights(tmp_path / "c.onnx")["fc.weight"], model.fc.weight.detach().numpy())
+    np.testing.assert_array_equal(_weights(tmp_path / "c.onnx")["fc.weight"].T, model.fc.weight.detach().numpy())
     assert not torch.allclose(again(x), expected)
 
 
@@ -366,7 +366,7 @@ def test_model_proto_holds_the_verified_weights_or_refuses() -> None:
     _change_weight(model)
     assert built.model_proto is proto
     weight = next(t for t in proto.graph.initializer if t.name == "fc.weight")
-    np.testing.assert_array_equal(onnx.numpy_helper.to_array(weight), verified.numpy())
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(weight).T, verified.numpy())
     with pytest.raises(OnnxportError) as info:
         late.model_proto
     assert "fc.weight" in info.value.message

@@ -96,8 +96,10 @@ def _wrapped(tensor: Any) -> list[torch.Tensor]:
     if isinstance(tensor, TorchTensor):
         return [tensor.raw]
     thunk = tensor.raw if isinstance(tensor, ir.LazyTensor) else None
-    if isinstance(thunk, functools.partial):
-        return [arg for arg in thunk.args if isinstance(arg, torch.Tensor)]
+    if isinstance(thunk, functools.partial):  # computed from tensors when read: a weight stored transposed...
+        return [t for arg in thunk.args
+                for t in ([arg] if isinstance(arg, torch.Tensor) else _wrapped(arg) if isinstance(arg, ir.TensorProtocol)
+                          else [])]
     return []
 
 

@@ -167,13 +167,15 @@ def test_branch_search_stops_for_the_budget_and_says_so() -> None:
     assert full.report.verification.branches.complete and len(full.report.verification.runs) == 2
 
 
-class TransposedWeight(torch.nn.Module):
-    def __init__(self) -> None:
+class MatMulWeight(torch.nn.Module):
+    """A weight a MatMul reads as it is (a linear layer's is stored transposed: a copy, computed when read)."""
+
+    def __init__(self, size: int = 256) -> None:
         super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(256, 256))
+        self.w = torch.nn.Parameter(torch.randn(size, size) / size**0.5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x @ self.w.T
+        return x @ self.w
 
 
 def test_verification_runs_the_model_as_it_ships_in_a_child_process() -> None:
@@ -186,13 +188,13 @@ def test_verification_runs_the_model_as_it_ships_in_a_child_process() -> None:
 
 def test_weights_that_cannot_be_held_twice_are_fed_in_place() -> None:
     """At level all onnxruntime copies the weights; where the memory free cannot hold them, level none."""
-    prog = onnxport.export(TransposedWeight(), (torch.randn(2, 256),), verify=False)
+    prog = onnxport.export(MatMulWeight(), (torch.randn(2, 256),), verify=False)
     assert session_level(prog.model, available=1 << 30) == "all"
     assert session_level(prog.model, available=256 * 256 * 4) == "none"
 
 
 def test_session_reads_the_weights_in_place() -> None:
-    model = TransposedWeight()
+    model = MatMulWeight()
     prog = onnxport.export(model, (torch.randn(2, 256),), verify=False)
     proto, names, weights = _structure_and_weights(prog.model)
     assert proto.ByteSize() < 4096 and len(names) == 1  # the 256 KiB weight is not serialised
@@ -281,7 +283,7 @@ def _rss_bytes() -> int:
 def test_verification_session_feeds_the_weights_instead_of_copying_them() -> None:
     """onnxruntime copies initializers given as values into memory of its own; fed as inputs, the
     verification session reads the model's weights where they are."""
-    model = torch.nn.Linear(4096, 4096).eval()  # 64 MiB of weight
+    model = MatMulWeight(4096).eval()  # 64 MiB of weight
     prog = onnxport.export(model, (torch.randn(2, 4096),), verify=False)
     before = _rss_bytes()
     fed = OrtRunner(prog.model, optimization="none", weights_as_inputs=True)
@@ -289,5 +291,19 @@ def test_verification_session_feeds_the_weights_instead_of_copying_them() -> Non
     assert fed.input_names == [prog.model.graph.inputs[0].name]
     copied = OrtRunner(prog.model, optimization="none")
     x = torch.randn(2, 4096)
-    torch.testing.assert_close(fed.run([x])[0], copied.run([x])[0])
+    torch.testing.assert_close(fed.run([x])[0], copied.run([x])[0], atol=1e-5, rtol=1e-4)  # packed or not
     torch.testing.assert_close(fed.run([x])[0], model(x).detach(), atol=1e-4, rtol=1e-4)
+
+
+def test_a_linear_weight_is_fed_in_place_and_transposed_in_the_session() -> None:
+    """Fed as graph inputs (level none, where memory is short), a linear layer's weight, which the file
+    stores transposed, reaches the session as the parameter's own memory, transposed by the graph."""
+    model = torch.nn.Linear(256, 128).eval()
+    prog = onnxport.export(model, (torch.randn(2, 256),), verify=False)
+    proto, names, weights = _structure_and_weights(prog.model, as_inputs=True)
+    fed = weights[names.index("weight.untransposed")]
+    assert np.shares_memory(fed, model.weight.detach().numpy())
+    assert [n.op_type for n in proto.graph.node][0] == "Transpose"
+    x = torch.randn(2, 256)
+    runner = OrtRunner(prog.model, optimization="none", weights_as_inputs=True)
+    torch.testing.assert_close(runner.run([x])[0], model(x).detach(), atol=1e-5, rtol=1e-5)

@@ -27,7 +27,7 @@ import onnx_ir as ir
 from onnxport.optimize import _match as m
 from onnxport.optimize.conv_bn_fold import COMPUTED_WHEN_READ
 
-__all__ = ["LinearWeightLayoutPass"]
+__all__ = ["LinearWeightLayoutPass", "source_of"]
 
 
 class LinearWeightLayoutPass(ir.passes.InPlacePass):
@@ -65,6 +65,14 @@ def _transposed_lazily(tensor: ir.TensorProtocol) -> ir.LazyTensor:
     if not streamed:
         lazy.meta[COMPUTED_WHEN_READ] = True
     return lazy
+
+
+def source_of(tensor: ir.TensorProtocol) -> ir.TensorProtocol | None:
+    """The ``[N, K]`` weight a transposed one stored by this pass is computed from; None for other tensors."""
+    thunk = tensor.raw if isinstance(tensor, ir.LazyTensor) else None
+    if isinstance(thunk, functools.partial) and thunk.func is _Transposed:
+        return thunk.args[0]
+    return None
 
 
 _CHUNK_BYTES = 8 << 20  # how much of the weight ``tofile`` holds at once (twice: read, transposed)

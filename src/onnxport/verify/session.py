@@ -127,11 +127,21 @@ def _structure_and_weights(model: ir.Model, *, as_inputs: bool = False
     memory where the tensors allow)."""
     graph = model.graph
     initializers, names, weights, inputs = [], [], [], list(graph.inputs)
+    transposes: list[ir.Node] = []
     for value in graph.initializers.values():
         tensor = value.const_value
         if (tensor is None or tensor.dtype not in _NUMPY_NATIVE or tensor.nbytes < _IN_MEMORY_MIN_BYTES
                 or value in graph.inputs):
             initializers.append(value)
+            continue
+        source = _transposed_source(tensor) if as_inputs else None
+        if source is not None:  # a linear weight stored transposed: fed as it is in memory, transposed in-graph
+            fed = ir.Value(name=f"{value.name}.untransposed", type=value.type, shape=source.shape)
+            inputs.append(fed)
+            transposes.append(ir.Node("", "Transpose", [fed], attributes=[ir.AttrInt64s("perm", [1, 0])],
+                                      outputs=[ir.Value(name=value.name, type=value.type, shape=value.shape)]))
+            names.append(fed.name)
+            weights.append(np.ascontiguousarray(source.numpy()))
             continue
         if as_inputs:
             inputs.append(ir.Value(name=value.name, type=value.type, shape=value.shape))
@@ -141,7 +151,7 @@ def _structure_and_weights(model: ir.Model, *, as_inputs: bool = False
             initializers.append(ir.Value(name=value.name, type=value.type, shape=value.shape, const_value=stub))
         names.append(value.name)
         weights.append(np.ascontiguousarray(tensor.numpy()))
-    view = ir.GraphView(inputs, graph.outputs, nodes=graph, initializers=initializers,
+    view = ir.GraphView(inputs, graph.outputs, nodes=[*transposes, *graph], initializers=initializers,
                         doc_string=graph.doc_string, opset_imports=graph.opset_imports, name=graph.name,
                         metadata_props=graph.metadata_props)
     shell = ir.Model(ir.Graph([], [], nodes=[], opset_imports=graph.opset_imports), ir_version=model.ir_version,
@@ -151,6 +161,18 @@ def _structure_and_weights(model: ir.Model, *, as_inputs: bool = False
     proto.graph.Clear()
     ir.serde.serialize_graph_into(proto.graph, view)
     return proto, names, weights
+
+
+def _transposed_source(tensor: ir.TensorProtocol) -> ir.TensorProtocol | None:
+    """The in-memory weight a linear layer's transposed one is computed from (``LinearWeightLayoutPass``),
+    when it is one: fed as it is, it costs no copy."""
+    from onnxport.optimize.conv_bn_fold import COMPUTED_WHEN_READ
+    from onnxport.optimize.linear_layout import source_of
+
+    if not isinstance(tensor, ir.LazyTensor) or not tensor.meta.get(COMPUTED_WHEN_READ):
+        return None
+    source = source_of(tensor)
+    return source if source is not None and source.dtype in _NUMPY_NATIVE else None
 
 
 def initializer_bytes(model: ir.Model) -> int:
