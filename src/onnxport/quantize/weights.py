@@ -13,7 +13,8 @@ input dim into blocks of ``block_size`` values, each block stored as ``bits``-bi
 
 Symmetric blocks map the value of largest magnitude to the most negative integer (-8 for int4, -128
 for int8), so the whole range is used; asymmetric ones map the block's [min, max] (0 included) onto
-[0, 2**bits - 1]. ``skip`` names weights left in float (an LM head, say) by substring.
+[0, 2**bits - 1]; each block's range is then the one, among the full range and a few narrower ones
+(``_SHRINKS``), whose rounding loses the least. ``skip`` names weights left in float (an LM head, say) by substring.
 """
 
 from __future__ import annotations
@@ -354,20 +355,44 @@ def _quantize(w: np.ndarray, bits: int, block_size: int, symmetric: bool
     padded[:, :k] = w
     grouped = padded.reshape(n, blocks, block_size)
     top = (1 << bits) - 1
+    best: tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray] | None = None
+    for shrink in _SHRINKS:  # per block, the range whose rounding loses the least (squared error)
+        codes, scales, zeros = _round(grouped, bits, top, symmetric, shrink)
+        zero = (1 << (bits - 1)) if zeros is None else zeros[..., None]
+        error = np.square((codes - zero) * scales[..., None] - grouped).sum(-1)
+        if best is None:
+            best = (codes, scales, zeros, error)
+            continue
+        better = error < best[3]
+        best = (np.where(better[..., None], codes, best[0]), np.where(better, scales, best[1]),
+                None if zeros is None else np.where(better, zeros, best[2]), np.minimum(error, best[3]))
+    codes, scales, zeros, _ = best
+    return codes.astype(np.uint8), scales, None if zeros is None else zeros.astype(np.uint8)
+
+
+# The ranges tried per block, as fractions of its full one: rounding to a slightly narrower range clips
+# the extreme value a little and rounds every other value finer; the one of least squared error wins
+# (the full range when nothing beats it). Measured on random weights, blocks of 32: int4 2-7% less squared
+# error (uniform Linear init, normal(0, 0.02)), int8 none.
+_SHRINKS = (1.0, 0.95, 0.9, 0.85, 0.8)
+
+
+def _round(grouped: np.ndarray, bits: int, top: int, symmetric: bool, shrink: float
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Codes (float), scales and zero points (float, None when symmetric) of each block over ``shrink``
+    times its range."""
     if symmetric:
         middle = 1 << (bits - 1)
         extreme = np.take_along_axis(grouped, np.abs(grouped).argmax(-1)[..., None], -1)[..., 0]
-        scales = extreme / -middle  # the largest magnitude lands on -middle exactly
+        scales = extreme * shrink / -middle  # at full range the largest magnitude lands on -middle exactly
         scales[scales == 0] = 1.0
-        codes = np.clip(np.rint(grouped / scales[..., None]) + middle, 0, top)
-        return codes.astype(np.uint8), scales, None
-    low = np.minimum(grouped.min(-1), 0.0)
-    high = np.maximum(grouped.max(-1), 0.0)
+        return np.clip(np.rint(grouped / scales[..., None]) + middle, 0, top), scales, None
+    low = np.minimum(grouped.min(-1), 0.0) * shrink
+    high = np.maximum(grouped.max(-1), 0.0) * shrink
     scales = (high - low) / top
     scales[scales == 0] = 1.0
     zeros = np.clip(np.rint(-low / scales), 0, top)
-    codes = np.clip(np.rint(grouped / scales[..., None]) + zeros[..., None], 0, top)
-    return codes.astype(np.uint8), scales, zeros.astype(np.uint8)
+    return np.clip(np.rint(grouped / scales[..., None]) + zeros[..., None], 0, top), scales, zeros
 
 
 _ROWS_AT_ONCE = 1 << 21  # values rounded per pass: the float64 working copies stay within ~100 MB
