@@ -14,18 +14,7 @@ from torch.export import Dim
 import onnxport
 from onnxport.quantize.weights import _quantize, dequantized
 from onnxport.verify import OrtRunner
-
-
-class Mlp(torch.nn.Module):
-    """Input sizes 40 (not a multiple of the blocks: padded) and 96."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.up = torch.nn.Linear(40, 96)
-        self.down = torch.nn.Linear(96, 24)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(torch.relu(self.up(x)))
+from tests.quantize_models import Mlp
 
 
 def _reference(model: Mlp, x: torch.Tensor, bits: int, block_size: int, symmetric: bool) -> np.ndarray:

@@ -18,26 +18,13 @@ from torch.export import Dim
 
 import onnxport
 from onnxport.errors import InvalidInputError
-from onnxport.quantize.activations import (
-    find_linear,
-    linear_layers,
-    quantize_dynamic_model,
-    quantize_static_model,
-)
+from onnxport.quantize.activations import quantize_dynamic_model, quantize_static_model
 from onnxport.quantize.calibrate import MinMax, Sample, collect, ranges
+from onnxport.quantize.layers import find_linear, linear_layers
+from tests.quantize_models import Mlp
 
 FLOAT = ir.DataType.FLOAT
 INTEGER_KERNELS = ("DynamicQuantizeMatMul", "MatMulIntegerToFloat")
-
-
-class Mlp(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.up = torch.nn.Linear(40, 96)
-        self.down = torch.nn.Linear(96, 24)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(torch.relu(self.up(x)))
 
 
 class Cnn(torch.nn.Module):

@@ -14,8 +14,10 @@ from torch.export import Dim
 
 import onnxport
 from onnxport.quantize.gptq import calibrated_codes, collect_hessians, gptq_quantize
-from onnxport.quantize.weights import _linear, _quantize, dequantized
+from onnxport.quantize.layers import linear_layers
+from onnxport.quantize.weights import _quantize, dequantized
 from onnxport.verify import OrtRunner
+from tests.quantize_models import Mlp
 
 
 def _textbook(w: np.ndarray, h: np.ndarray, bits: int, block_size: int, symmetric: bool, *, damp: float = 0.01,
@@ -117,16 +119,6 @@ def test_an_input_that_never_fires_gets_weight_zero() -> None:
     assert np.isfinite(wq).all() and (wq[:, 5] == 0).all() and (wq[:, 4] != 0).any()
 
 
-class Mlp(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.up = torch.nn.Linear(40, 96)
-        self.down = torch.nn.Linear(96, 24)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(torch.relu(self.up(x)))
-
-
 def _mlp_program() -> tuple[Mlp, onnxport.OnnxProgram]:
     torch.manual_seed(0)
     model = Mlp().eval()
@@ -138,7 +130,7 @@ def _mlp_program() -> tuple[Mlp, onnxport.OnnxProgram]:
 def test_the_hessians_are_the_layer_inputs_gram_matrices() -> None:
     model, prog = _mlp_program()
     graph = prog.model.graph
-    sources = [node.inputs[0].name for node in graph if _linear(graph, node)]
+    sources = [layer.x.name for layer in linear_layers(graph)]
     assert len(sources) == 2
     outputs = list(graph.outputs)
     xs = [torch.randn(b, s, 40) for b, s in ((2, 5), (1, 7), (3, 1))]

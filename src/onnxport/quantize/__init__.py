@@ -4,6 +4,7 @@
   ``DequantizeLinear``) and embedding tables, rounded to nearest or with GPTQ (``gptq``).
 - ``activations``: int8 activations too, dynamic (ranges at run time) or static (ranges measured on a
   calibration set by ``calibrate``), in the patterns onnxruntime fuses into its integer kernels.
+- ``layers``: the linear layers every quantizer finds, in each form onnxport writes.
 """
 
 from onnxport.quantize.activations import (

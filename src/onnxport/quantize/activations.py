@@ -26,7 +26,7 @@ activations (asymmetric, so a ReLU's or a softmax's output keeps all 256 levels)
   the bias is stored ``[1, ..., 1, N]`` of the product's rank, and a 2-D layer with a bias (a Gemm's)
   computes in 3-D, ``Unsqueeze`` before its QuantizeLinear and ``Squeeze`` after its Add.
 
-Linear layers are found in the three forms onnxport writes (see ``find_linear``). Weights in float16
+Linear layers are found in the three forms onnxport writes (``layers.find_linear``). Weights in float16
 stay as they are (DynamicQuantizeLinear takes float32 only). ``skip`` names weights left in float (an
 LM head, say) by substring. A weight shared with another node (an embedding tied to the LM head) gets
 an int8 copy for the layer, the float one staying for the other reader.
@@ -42,17 +42,16 @@ import onnx_ir as ir
 from onnx_ir.passes import common as common_passes
 
 from onnxport.errors import InvalidInputError
-from onnxport.optimize._match import attr, new_initializer, producer
+from onnxport.optimize._match import new_initializer
 from onnxport.quantize.calibrate import MinMax, check_feeds, ranges
-from onnxport.quantize.weights import QuantizedCheck
+from onnxport.quantize.layers import Linear, const_dims, find_linear
+from onnxport.quantize.weights import QuantizedCheck, left_text
 
-__all__ = ["ActivationQuantizeResult", "Linear", "find_linear", "linear_layers", "quantize_dynamic_model",
-           "quantize_static_model"]
+__all__ = ["ActivationQuantizeResult", "quantize_dynamic_model", "quantize_static_model"]
 
 MODES = ("dynamic", "static")
 METHODS = ("minmax", "percentile")
 _MIN_OPSET = 13  # per-axis QuantizeLinear/DequantizeLinear
-_FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
 
 
 @dataclasses.dataclass
@@ -75,105 +74,8 @@ class ActivationQuantizeResult:
                 f"{self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB")
         if self.calibration:
             text += f" (ranges: {self.calibration})"
-        if self.left:
-            text += f"; left in float: {', '.join(f'{k} ({v})' for k, v in list(self.left.items())[:5])}"
-            text += f" and {len(self.left) - 5} more" if len(self.left) > 5 else ""
+        text += left_text(self.left)
         return "\n".join([text, *(f"  {c}" for c in self.checks)])
-
-
-# ---------------------------------------------------------------------------------------------
-# Finding linear layers.
-
-
-@dataclasses.dataclass
-class Linear:
-    """A linear layer ``output = x @ W^T + bias`` with a constant 2-D float weight, in one of the forms
-    onnxport writes:
-
-    - ``Gemm(x, W[N, K], bias, transB=1)`` (or ``transB=0`` with ``W[K, N]``);
-    - ``MatMul(x, W[K, N])``, ``W`` an initializer, and ``Add(bias)`` after it when the bias is a
-      constant ``[N]`` and the MatMul's only reader;
-    - ``MatMul(x, Transpose(W[N, K]))`` (a weight shared with an embedding), ``Add(bias)`` likewise.
-
-    ``nodes`` are those the quantized layer replaces (the Gemm, or the MatMul and its Add; a Transpose
-    goes when nothing else reads it), ``output`` the value it computes."""
-
-    x: ir.Value
-    weight: ir.Value
-    transposed: bool  # the initializer is [K, N] rather than [N, K]
-    bias: ir.Value | None
-    nodes: list[ir.Node]
-    output: ir.Value
-
-    @property
-    def name(self) -> str:
-        return self.weight.name or "?"
-
-    def weight_nk(self) -> np.ndarray:
-        """The weight as PyTorch holds it, ``[N (out), K (in)]``."""
-        array = np.asarray(self.weight.const_value.numpy())
-        return array.T if self.transposed else array
-
-
-def find_linear(graph: ir.Graph, node: ir.Node) -> Linear | None:
-    """The linear layer whose product ``node`` is (a ``Gemm`` or ``MatMul``), else None."""
-    if node.domain or node.op_type not in ("Gemm", "MatMul") or len(node.inputs) < 2:
-        return None
-    x, b = node.inputs[0], node.inputs[1]
-    if x is None or b is None:
-        return None
-    if node.op_type == "Gemm":
-        if attr(node, "transA", 0) or attr(node, "alpha", 1.0) != 1.0:
-            return None
-        bias = node.inputs[2] if len(node.inputs) > 2 else None
-        if bias is not None and attr(node, "beta", 1.0) != 1.0:
-            return None
-        weight, transposed = _initializer(graph, b), not attr(node, "transB", 0)
-        if weight is None or not _same_dtype(x, weight):
-            return None
-        return Linear(x, weight, transposed, bias, [node], node.outputs[0])
-    weight, transposed = _initializer(graph, b), True
-    if weight is None:
-        transpose = producer(b, "Transpose")
-        perm = attr(transpose, "perm", None) if transpose is not None else None
-        if transpose is None or (perm is not None and list(perm) != [1, 0]):
-            return None
-        weight, transposed = _initializer(graph, transpose.inputs[0]), False
-    if weight is None or not _same_dtype(x, weight):
-        return None
-    out = node.outputs[0]
-    uses = list(out.uses())
-    if not out.is_graph_output() and len(uses) == 1:
-        add, index = uses[0]
-        n = weight.shape[1] if transposed else weight.shape[0]
-        bias = add.inputs[1 - index] if add.op_type == "Add" and not add.domain and len(add.inputs) == 2 else None
-        if bias is not None and ir.convenience.get_const_tensor(bias) is not None and _dims(bias) == [n]:
-            return Linear(x, weight, transposed, bias, [node, add], add.outputs[0])
-    return Linear(x, weight, transposed, None, [node], out)
-
-
-def linear_layers(graph: ir.Graph) -> list[Linear]:
-    """The main graph's linear layers, in graph order."""
-    return [found for node in graph if (found := find_linear(graph, node)) is not None]
-
-
-def _initializer(graph: ir.Graph, value: ir.Value | None) -> ir.Value | None:
-    """``value`` when it is a constant 2-D float initializer (not a graph input), else None."""
-    if value is None or value.is_graph_input() or graph.initializers.get(value.name or "") is not value:
-        return None
-    tensor = value.const_value
-    if tensor is None or tensor.dtype not in _FLOATS or len(tensor.shape) != 2:
-        return None
-    return value
-
-
-def _same_dtype(x: ir.Value, weight: ir.Value) -> bool:
-    return x.dtype is None or x.dtype == weight.const_value.dtype
-
-
-def _dims(value: ir.Value) -> list[int] | None:
-    tensor = ir.convenience.get_const_tensor(value)
-    return None if tensor is None else [int(d) for d in tensor.shape]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,7 +272,7 @@ def _conv(graph: ir.Graph, node: ir.Node) -> ir.Node | None:
     if tensor is None or tensor.dtype != ir.DataType.FLOAT or len(tensor.shape) < 3:
         return None
     bias = node.inputs[2] if len(node.inputs) > 2 else None
-    if bias is not None and (ir.convenience.get_const_tensor(bias) is None or _dims(bias) != [tensor.shape[0]]):
+    if bias is not None and (ir.convenience.get_const_tensor(bias) is None or const_dims(bias) != [tensor.shape[0]]):
         return None
     if node.outputs[0].name is None:
         return None

@@ -32,7 +32,8 @@ import onnx_ir as ir
 
 from onnxport.errors import InvalidInputError
 from onnxport.quantize.calibrate import collect
-from onnxport.quantize.weights import _linear, _quantize, check_options
+from onnxport.quantize.layers import linear_layers, shared
+from onnxport.quantize.weights import _quantize, check_options
 
 __all__ = ["calibrated_codes", "collect_hessians", "gptq_quantize"]
 
@@ -163,27 +164,14 @@ def calibrated_codes(model: ir.Model, feeds: Sequence[dict[str, np.ndarray]], bi
                      symmetric: bool, *, damp: float = 0.01, act_order: bool = False, skip: Sequence[str] = ()
                      ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
     """GPTQ codes (``weights._quantize``'s layout) of every linear layer in ``model``'s main graph that
-    ``quantize_model`` would quantize (a constant weight with one use, not named in ``skip``), by weight
+    ``quantize_model`` would quantize (a weight no other node reads, not named in ``skip``), by weight
     name, in graph order; the model is left as it was. Layers that share an input share its Hessian."""
     check_options(bits, block_size, "matmulnbits", 0)
     graph = model.graph
-    layers = []
-    for node in graph:
-        found = _linear(graph, node)
-        if found is None:
-            continue
-        weight, transposed = found
-        name = weight.name or ""
-        if any(s and s in name for s in skip) or len(list(weight.uses())) != 1:
-            continue
-        layers.append((name, weight, transposed, node.inputs[0].name))
+    layers = [layer for layer in linear_layers(graph)
+              if not any(s and s in layer.name for s in skip) and not shared(layer)]
     if not layers:
         return {}
-    hessians = collect_hessians(model, feeds, [layer[3] for layer in layers])
-    codes = {}
-    for name, weight, transposed, source in layers:
-        array = np.asarray(weight.const_value.numpy())
-        w_nk = (array.T if transposed else array).astype(np.float64)
-        codes[name] = gptq_quantize(w_nk, hessians[source], bits, block_size, symmetric, damp=damp,
-                                    act_order=act_order)
-    return codes
+    hessians = collect_hessians(model, feeds, [layer.x.name for layer in layers])
+    return {layer.name: gptq_quantize(layer.weight_nk().astype(np.float64), hessians[layer.x.name], bits, block_size,
+                                      symmetric, damp=damp, act_order=act_order) for layer in layers}

@@ -29,8 +29,10 @@ from onnx_ir.passes import common as common_passes
 
 from onnxport.errors import InvalidInputError
 from onnxport.optimize._match import new_initializer
+from onnxport.quantize.layers import Linear, find_linear, shared
 
-__all__ = ["FORMS", "METHODS", "TOLERANCES", "QuantizeResult", "tolerance_for", "QuantizedCheck", "dequantized", "measure", "quantize_model"]
+__all__ = ["FORMS", "METHODS", "QUANTIZED_SINCE", "TOLERANCES", "QuantizeResult", "QuantizedCheck", "dequantized",
+           "left_text", "measure", "pack_codes", "quantize_model", "tolerance_for"]
 
 FORMS = ("matmulnbits", "dequantize")
 METHODS = ("rtn", "gptq")
@@ -65,11 +67,16 @@ class QuantizeResult:
             text += f" ({', '.join(f'{k} int{v}' for k, v in self.other_bits.items())})"
         if self.tables:
             text += f", embedding table(s) {', '.join(f'{k} int{v}' for k, v in self.tables.items())}"
-        text += f", {self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB"
-        if self.left:
-            text += f"; left in float: {', '.join(f'{k} ({v})' for k, v in list(self.left.items())[:5])}"
-            text += f" and {len(self.left) - 5} more" if len(self.left) > 5 else ""
+        text += f", {self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB" + left_text(self.left)
         return "\n".join([text, *(f"  {c}" for c in self.checks)])
+
+
+def left_text(left: dict[str, str]) -> str:
+    """``; left in float: a (why), b (why) ...`` for a result's text, the first five; '' for none."""
+    if not left:
+        return ""
+    text = f"; left in float: {', '.join(f'{k} ({v})' for k, v in list(left.items())[:5])}"
+    return text + (f" and {len(left) - 5} more" if len(left) > 5 else "")
 
 
 @dataclasses.dataclass
@@ -178,20 +185,18 @@ def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symm
         from onnxport.quantize.gptq import calibrated_codes
 
         gptq = calibrated_codes(model, calibration, bits, block_size, symmetric, skip=skip, act_order=True)
-    heads = _output_layers(graph)
     for node in list(graph):
-        found = _linear(graph, node)
-        if found is None:
+        layer = find_linear(graph, node) if node.graph is graph else None  # (an Add replaced with its product)
+        if layer is None:
             continue
-        weight, transposed = found
-        name = weight.name or "?"
-        layer_bits = head_bits if node in heads else bits
-        reason = "left in float (lm_head=0)" if layer_bits == 0 else _refused(graph, node, weight, skip)
+        name = layer.name
+        layer_bits = head_bits if _writes_output(layer.output) else bits
+        reason = "left in float (lm_head=0)" if layer_bits == 0 else _refused(layer, skip)
         if reason:
             result.left[name] = reason
             continue
-        array = np.asarray(weight.const_value.numpy())
-        w_nk = array.T if transposed else array  # [N, K]: blocks along K
+        array = np.asarray(layer.weight.const_value.numpy())
+        w_nk = array.T if layer.transposed else array  # [N, K]: blocks along K
         if name in gptq and layer_bits == bits:
             q, scales, zeros = gptq[name]
         else:
@@ -199,10 +204,10 @@ def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symm
         k = w_nk.shape[1]
         result.bytes_before += array.nbytes
         if form == "matmulnbits":
-            result.bytes_after += _to_matmulnbits(graph, node, weight, q, scales, zeros, layer_bits, block_size,
+            result.bytes_after += _to_matmulnbits(graph, layer, q, scales, zeros, layer_bits, block_size,
                                                   accuracy_level, array.dtype, k)
         else:
-            result.bytes_after += _to_dequantize(graph, node, weight, q, scales, zeros, layer_bits, block_size,
+            result.bytes_after += _to_dequantize(graph, layer, q, scales, zeros, layer_bits, block_size,
                                                  array.dtype, k)
         result.quantized.append(name)
         if layer_bits != bits:
@@ -239,8 +244,9 @@ def check_kinds(lm_head: int | None, embeddings: int, method: str, calibration: 
 # onnxruntime's wheels 1.18-1.32 (tests/runtimes' side environments): MatMulNBits of 4 bits loads in every
 # one; of 8 bits from 1.23; GatherBlockQuantized from 1.23, but with 4-bit zero points wrong up to 1.26
 # (right in 1.32; the releases between were not measured); blocked DequantizeLinear (opset 21) from 1.20.
-_SINCE = {("matmulnbits", 4): (1, 18), ("matmulnbits", 8): (1, 23), ("gather", 4): (1, 23), ("gather", 8): (1, 23),
-          ("gather", "4-asymmetric"): (1, 32), ("dequantize", 4): (1, 20), ("dequantize", 8): (1, 20)}
+QUANTIZED_SINCE = {("matmulnbits", 4): (1, 18), ("matmulnbits", 8): (1, 23), ("gather", 4): (1, 23),
+                   ("gather", 8): (1, 23), ("gather", "4-asymmetric"): (1, 32), ("dequantize", 4): (1, 20),
+                   ("dequantize", 8): (1, 20)}
 
 
 def _check_target(target: str | None, form: str, bits: set[int], embeddings: int, symmetric: bool) -> None:
@@ -256,9 +262,10 @@ def _check_target(target: str | None, form: str, bits: set[int], embeddings: int
     if embeddings:
         kind = "4-asymmetric" if embeddings == 4 and not symmetric else embeddings
         table_form = ("gather", kind) if form == "matmulnbits" else ("dequantize", embeddings)
-        needs.append((table_form, f"{embeddings}-bit embedding tables ({'asymmetric' if not symmetric else 'symmetric'})"))
+        kind_text = "asymmetric" if not symmetric else "symmetric"
+        needs.append((table_form, f"{embeddings}-bit embedding tables ({kind_text})"))
     for key, what in needs:
-        since = _SINCE[key]
+        since = QUANTIZED_SINCE[key]
         if parsed.version < since:
             raise InvalidInputError(
                 f"{what}: needs onnxruntime {since[0]}.{since[1]}; the export's target is {target} (older releases "
@@ -273,73 +280,24 @@ def _bfloat16_layers(graph: ir.Graph) -> bool:
                for v in graph.initializers.values())
 
 
-def _output_layers(graph: ir.Graph) -> set[ir.Node]:
-    """The product nodes whose result is a model output, through a bias Add or reshapes at most: an LM
-    head, a classifier."""
-    heads = set()
+def _writes_output(value: ir.Value) -> bool:
+    """Whether a layer's output is a model output, through reshapes or casts at most: an LM head, a classifier."""
     through = ("Add", "Reshape", "Cast", "Identity", "Squeeze", "Unsqueeze", "Flatten")
-    for node in graph:
-        if node.op_type not in ("Gemm", "MatMul") or node.domain:
-            continue
-        value = node.outputs[0]
-        for _ in range(4):
-            if value.is_graph_output():
-                heads.add(node)
-                break
-            uses = list(value.uses())
-            if len(uses) != 1 or uses[0].node.op_type not in through or uses[0].node.domain:
-                break
-            value = uses[0].node.outputs[0]
-    return heads
+    for _ in range(4):
+        if value.is_graph_output():
+            return True
+        uses = list(value.uses())
+        if len(uses) != 1 or uses[0].node.op_type not in through or uses[0].node.domain:
+            return False
+        value = uses[0].node.outputs[0]
+    return False
 
 
-def _linear(graph: ir.Graph, node: ir.Node) -> tuple[ir.Value, bool] | None:
-    """``(weight, transposed)`` for a linear layer with a constant 2-D weight, else None: ``transposed``
-    when the weight is stored ``[K, N]`` (a ``MatMul``'s) rather than ``[N, K]`` (``Gemm(transB=1)``, or a
-    ``MatMul`` of its ``Transpose``)."""
-    if node.domain or node.op_type not in ("Gemm", "MatMul") or len(node.inputs) < 2:
-        return None
-    weight = node.inputs[1]
-    via = _via_transpose(node)
-    if via is not None:
-        weight = via.inputs[0]
-    if weight is None or weight.is_graph_input() or graph.initializers.get(weight.name or "") is not weight:
-        return None
-    tensor = weight.const_value
-    if tensor is None or tensor.dtype not in _FLOATS or len(tensor.shape) != 2:
-        return None
-    if node.inputs[0] is None or node.inputs[0].dtype != tensor.dtype:
-        return None
-    if node.op_type == "Gemm":
-        attrs = {k: a.value for k, a in node.attributes.items()}
-        if attrs.get("transA", 0) or not attrs.get("transB", 0) or attrs.get("alpha", 1.0) != 1.0:
-            return None
-        if attrs.get("beta", 1.0) != 1.0 and len(node.inputs) > 2 and node.inputs[2] is not None:
-            return None
-        return weight, False
-    return weight, via is None
-
-
-def _via_transpose(node: ir.Node) -> ir.Node | None:
-    """The ``Transpose`` of a ``[N, K]`` weight that a MatMul reads, when only it reads it (a weight shared
-    with an embedding: the float table stays for the other reader)."""
-    if node.op_type != "MatMul" or node.inputs[1] is None:
-        return None
-    transpose = node.inputs[1].producer()
-    if transpose is None or transpose.op_type != "Transpose" or transpose.domain:
-        return None
-    perm = transpose.attributes.get("perm")
-    if perm is None or list(perm.value) != [1, 0] or len(list(node.inputs[1].uses())) != 1:
-        return None
-    return transpose
-
-
-def _refused(graph: ir.Graph, node: ir.Node, weight: ir.Value, skip: Sequence[str]) -> str:
+def _refused(layer: Linear, skip: Sequence[str]) -> str:
     """Why this layer's weight stays in float, or ''."""
-    name = weight.name or ""
-    if any(s and s in name for s in skip):
+    if any(s and s in layer.name for s in skip):
         return "skipped by name"
-    if _via_transpose(node) is None and len(list(weight.uses())) != 1:
+    if shared(layer):
         return "shared by other nodes"
     return ""
 
@@ -416,7 +374,7 @@ def dequantized(codes: np.ndarray, scales: np.ndarray, zeros: np.ndarray | None,
     return values.reshape(codes.shape[0], -1)[:, :k]
 
 
-def _pack(codes: np.ndarray, bits: int) -> np.ndarray:
+def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
     """Codes packed along the last axis, low bits first (two int4 codes a byte)."""
     if bits == 8:
         return codes
@@ -425,35 +383,35 @@ def _pack(codes: np.ndarray, bits: int) -> np.ndarray:
     return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
 
 
-def _to_matmulnbits(graph: ir.Graph, node: ir.Node, weight: ir.Value, codes: np.ndarray, scales: np.ndarray,
-                    zeros: np.ndarray | None, bits: int, block_size: int, accuracy_level: int,
-                    dtype: np.dtype, k: int) -> int:
+def _to_matmulnbits(graph: ir.Graph, layer: Linear, codes: np.ndarray, scales: np.ndarray, zeros: np.ndarray | None,
+                    bits: int, block_size: int, accuracy_level: int, dtype: np.dtype, k: int) -> int:
     n, blocks, _ = codes.shape
-    base = weight.name or "weight"
-    inputs = [node.inputs[0], new_initializer(graph, f"{base}.q{bits}", _pack(codes, bits)),
+    node, base = layer.nodes[0], layer.name
+    inputs = [layer.x, new_initializer(graph, f"{base}.q{bits}", pack_codes(codes, bits)),
               new_initializer(graph, f"{base}.scales", scales.astype(dtype).reshape(-1))]
     if zeros is not None:
-        inputs.append(new_initializer(graph, f"{base}.zero_points", _pack(zeros, bits).reshape(-1)))
+        inputs.append(new_initializer(graph, f"{base}.zero_points", pack_codes(zeros, bits).reshape(-1)))
     attributes = [ir.AttrInt64("K", int(k)), ir.AttrInt64("N", int(n)), ir.AttrInt64("bits", bits),
                   ir.AttrInt64("block_size", block_size), ir.AttrInt64("accuracy_level", accuracy_level)]
     product = ir.Node(_MS_DOMAIN, "MatMulNBits", inputs, attributes=attributes, name=node.name,
                       metadata_props=dict(node.metadata_props))
     new = [product]
     out = product.outputs[0]
-    bias = node.inputs[2] if node.op_type == "Gemm" and len(node.inputs) > 2 else None
-    if bias is not None:
-        add = ir.Node("", "Add", [out, bias], name=f"{node.name or base}.bias")
+    if layer.bias is not None:
+        add = ir.Node("", "Add", [out, layer.bias], name=f"{node.name or base}.bias")
         new.append(add)
         out = add.outputs[0]
-    ir.convenience.replace_nodes_and_values(graph, node, [node], new, [node.outputs[0]], [out])
+    ir.convenience.replace_nodes_and_values(graph, layer.nodes[-1], layer.nodes, new, [layer.output], [out])
     return sum(v.const_value.nbytes for v in inputs[1:])
 
 
-def _to_dequantize(graph: ir.Graph, node: ir.Node, weight: ir.Value, codes: np.ndarray, scales: np.ndarray,
-                   zeros: np.ndarray | None, bits: int, block_size: int, dtype: np.dtype, k: int) -> int:
+def _to_dequantize(graph: ir.Graph, layer: Linear, codes: np.ndarray, scales: np.ndarray, zeros: np.ndarray | None,
+                   bits: int, block_size: int, dtype: np.dtype, k: int) -> int:
     n, blocks, _ = codes.shape
-    transposed = node.op_type == "MatMul"  # a MatMul reads [K, N] (a weight behind a Transpose too: it goes)
-    base = weight.name or "weight"
+    node, base = layer.nodes[0], layer.name
+    # The product reads [K, N]: a MatMul's (a weight behind a Transpose too: the Transpose goes), a Gemm's
+    # without transB. Otherwise [N, K].
+    transposed = node.op_type == "MatMul" or layer.transposed
     flat = codes.reshape(n, -1)[:, :k].astype(np.int16)
     if zeros is None:  # signed codes, zero point 0
         middle = 1 << (bits - 1)
@@ -473,7 +431,7 @@ def _to_dequantize(graph: ir.Graph, node: ir.Node, weight: ir.Value, codes: np.n
     dq = ir.Node("", "DequantizeLinear", inputs, attributes=[ir.AttrInt64("axis", axis),
                                                              ir.AttrInt64("block_size", block_size)],
                  name=f"{node.name or base}.dequantize")
-    dq.outputs[0].dtype = weight.dtype
+    dq.outputs[0].dtype = layer.weight.dtype
     dq.outputs[0].shape = ir.Shape([k, n] if transposed else [n, k])
     graph.insert_before(node, dq)
     node.replace_input_with(1, dq.outputs[0])
@@ -505,10 +463,10 @@ def _embeddings(graph: ir.Graph, result: QuantizeResult, bits: int, block_size: 
         flat = codes.reshape(rows, -1)[:, :width]
         scale_array = scales.astype(array.dtype)
         if form == "matmulnbits":
-            inputs = [new_initializer(graph, f"{name}.q{bits}", _pack(flat, bits)), node.inputs[1],
+            inputs = [new_initializer(graph, f"{name}.q{bits}", pack_codes(flat, bits)), node.inputs[1],
                       new_initializer(graph, f"{name}.scales", scale_array)]
             if zeros is not None:
-                inputs.append(new_initializer(graph, f"{name}.zero_points", _pack(zeros, bits)))
+                inputs.append(new_initializer(graph, f"{name}.zero_points", pack_codes(zeros, bits)))
             gathered = ir.Node(_MS_DOMAIN, "GatherBlockQuantized", inputs, name=node.name,
                                attributes=[ir.AttrInt64("gather_axis", 0), ir.AttrInt64("quantize_axis", 1),
                                            ir.AttrInt64("block_size", block_size), ir.AttrInt64("bits", bits)])

@@ -28,7 +28,7 @@ import torch
 from torch.ao.quantization.fx import _decomposed  # noqa: F401 - registers the quantized_decomposed ops
 
 from onnxport.capture import quantized as _capture_quantized  # noqa: F401 - defines onnxport::dequantized_linear
-from onnxport.quantize.weights import _pack
+from onnxport.quantize.weights import QUANTIZED_SINCE, pack_codes
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import rank
 from onnxport.translate.registry import aten, register_translation
@@ -122,7 +122,8 @@ def _clip(ctx: Ctx, q: ir.Value, qtype: ir.DataType, low: int, high: int, qmin: 
                               f"the quantized type", fix="quantize with a range inside the integer type's")
     if (qmin, qmax) == (low, high):
         return q
-    return ctx.op.Clip(q, ctx.const(np.array(qmin, qtype.numpy()), qtype), ctx.const(np.array(qmax, qtype.numpy()), qtype))
+    low, high = (ctx.const(np.array(v, qtype.numpy()), qtype) for v in (qmin, qmax))
+    return ctx.op.Clip(q, low, high)
 
 
 def _float_input(ctx: Ctx, x: ir.Value) -> ir.Value:
@@ -355,10 +356,10 @@ register_translation("torchao::quantize_affine", quantize_affine)
 # -- weight-only linear layers (torchao int8/int4 weight-only, see onnxport.capture.quantized) -------------------
 
 _MS_DOMAIN = "com.microsoft"
-# The onnxruntime releases whose CPU MatMulNBits runs int4 weights. int8 weights are written as Cast and
-# arithmetic instead: onnxruntime 1.32's 8-bit MatMulNBits at accuracy level 0 ran an MLP 5x slower than the
-# float weight it folds the arithmetic into (bench/pt2e.md).
-_NBITS_SINCE = {4: (1, 18)}
+# MatMulNBits for int4 weights only (in the onnxruntime releases QUANTIZED_SINCE names). int8 weights are
+# written as Cast and arithmetic instead: onnxruntime 1.32's 8-bit MatMulNBits at accuracy level 0 ran an
+# MLP 5x slower than the float weight it folds the arithmetic into (bench/pt2e.md).
+_NBITS = (4,)
 
 
 @aten(torch.ops.onnxport.dequantized_linear.default)
@@ -372,7 +373,8 @@ def dequantized_linear(ctx: Ctx, x: ir.Value, qdata: ir.Value, scale: ir.Value, 
     bits = 4 if -8 <= quant_min and quant_max <= 7 else 8
     arrays = [_const_array(v) for v in (qdata, scale, zero_point) if v is not None]
     target = ctx.forms.target
-    nbits = (bits in _NBITS_SINCE and target.runtime == "onnxruntime" and target.version >= _NBITS_SINCE[bits]
+    nbits = (bits in _NBITS and target.runtime == "onnxruntime"
+             and target.version >= QUANTIZED_SINCE["matmulnbits", bits]
              and all(a is not None for a in arrays) and x.dtype == _FLOAT)
     if nbits:
         out = _matmulnbits(ctx, x, *arrays[:2], arrays[2] if zero_point is not None else None, list(block_size), bits)
@@ -421,10 +423,11 @@ def _matmulnbits(ctx: Ctx, x: ir.Value, q: np.ndarray, scale: np.ndarray, zero: 
         zeros = np.repeat(zeros[:, :1], blocks, axis=1) if zeros is not None else None
     codes = np.full((n, blocks * block), offset, dtype=np.int64)
     codes[:, :k] = q.astype(np.int64) + offset
-    inputs = [x, _initializer(ctx, "weight.q", _pack(codes.astype(np.uint8).reshape(n, blocks, block), bits)),
+    inputs = [x, _initializer(ctx, "weight.q", pack_codes(codes.astype(np.uint8).reshape(n, blocks, block), bits)),
               _initializer(ctx, "weight.scales", per_group.reshape(-1))]
     if zeros is not None and np.any(zeros != 0):
-        inputs.append(_initializer(ctx, "weight.zero_points", _pack((zeros + offset).astype(np.uint8), bits).reshape(-1)))
+        packed = pack_codes((zeros + offset).astype(np.uint8), bits).reshape(-1)
+        inputs.append(_initializer(ctx, "weight.zero_points", packed))
     out = ctx.op.MatMulNBits(*inputs, K=k, N=n, bits=bits, block_size=block, accuracy_level=0, _domain=_MS_DOMAIN)
     out.dtype = _FLOAT
     if x.shape is not None:
