@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import log, quiet  # noqa: E402
+from run import log, quiet, session_options  # noqa: E402
 
 import onnxport  # noqa: E402
 
@@ -67,9 +67,7 @@ MODELS: dict[str, tuple[str, Callable[[], tuple[torch.nn.Module, dict[str, torch
 def _session(path: str, threads: int) -> Any:
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(path, session_options(threads), providers=["CPUExecutionProvider"])
 
 
 def _size(path: str) -> int:

@@ -9,7 +9,8 @@ exported once by onnxport from a decode step with dynamic batch, sequence and pa
 row is that program, as it is or through ``prog.quantize(...)``, saved with external data. The builder rows
 are ``python -m onnxruntime_genai.models.builder -p fp32|int4|int8 -e cpu`` with its defaults, run on the
 same weights saved as a local model directory. Every model, ours and the builder's, runs in one onnxruntime
-``InferenceSession`` (CPU provider, ``--threads`` intra-op threads, default graph optimisations), fed the
+``InferenceSession`` (CPU provider, ``--threads`` intra-op threads that do not spin between runs, default graph
+optimisations; bench/run.py's ``session_options``), fed the
 same inputs by name, so that all rows are timed the same way: a decode step (1 new token, batch 1) at past
 lengths 128 and 1024 and a prefill of 128 tokens, the sessions run in turn (A B C ... A B C ...,
 bench/run.py's ``latency_ms``), so that the machine's drift hits them alike.
@@ -43,7 +44,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llm  # noqa: E402
 import run as bench_run  # noqa: E402
-from run import latency_ms, log, publish, quiet  # noqa: E402
+from run import latency_ms, log, publish, quiet, session_options  # noqa: E402
 
 import onnxport  # noqa: E402
 
@@ -171,12 +172,7 @@ def build_rows(rows: Sequence[Variant], case: Case, threads: int) -> list[Built]
 def open_session(path: str, threads: int) -> Any:
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    # graph_optimization_level is left at onnxruntime's default (ORT_ENABLE_ALL).
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(path, session_options(threads), providers=["CPUExecutionProvider"])
 
 
 def _graphs(graph: onnx.GraphProto):
@@ -429,7 +425,7 @@ def report(opts: argparse.Namespace, llama: list[Built], export_s: float, bert: 
         f"Machine: {_cpu()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.machine()}. torch "
         f"{torch.__version__}, onnxruntime {_version('onnxruntime')}, onnxruntime-genai {_version('onnxruntime-genai')}, "
         f"transformers {_version('transformers')}, onnx {onnx.__version__}. onnxruntime: CPU provider, "
-        f"{opts.threads} intra-op threads (1 inter-op), default graph optimisations; onnxport target {opts.target}.",
+        f"{opts.threads} intra-op threads (1 inter-op), spinning off (spinning threads of one session slow the next one timed), default graph optimisations; onnxport target {opts.target}.",
         "",
         f"Latency: median of one `InferenceSession.run`, batch 1, the rows of a table run in turn ({runs}, after 5 "
         "warm-up runs each), same inputs for every row; files saved with external data, sizes count the model file "

@@ -132,15 +132,29 @@ def count_nodes(graph: onnx.GraphProto) -> int:
     return total
 
 
-def make_session(proto: onnx.ModelProto):
+def session_options(threads: int = 1):
+    """onnxruntime CPU options for a timed session: ``threads`` intra-op threads, one inter-op thread,
+    onnxruntime's default graph optimisations (ORT_ENABLE_ALL).
+
+    Spinning is off: after a run, onnxruntime's intra-op threads spin waiting for the next one, and
+    ``latency_ms`` runs several sessions in turn, so each session's spinning threads would take the cores
+    from the next session timed (on 2 cores, a float Llama decode step measured 24 ms interleaved with
+    spinning on and 6 ms alone; with spinning off, 6.7 ms interleaved)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    # graph_optimization_level is left at onnxruntime's default (ORT_ENABLE_ALL).
-    return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return options
+
+
+def make_session(proto: onnx.ModelProto):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(proto.SerializeToString(), session_options(1), providers=["CPUExecutionProvider"])
 
 
 def feeds_for(session, flat_inputs: Sequence[torch.Tensor], names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
