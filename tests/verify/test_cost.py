@@ -295,15 +295,19 @@ def test_verification_session_feeds_the_weights_instead_of_copying_them() -> Non
     torch.testing.assert_close(fed.run([x])[0], model(x).detach(), atol=1e-4, rtol=1e-4)
 
 
-def test_a_linear_weight_is_fed_in_place_and_transposed_in_the_session() -> None:
-    """Fed as graph inputs (level none, where memory is short), a linear layer's weight, which the file
-    stores transposed, reaches the session as the parameter's own memory, transposed by the graph."""
+@pytest.mark.parametrize("as_inputs,level", [(True, "none"), (False, "all"), (False, "basic")])
+def test_a_linear_weight_is_given_in_place_and_transposed_in_the_session(as_inputs: bool, level: str) -> None:
+    """A linear layer's weight, which the file stores transposed, reaches the session as the parameter's
+    own memory, transposed by the graph: fed as a graph input (level none, where memory is short), or as
+    an initializer onnxruntime folds the Transpose of (the other levels): this process holds no
+    transposed copy while the session lives."""
     model = torch.nn.Linear(256, 128).eval()
     prog = onnxport.export(model, (torch.randn(2, 256),), verify=False)
-    proto, names, weights = _structure_and_weights(prog.model, as_inputs=True)
+    proto, names, weights = _structure_and_weights(prog.model, as_inputs=as_inputs)
     fed = weights[names.index("weight.untransposed")]
     assert np.shares_memory(fed, model.weight.detach().numpy())
     assert [n.op_type for n in proto.graph.node][0] == "Transpose"
+    assert ("weight.untransposed" in [i.name for i in proto.graph.input]) == as_inputs
     x = torch.randn(2, 256)
-    runner = OrtRunner(prog.model, optimization="none", weights_as_inputs=True)
+    runner = OrtRunner(prog.model, optimization=level, weights_as_inputs=as_inputs)
     torch.testing.assert_close(runner.run([x])[0], model(x).detach(), atol=1e-5, rtol=1e-5)

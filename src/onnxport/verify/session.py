@@ -124,7 +124,10 @@ def _structure_and_weights(model: ir.Model, *, as_inputs: bool = False
                            ) -> tuple[onnx.ModelProto, list[str], list[np.ndarray]]:
     """The model as protobuf with its large main-graph initializers left as named external stubs (or,
     ``as_inputs``, as graph inputs), and those initializers' names and arrays (views of the tensors'
-    memory where the tensors allow)."""
+    memory where the tensors allow). A linear weight stored transposed (``LinearWeightLayoutPass``) goes
+    in as the parameter it is computed from, under ``<name>.untransposed``, and a ``Transpose`` node
+    computes the weight: onnxruntime folds it into memory of its own when it builds the session (levels
+    basic and up), and this process holds no transposed copy while the session lives."""
     graph = model.graph
     initializers, names, weights, inputs = [], [], [], list(graph.inputs)
     transposes: list[ir.Node] = []
@@ -134,23 +137,20 @@ def _structure_and_weights(model: ir.Model, *, as_inputs: bool = False
                 or value in graph.inputs):
             initializers.append(value)
             continue
-        source = _transposed_source(tensor) if as_inputs else None
-        if source is not None:  # a linear weight stored transposed: fed as it is in memory, transposed in-graph
-            fed = ir.Value(name=f"{value.name}.untransposed", type=value.type, shape=source.shape)
-            inputs.append(fed)
-            transposes.append(ir.Node("", "Transpose", [fed], attributes=[ir.AttrInt64s("perm", [1, 0])],
+        name, shape, array = value.name, value.shape, None
+        source = _transposed_source(tensor)
+        if source is not None:  # a linear weight stored transposed: given as it is in memory, transposed in-graph
+            name, shape, array = f"{value.name}.untransposed", source.shape, source.numpy()
+            transposes.append(ir.Node("", "Transpose", [ir.Value(name=name, type=value.type, shape=shape)],
+                                      attributes=[ir.AttrInt64s("perm", [1, 0])],
                                       outputs=[ir.Value(name=value.name, type=value.type, shape=value.shape)]))
-            names.append(fed.name)
-            weights.append(np.ascontiguousarray(source.numpy()))
-            continue
         if as_inputs:
-            inputs.append(ir.Value(name=value.name, type=value.type, shape=value.shape))
+            inputs.append(ir.Value(name=name, type=value.type, shape=shape))
         else:
-            stub = ir.ExternalTensor(_IN_MEMORY_LOCATION, 0, tensor.nbytes, tensor.dtype, shape=tensor.shape,
-                                     name=value.name)
-            initializers.append(ir.Value(name=value.name, type=value.type, shape=value.shape, const_value=stub))
-        names.append(value.name)
-        weights.append(np.ascontiguousarray(tensor.numpy()))
+            stub = ir.ExternalTensor(_IN_MEMORY_LOCATION, 0, tensor.nbytes, tensor.dtype, shape=shape, name=name)
+            initializers.append(ir.Value(name=name, type=value.type, shape=shape, const_value=stub))
+        names.append(name)
+        weights.append(np.ascontiguousarray(tensor.numpy() if array is None else array))
     view = ir.GraphView(inputs, graph.outputs, nodes=[*transposes, *graph], initializers=initializers,
                         doc_string=graph.doc_string, opset_imports=graph.opset_imports, name=graph.name,
                         metadata_props=graph.metadata_props)
