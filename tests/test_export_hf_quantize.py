@@ -23,6 +23,7 @@ PROMPT = [1, 5, 17, 33, 8]
 NEW_TOKENS = 8
 INT8 = "onnxruntime>=1.24"  # a target whose oldest release runs MatMulNBits of 8 bits
 LINEAR_LAYERS = 2 * 7 + 1  # per layer q, k, v, o, gate, up, down; then the LM head
+PRODUCTS = 2 * 4 + 1  # MatMulNBits: q, k and v fused into one product, gate and up into another
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def test_int8_folder_generates_the_float_tokens_in_onnxruntime_genai(llama_dir, 
     directory, model = llama_dir
     prog = export_hf(directory, "text-generation", tmp_path / "int8", target=INT8, quantize="int8")
     assert len(prog.report.quantization.quantized) == LINEAR_LAYERS and not prog.report.quantization.left
-    assert _bits(tmp_path / "int8") == [(8, 32)] * LINEAR_LAYERS
+    assert _bits(tmp_path / "int8") == [(8, 32)] * PRODUCTS
     # The quantized layers are in memory, the rest (embedding, norms) still streamed from the checkpoint:
     # the model is saved with external data that holds the embedding.
     proto = onnx.load(str(tmp_path / "int8" / "model.onnx"), load_external_data=False)
@@ -92,7 +93,7 @@ def test_int4_folder_loads_and_generates_in_onnxruntime_genai(llama_dir, tmp_pat
     directory, model = llama_dir
     export_hf(directory, "text-generation", tmp_path / "float", target=target)
     prog = export_hf(directory, "text-generation", tmp_path / "int4", target=target, quantize="int4")
-    assert _bits(tmp_path / "int4") == [(4, 32)] * LINEAR_LAYERS
+    assert _bits(tmp_path / "int4") == [(4, 32)] * PRODUCTS
     assert not any(n.op_type in ("MatMul", "Gemm") and n.inputs[1].is_initializer() for n in prog.model.graph)
     with open(tmp_path / "float" / "genai_config.json") as f, open(tmp_path / "int4" / "genai_config.json") as g:
         assert json.load(f) == json.load(g)  # MatMulNBits needs nothing more of onnxruntime-genai
@@ -116,7 +117,7 @@ def test_loaded_weights_are_verified_then_quantized_with_the_options_given(llama
     prog = export_hf(directory, "text-generation", tmp_path, streaming=False, target=INT8, quantize=options)
     assert prog.report.verification.status == "passed"  # the float export, against eager PyTorch
     assert list(prog.report.quantization.left) == ["lm_head.weight"]
-    assert _bits(tmp_path) == [(8, 16)] * (LINEAR_LAYERS - 1)
+    assert _bits(tmp_path) == [(8, 16)] * (PRODUCTS - 1)
     logits = next(c for c in prog.report.quantization.checks if c.name == "logits")  # measured against eager
     assert logits.cosine > 0.999 and logits.top1 is not None
     ids = torch.tensor([PROMPT])
@@ -174,7 +175,7 @@ def test_cli_quantize(llama_dir, tmp_path, capsys) -> None:
     printed = capsys.readouterr().out
     assert f"quantized: int4 weights (symmetric, blocks of 32, matmulnbits): {LINEAR_LAYERS} linear layer(s)" in printed
     assert f"saved {out / 'model.onnx'}" in printed and f"saved {out / 'genai_config.json'}" in printed
-    assert _bits(out) == [(4, 32)] * LINEAR_LAYERS
+    assert _bits(out) == [(4, 32)] * PRODUCTS
     tokens, _ = _genai(out)
     assert len(tokens) == len(PROMPT) + NEW_TOKENS
 

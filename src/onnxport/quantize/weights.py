@@ -29,6 +29,7 @@ from onnx_ir.passes import common as common_passes
 
 from onnxport.errors import InvalidInputError
 from onnxport.optimize._match import new_initializer
+from onnxport.quantize.fuse import fuse_siblings
 from onnxport.quantize.layers import Linear, find_linear, shared
 
 __all__ = ["FORMS", "METHODS", "QUANTIZED_SINCE", "TOLERANCES", "QuantizeResult", "QuantizedCheck", "dequantized",
@@ -57,6 +58,7 @@ class QuantizeResult:
     method: str = "rtn"
     other_bits: dict[str, int] = dataclasses.field(default_factory=dict)  # layers of another width (lm_head=)
     tables: dict[str, int] = dataclasses.field(default_factory=dict)  # embedding tables quantized: their bits
+    fused: list[list[str]] = dataclasses.field(default_factory=list)  # layers fused into one MatMulNBits (fuse.py)
 
     def __str__(self) -> str:
         kind = "symmetric" if self.symmetric else "asymmetric"
@@ -67,7 +69,10 @@ class QuantizeResult:
             text += f" ({', '.join(f'{k} int{v}' for k, v in self.other_bits.items())})"
         if self.tables:
             text += f", embedding table(s) {', '.join(f'{k} int{v}' for k, v in self.tables.items())}"
-        text += f", {self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB" + left_text(self.left)
+        text += f", {self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB"
+        if self.fused:
+            text += f"; {sum(map(len, self.fused))} layers fused into {len(self.fused)} products (same input)"
+        text += left_text(self.left)
         return "\n".join([text, *(f"  {c}" for c in self.checks)])
 
 
@@ -216,6 +221,8 @@ def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symm
         raise InvalidInputError("the linear layers' weights are bfloat16, which MatMulNBits and DequantizeLinear's "
                                 "onnxruntime kernels do not take: no layer could be quantized",
                                 fix="export the model in float32 (model.float()) or float16, then quantize")
+    if form == "matmulnbits":
+        result.fused = fuse_siblings(graph)
     if embeddings:
         _embeddings(graph, result, embeddings, block_size, symmetric, form, skip)
     if form == "matmulnbits" and _MS_DOMAIN not in model.opset_imports and (result.quantized or result.tables):
