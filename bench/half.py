@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import log, quiet, session_options  # noqa: E402
+from run import log, model_bytes, quiet, session_options  # noqa: E402
 
 import onnxport  # noqa: E402
 
@@ -70,10 +70,6 @@ def _session(path: str, threads: int) -> Any:
     return ort.InferenceSession(path, session_options(threads), providers=["CPUExecutionProvider"])
 
 
-def _size(path: str) -> int:
-    return os.path.getsize(path) + (os.path.getsize(path + ".data") if os.path.exists(path + ".data") else 0)
-
-
 def measure(name: str, build: Callable[[], Any], repeat: int, threads: int, folder: str) -> dict[str, Any]:
     model, inputs = build()
     dim = torch.export.Dim.DYNAMIC
@@ -89,7 +85,7 @@ def measure(name: str, build: Callable[[], Any], repeat: int, threads: int, fold
                                    verify_mode="warn")
         path = os.path.join(folder, f"{label}.onnx")
         prog.save(path, external_data=True)
-        row[f"{label} MB"] = _size(path) / 1e6
+        row[f"{label} MB"] = model_bytes(path) / 1e6
         if dtype is not None:
             row["verification"] = prog.report.verification.status
             row["half"] = next(s.detail for s in prog.report.stages if s.name == "half")

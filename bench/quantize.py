@@ -44,7 +44,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llm  # noqa: E402
 import run as bench_run  # noqa: E402
-from run import latency_ms, log, publish, quiet, session_options  # noqa: E402
+from run import latency_ms, log, model_bytes, publish, quiet, session_options  # noqa: E402
 
 import onnxport  # noqa: E402
 
@@ -173,29 +173,6 @@ def open_session(path: str, threads: int) -> Any:
     import onnxruntime as ort
 
     return ort.InferenceSession(path, session_options(threads), providers=["CPUExecutionProvider"])
-
-
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
-                yield from _graphs(sub)
-
-
-def model_bytes(path: str) -> int:
-    """The model file and every external data file its tensors name."""
-    proto = onnx.load(path, load_external_data=False)
-    files = {os.path.abspath(path)}
-    for graph in _graphs(proto.graph):
-        tensors = list(graph.initializer)
-        for node in graph.node:
-            tensors += [a.t for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
-        for tensor in tensors:
-            for entry in tensor.external_data:
-                if entry.key == "location":
-                    files.add(os.path.abspath(os.path.join(os.path.dirname(path), entry.value)))
-    return sum(os.path.getsize(f) for f in files)
 
 
 def weight_ops(path: str) -> str:

@@ -132,6 +132,29 @@ def count_nodes(graph: onnx.GraphProto) -> int:
     return total
 
 
+def _graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                yield from _graphs(sub)
+
+
+def model_bytes(path: str) -> int:
+    """The model file and every external data file its tensors name."""
+    proto = onnx.load(path, load_external_data=False)
+    files = {os.path.abspath(path)}
+    for graph in _graphs(proto.graph):
+        tensors = list(graph.initializer)
+        for node in graph.node:
+            tensors += [a.t for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
+        for tensor in tensors:
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    files.add(os.path.abspath(os.path.join(os.path.dirname(path), entry.value)))
+    return sum(os.path.getsize(f) for f in files)
+
+
 def session_options(threads: int = 1):
     """onnxruntime CPU options for a timed session: ``threads`` intra-op threads, one inter-op thread,
     onnxruntime's default graph optimisations (ORT_ENABLE_ALL).
