@@ -46,3 +46,35 @@ def write_llama(directory: str, dtype: object = None, seed: int = 0, **sizes: ob
     model.save_pretrained(directory)
     write_tokenizer(directory, config.vocab_size)
     return model
+
+
+# The prompt and the number of new tokens the greedy-generation tests compare on.
+PROMPT = [1, 5, 17, 33, 8]
+NEW_TOKENS = 8
+
+
+def genai_greedy(folder: os.PathLike[str]) -> tuple[list[int], object]:
+    """onnxruntime-genai's greedy tokens for PROMPT from ``folder``, and its logits of the first new token."""
+    import numpy as np
+    import pytest
+
+    og = pytest.importorskip("onnxruntime_genai")
+    model = og.Model(str(folder))
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(PROMPT) + NEW_TOKENS, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(np.array([PROMPT], dtype=np.int32))
+    first = np.array(generator.get_logits(), dtype=np.float64).reshape(-1)
+    while not generator.is_done():
+        generator.generate_next_token()
+    return [int(t) for t in generator.get_sequence(0)], first
+
+
+def eager_greedy(model: object) -> tuple[list[int], object]:
+    """transformers' greedy tokens for PROMPT (NEW_TOKENS new ones), and its logits of the first new token."""
+    import torch
+
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, -1].double().numpy()
+    return model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)[0].tolist(), logits

@@ -13,14 +13,12 @@ import torch
 import onnxport
 from onnxport.cli import main
 from onnxport.hf import export_hf
-from tests.hf_dirs import write_llama
+from tests.hf_dirs import NEW_TOKENS, PROMPT, eager_greedy, genai_greedy, write_llama
 
 transformers = pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
 
-PROMPT = [1, 5, 17, 33, 8]
-NEW_TOKENS = 8
 INT8 = "onnxruntime>=1.24"  # a target whose oldest release runs MatMulNBits of 8 bits
 LINEAR_LAYERS = 2 * 7 + 1  # per layer q, k, v, o, gate, up, down; then the LM head
 PRODUCTS = 2 * 4 + 1  # MatMulNBits: q, k and v fused into one product, gate and up into another
@@ -32,27 +30,6 @@ def llama_dir(tmp_path_factory) -> tuple[str, torch.nn.Module]:
     model = write_llama(directory)
     model.generation_config.eos_token_id = None  # NEW_TOKENS new tokens on both sides
     return directory, model
-
-
-def _genai(folder: os.PathLike[str]) -> tuple[list[int], np.ndarray]:
-    """onnxruntime-genai's greedy tokens for PROMPT from ``folder``, and its logits of the first new token."""
-    og = pytest.importorskip("onnxruntime_genai")
-    model = og.Model(str(folder))
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(PROMPT) + NEW_TOKENS, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens(np.array([PROMPT], dtype=np.int32))
-    first = np.array(generator.get_logits(), dtype=np.float64).reshape(-1)
-    while not generator.is_done():
-        generator.generate_next_token()
-    return [int(t) for t in generator.get_sequence(0)], first
-
-
-def _eager(model: torch.nn.Module) -> tuple[list[int], np.ndarray]:
-    ids = torch.tensor([PROMPT])
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits[0, -1].double().numpy()
-    return model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)[0].tolist(), logits
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -72,7 +49,7 @@ def _weight_bytes(folder: os.PathLike[str]) -> int:
     return sum(onnx.numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
 
 
-def test_int8_folder_generates_the_float_tokens_in_onnxruntime_genai(llama_dir, tmp_path) -> None:
+def test_int8_folder_generates_the_float_tokens_in_onnxruntimegenai_greedy(llama_dir, tmp_path) -> None:
     directory, model = llama_dir
     prog = export_hf(directory, "text-generation", tmp_path / "int8", target=INT8, quantize="int8")
     assert len(prog.report.quantization.quantized) == LINEAR_LAYERS and not prog.report.quantization.left
@@ -82,14 +59,14 @@ def test_int8_folder_generates_the_float_tokens_in_onnxruntime_genai(llama_dir, 
     proto = onnx.load(str(tmp_path / "int8" / "model.onnx"), load_external_data=False)
     embedding = next(t for t in proto.graph.initializer if t.name == "model.embed_tokens.weight")
     assert embedding.data_location == onnx.TensorProto.EXTERNAL
-    tokens, logits = _genai(tmp_path / "int8")
-    expected, eager = _eager(model)
+    tokens, logits = genai_greedy(tmp_path / "int8")
+    expected, eager = eager_greedy(model)
     assert tokens == expected
     assert _cosine(logits, eager) > 0.999
 
 
 @pytest.mark.parametrize("target", [None, "onnxruntime>=1.26"])
-def test_int4_folder_loads_and_generates_in_onnxruntime_genai(llama_dir, tmp_path, target) -> None:
+def test_int4_folder_loads_and_generates_in_onnxruntimegenai_greedy(llama_dir, tmp_path, target) -> None:
     directory, model = llama_dir
     export_hf(directory, "text-generation", tmp_path / "float", target=target)
     prog = export_hf(directory, "text-generation", tmp_path / "int4", target=target, quantize="int4")
@@ -97,14 +74,14 @@ def test_int4_folder_loads_and_generates_in_onnxruntime_genai(llama_dir, tmp_pat
     assert not any(n.op_type in ("MatMul", "Gemm") and n.inputs[1].is_initializer() for n in prog.model.graph)
     with open(tmp_path / "float" / "genai_config.json") as f, open(tmp_path / "int4" / "genai_config.json") as g:
         assert json.load(f) == json.load(g)  # MatMulNBits needs nothing more of onnxruntime-genai
-    tokens, logits = _genai(tmp_path / "int4")
-    expected, eager = _eager(model)
+    tokens, logits = genai_greedy(tmp_path / "int4")
+    expected, eager = eager_greedy(model)
     # int4 on random weights drifts after a few steps; the first step is close to the float model's.
     assert len(tokens) == len(PROMPT) + NEW_TOKENS and tokens[:len(PROMPT)] == PROMPT
     assert all(0 <= t < model.config.vocab_size for t in tokens)
     assert tokens[len(PROMPT)] == expected[len(PROMPT)] and int(logits.argmax()) == int(eager.argmax())
     assert _cosine(logits, eager) > 0.98
-    float_tokens, float_logits = _genai(tmp_path / "float")
+    float_tokens, float_logits = genai_greedy(tmp_path / "float")
     assert float_tokens == expected and _cosine(float_logits, eager) > 0.99999
     # half a byte a weight (and a scale a block) against a byte against four
     export_hf(directory, "text-generation", tmp_path / "int8", target=target or INT8, quantize="int8")
@@ -176,7 +153,7 @@ def test_cli_quantize(llama_dir, tmp_path, capsys) -> None:
     assert f"quantized: int4 weights (symmetric, blocks of 32, matmulnbits): {LINEAR_LAYERS} linear layer(s)" in printed
     assert f"saved {out / 'model.onnx'}" in printed and f"saved {out / 'genai_config.json'}" in printed
     assert _bits(out) == [(4, 32)] * PRODUCTS
-    tokens, _ = _genai(out)
+    tokens, _ = genai_greedy(out)
     assert len(tokens) == len(PROMPT) + NEW_TOKENS
 
 

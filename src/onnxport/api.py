@@ -266,7 +266,7 @@ def _quantize_options(quantize: Any) -> dict[str, Any] | None:
                 "--quantize int8")
         return {"bits": QUANTIZE_NAMES[quantize]}
     known = {"bits", "block_size", "symmetric", "form", "skip", "accuracy_level", "lm_head", "embeddings", "method",
-             "calibration", "activations", "per_channel"}
+             "calibration", "activations", "per_channel", "codes", "codes_only"}
     if not isinstance(quantize, Mapping) or set(quantize) - known:
         raise InvalidInputError(
             f"quantize must be True or a dict of {', '.join(sorted(known))} (or the name "
@@ -274,6 +274,10 @@ def _quantize_options(quantize: Any) -> dict[str, Any] | None:
             fix="pass quantize=True (int4, blocks of 32), quantize='int8', or a dict such as "
             "quantize={'bits': 8, 'block_size': 128}")
     options = dict(quantize)
+    if options.get("codes") is not None and not isinstance(options["codes"], Mapping):
+        raise InvalidInputError("quantize's codes must map weight names to codes, not a "
+                                f"{type(options['codes']).__name__}",
+                                fix="pass codes={weight name: (codes, scales, zeros)}, or leave it out")
     _quantize_mod.check_options(options.get("bits", 4), options.get("block_size", 32),
                                 options.get("form") or "matmulnbits", options.get("accuracy_level", 4))
     _quantize_mod.check_kinds(options.get("lm_head"), options.get("embeddings", 0), options.get("method", "rtn"),

@@ -349,7 +349,8 @@ class OnnxProgram:
     def quantize(self, *, bits: int = 4, block_size: int = 32, symmetric: bool = True, form: str | None = None,
                  skip: Sequence[str] = (), accuracy_level: int = 4, lm_head: int | None = None, embeddings: int = 0,
                  method: str = "rtn", calibration: Sequence[Any] | None = None, activations: str | None = None,
-                 per_channel: bool = True) -> OnnxProgram:
+                 per_channel: bool = True, codes: Mapping[str, Any] | None = None,
+                 codes_only: bool = False) -> OnnxProgram:
         """A new program with quantized weights (see ``onnxport.quantize``); this one is left as it is.
 
         Weight-only (the default): each linear layer's weight in ``bits``-bit blocks of ``block_size``.
@@ -360,6 +361,11 @@ class OnnxProgram:
         ``accuracy_level`` is ``MatMulNBits``'s: 4 computes with int8 activations (fastest on CPU), 0 in
         float. ``method="gptq"`` rounds each layer with GPTQ on ``calibration``, a few typical inputs (each a
         tuple of arguments or a dict of keyword arguments), lowering the error at the same size.
+
+        ``codes`` gives layers codes made elsewhere, kept as they are (a GPTQ or AWQ checkpoint's, as
+        ``export_hf`` reads them): ``{weight name: (codes, scales, zeros[, g_idx])}`` of ``bits`` bits in
+        blocks of ``block_size`` (see ``onnxport.quantize.quantize_model``); ``codes_only`` leaves the other
+        layers in float.
 
         ``activations="dynamic"`` instead quantizes activations too, int8 at run time (int8 weights, per
         channel unless ``per_channel=False``); ``"static"`` with fixed ranges measured on ``calibration``.
@@ -372,6 +378,9 @@ class OnnxProgram:
         feeds = self._feeds(calibration) if calibration is not None else None
         model = self.model.clone()
         if activations is not None:
+            if codes is not None:
+                raise InvalidInputError("activations= quantizes the weights anew, which would drop the codes given",
+                                        fix="leave activations out to keep the codes (weight-only quantization)")
             if activations not in _quantize.MODES:
                 raise InvalidInputError(f"activations must be one of {', '.join(_quantize.MODES)}, not {activations!r}",
                                         fix="pass activations='dynamic' (no calibration) or 'static' with calibration=")
@@ -388,7 +397,8 @@ class OnnxProgram:
             result = _quantize.quantize_model(model, bits=bits, block_size=block_size, symmetric=symmetric, form=form,
                                               skip=skip, accuracy_level=accuracy_level, lm_head=lm_head,
                                               embeddings=embeddings, method=method, calibration=feeds,
-                                              target=self.model.metadata_props.get("onnxport.target"))
+                                              target=self.model.metadata_props.get("onnxport.target"), codes=codes,
+                                              codes_only=codes_only)
         report = copy.copy(self.report)
         report.quantization = result
         program = OnnxProgram(model, report=report, in_spec=self._in_spec, out_spec=self._out_spec,

@@ -8,6 +8,7 @@
 - ``integration``: those hooked into capture (``onnxport.capture.integrations``), registered here, so the
   core stages never import this package;
 - ``export`` (``export_hf`` and its tasks), ``stream`` (a model built without loading its weights),
+  ``prequantized`` (the codes of GPTQ and AWQ checkpoints, kept by ``export_hf``),
   ``seq2seq`` (encoder-decoder models split as optimum splits them), ``generate`` (greedy generation in
   onnxruntime) and ``demo`` (``onnxport demo``'s Llama).
 

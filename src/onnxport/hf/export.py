@@ -12,6 +12,11 @@ By default the weights are never loaded (``streaming``, every task but the seq2s
 on the meta device and its safetensors files are copied tensor by tensor into the model's data file
 (``model.onnx.<digest>.data``; ``onnxport.hf.stream``), so a checkpoint larger than memory exports. Eager PyTorch cannot run such a
 model, so it is not verified against it; ``streaming=False`` loads the model and verifies the export.
+
+A checkpoint quantized with GPTQ or AWQ (config.json's ``quantization_config``; ``onnxport.hf.prequantized``)
+is loaded with its quantized layers' weights dequantized, in memory (not streamed), exported and verified as a
+float model, then each of those layers becomes a ``MatMulNBits`` holding the checkpoint's own codes, scales
+and zero points (blocks of its ``group_size``); the layers it holds in float (an LM head) stay float.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import torch
 
 from onnxport.arguments import check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
-from onnxport.hf import stream
+from onnxport.hf import prequantized, stream
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.program import OnnxProgram
@@ -62,6 +67,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     models are what the folder gets. Streamed weights are read one at a time to be quantized; those left in
     float (embeddings, norms) are still copied file to file when the model is saved. A model none of whose
     layers it could quantize (bfloat16 weights, say) is refused before anything is written.
+
+    A GPTQ or AWQ checkpoint keeps its codes without ``quantize`` (see the module's docstring); ``quantize``
+    then also rounds the layers it holds in float, with its bits and group size (other ones are refused), and
+    its other options (``accuracy_level``, ``lm_head``, ``skip``, ...) apply as usual.
     """
     directory = os.fspath(directory)
     if not os.path.isfile(os.path.join(directory, "config.json")):
@@ -74,6 +83,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
 
     quantize = _quantize_options(quantize)  # checked before anything is loaded or written
     spec = TASKS[task]
+    asked_streaming = streaming
     streaming = not spec.seq2seq if streaming is None else streaming
     if streaming and spec.seq2seq:
         raise InvalidInputError(f"{task} models are exported with their weights loaded (their example inputs come "
@@ -84,11 +94,17 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                *(name for name in TOKENIZER_FILES if os.path.isfile(os.path.join(directory, name)))]
     check_output_folder(out, written)
     config = read_config(directory)
+    scheme = prequantized.scheme_of(config)
+    if scheme is not None:
+        quantize = _prequantized_options(scheme, quantize, task, spec, asked_streaming)
+        streaming = False
     import transformers
 
     weights = None
     try:
-        if streaming:
+        if scheme is not None:
+            model, quantize["codes"] = prequantized.load(directory, spec.auto, config, scheme)
+        elif streaming:
             model, weights = stream.meta_model(directory, spec.auto, config)
         else:
             model = getattr(transformers, spec.auto).from_pretrained(directory, local_files_only=True).eval()
@@ -120,6 +136,34 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if os.path.isfile(os.path.join(directory, name)):
             shutil.copyfile(os.path.join(directory, name), os.path.join(out, name))
     return result
+
+
+def _prequantized_options(scheme: prequantized.Scheme, quantize: dict[str, Any] | None, task: str, spec: Task,
+                          streaming: bool | None) -> dict[str, Any]:
+    """``OnnxProgram.quantize``'s options for a GPTQ or AWQ checkpoint (its codes are added once it is loaded):
+    only its quantized layers without ``quantize``; with it, the float ones too, with the checkpoint's bits
+    and group size."""
+    name = f"a {scheme.method.upper()} checkpoint"
+    if spec.seq2seq:
+        raise InvalidInputError(f"onnxport does not export {name} for {task}",
+                                fix="export it for text-generation, feature-extraction or text-classification")
+    if streaming:
+        raise InvalidInputError(f"{name} is exported with its weights dequantized in memory, not streamed",
+                                fix="leave streaming unset")
+    options = dict(quantize or {})
+    if options.get("activations") is not None:
+        raise InvalidInputError(f"quantize's activations= would quantize the weights of {name} anew, dropping its "
+                                "codes", fix="leave activations out: its layers keep their codes (weight-only)")
+    for key, have in (("bits", scheme.bits), ("block_size", scheme.group_size)):
+        if options.get(key, have) != have:
+            raise InvalidInputError(
+                f"quantize asks for {key}={options[key]}, but the checkpoint's layers are {scheme}, and keep their "
+                "codes",
+                fix=f"leave {key} out (the float layers left, such as the LM head, are then quantized like the "
+                f"checkpoint's: {key}={have}), or export without quantize")
+    options.update(bits=scheme.bits, block_size=scheme.group_size, codes_only=quantize is None)
+    options.setdefault("symmetric", scheme.symmetric)
+    return options
 
 
 def _check_quantized(files: dict[str, OnnxProgram]) -> None:

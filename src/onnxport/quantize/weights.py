@@ -20,7 +20,7 @@ for int8), so the whole range is used; asymmetric ones map the block's [min, max
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -168,13 +168,23 @@ def check_options(bits: int, block_size: int, form: str, accuracy_level: int) ->
 def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symmetric: bool = True,
                    form: str = "matmulnbits", skip: Sequence[str] = (), accuracy_level: int = 4,
                    lm_head: int | None = None, embeddings: int = 0, method: str = "rtn",
-                   calibration: Sequence[dict[str, np.ndarray]] | None = None, target: str | None = None
+                   calibration: Sequence[dict[str, np.ndarray]] | None = None, target: str | None = None,
+                   codes: Mapping[str, Sequence[np.ndarray | None]] | None = None, codes_only: bool = False
                    ) -> QuantizeResult:
     """Quantize the main graph's linear layers (and, ``embeddings``, its embedding tables) in place (see
     the module's docstring). ``lm_head`` is the bits of the layers that write a model output (an LM head, a
     classifier): None for ``bits``, 0 to leave them in float. ``method="gptq"`` rounds with GPTQ on
     ``calibration`` (input feeds of the model) instead of to nearest. ``target`` (the export's) refuses
-    forms its oldest release cannot load or computes wrong."""
+    forms its oldest release cannot load or computes wrong.
+
+    ``codes`` maps weight names to codes made elsewhere (a GPTQ or AWQ checkpoint's), stored as they are
+    instead of rounding those layers' weights (whatever ``lm_head`` says): ``(codes, scales, zeros)`` or
+    ``(codes, scales, zeros, g_idx)`` of ``bits`` bits in blocks of ``block_size``, laid out as
+    ``_quantize`` returns them; ``g_idx`` (``[K]``, or None) names the block of each input where blocks
+    are not runs of consecutive inputs (act-order GPTQ): the inputs are then sorted by block, the codes
+    with them, and the layer reads its input through a ``Gather`` in that order (one per input and order,
+    so that layers reading the same input are still fused). ``codes_only`` leaves the layers ``codes``
+    does not name in float."""
     check_options(bits, block_size, form, accuracy_level)
     check_kinds(lm_head, embeddings, method, calibration)
     head_bits = bits if lm_head is None else lm_head
@@ -190,19 +200,29 @@ def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symm
         from onnxport.quantize.gptq import calibrated_codes
 
         gptq = calibrated_codes(model, calibration, bits, block_size, symmetric, skip=skip, act_order=True)
+    codes = {} if codes is None else codes
+    reordered: dict[tuple[int, bytes], ir.Value] = {}  # the inputs read in another order, by (input, order)
     for node in list(graph):
         layer = find_linear(graph, node) if node.graph is graph else None  # (an Add replaced with its product)
         if layer is None:
             continue
         name = layer.name
-        layer_bits = head_bits if _writes_output(layer.output) else bits
+        layer_bits = bits if name in codes else head_bits if _writes_output(layer.output) else bits
         reason = "left in float (lm_head=0)" if layer_bits == 0 else _refused(layer, skip)
+        if not reason and codes_only and name not in codes:
+            reason = "float in the source: no codes given"
         if reason:
             result.left[name] = reason
             continue
         array = np.asarray(layer.weight.const_value.numpy())
         w_nk = array.T if layer.transposed else array  # [N, K]: blocks along K
-        if name in gptq and layer_bits == bits:
+        if name in codes:
+            q, scales, zeros, g_idx = _given_codes(name, codes[name], w_nk.shape, bits, block_size)
+            if g_idx is not None:
+                q, order = _in_block_order(name, q, g_idx, block_size)
+                layer = dataclasses.replace(layer, x=_reordered_input(graph, layer, order, reordered))
+                layer.nodes[0].replace_input_with(0, layer.x)
+        elif name in gptq and layer_bits == bits:
             q, scales, zeros = gptq[name]
         else:
             q, scales, zeros = _quantize_rows(w_nk, layer_bits, block_size, symmetric)
@@ -217,6 +237,11 @@ def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symm
         result.quantized.append(name)
         if layer_bits != bits:
             result.other_bits[name] = layer_bits
+    unused = [name for name in codes if name not in result.quantized and name not in result.left]
+    if unused:
+        raise InvalidInputError(f"codes were given for {len(unused)} weight(s) that no linear layer of the model has "
+                                f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})",
+                                fix="name each layer's codes by its weight's name in the model (model.state_dict()'s)")
     if not result.quantized and not result.left and _bfloat16_layers(graph):
         raise InvalidInputError("the linear layers' weights are bfloat16, which MatMulNBits and DequantizeLinear's "
                                 "onnxruntime kernels do not take: no layer could be quantized",
@@ -307,6 +332,68 @@ def _refused(layer: Linear, skip: Sequence[str]) -> str:
     if shared(layer):
         return "shared by other nodes"
     return ""
+
+
+def _given_codes(name: str, given: Sequence[np.ndarray | None], shape: tuple[int, int], bits: int, block_size: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """``quantize_model``'s ``codes[name]`` checked against the layer's ``[N, K]`` weight: codes, scales,
+    zero points (or None) and g_idx (or None)."""
+    if not isinstance(given, (tuple, list)) or len(given) not in (3, 4):
+        raise InvalidInputError(f"codes[{name!r}] must be (codes, scales, zeros) or (codes, scales, zeros, g_idx)",
+                                fix="pass the layer's codes as quantize_model's docstring lays them out")
+    q, scales, zeros, g_idx = (*given, None)[:4]
+    n, k = shape
+    blocks = -(-k // block_size)
+    top = 1 << bits
+    fix = f"give codes of {bits} bits in blocks of {block_size} for a weight of shape [{n}, {k}] (out, in)"
+    q = np.asarray(q)
+    if q.shape != (n, blocks, block_size) or q.dtype != np.uint8 or q.max(initial=0) >= top:
+        raise InvalidInputError(f"codes[{name!r}]: codes of shape {list(q.shape)} and dtype {q.dtype} (largest "
+                                f"{q.max(initial=0)}), not uint8 [{n}, {blocks}, {block_size}] below {top}", fix=fix)
+    scales = np.asarray(scales)
+    if scales.shape != (n, blocks):
+        raise InvalidInputError(f"codes[{name!r}]: scales of shape {list(scales.shape)}, not [{n}, {blocks}]", fix=fix)
+    if zeros is not None:
+        zeros = np.asarray(zeros)
+        if zeros.shape != (n, blocks) or zeros.dtype != np.uint8 or zeros.max(initial=0) >= top:
+            raise InvalidInputError(f"codes[{name!r}]: zero points of shape {list(zeros.shape)} and dtype "
+                                    f"{zeros.dtype}, not uint8 [{n}, {blocks}] below {top}", fix=fix)
+    if g_idx is not None:
+        g_idx = np.asarray(g_idx)
+        if g_idx.shape != (k,) or g_idx.min(initial=0) < 0 or g_idx.max(initial=0) >= blocks:
+            raise InvalidInputError(f"codes[{name!r}]: g_idx of shape {list(g_idx.shape)}, not [{k}] blocks below "
+                                    f"{blocks}", fix=fix)
+    return q, scales, zeros, g_idx
+
+
+def _in_block_order(name: str, codes: np.ndarray, g_idx: np.ndarray, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Codes whose blocks are not runs of consecutive inputs (``g_idx``: each input's block) with the inputs
+    sorted by block, and that order: the layer computes the same from ``x[..., order]``."""
+    n, blocks, _ = codes.shape
+    k = g_idx.shape[0]
+    sizes = np.bincount(g_idx, minlength=blocks).tolist()
+    if sizes != [block_size] * (blocks - 1) + [k - block_size * (blocks - 1)]:
+        raise InvalidInputError(f"codes[{name!r}]: g_idx puts {sorted(set(sizes))} inputs in a block; each must have "
+                                f"{block_size} (the last the rest)", fix="give blocks of block_size inputs each")
+    order = np.argsort(g_idx, kind="stable")
+    flat = codes.reshape(n, -1).copy()
+    flat[:, :k] = flat[:, order]
+    return flat.reshape(codes.shape), order
+
+
+def _reordered_input(graph: ir.Graph, layer: Linear, order: np.ndarray, done: dict[tuple[int, bytes], ir.Value]
+                     ) -> ir.Value:
+    """The layer's input with its last dim in ``order`` (a ``Gather``), one per input and order."""
+    key = (id(layer.x), order.tobytes())
+    if key not in done:
+        indices = new_initializer(graph, f"{layer.name}.input_order", order.astype(np.int64))
+        gather = ir.Node("", "Gather", [layer.x, indices], attributes=[ir.AttrInt64("axis", -1)],
+                         name=f"{layer.nodes[0].name or layer.name}.input_order")
+        gather.outputs[0].dtype = layer.x.dtype
+        gather.outputs[0].shape = None if layer.x.shape is None else ir.Shape(list(layer.x.shape))
+        graph.insert_before(layer.nodes[0], gather)
+        done[key] = gather.outputs[0]
+    return done[key]
 
 
 def _quantize(w: np.ndarray, bits: int, block_size: int, symmetric: bool
