@@ -15,7 +15,7 @@ import torch
 from onnxport._cli_inputs import Inputs, Target, example_inputs, load_target, load_weights
 from onnxport.arguments import check_output_file
 from onnxport.errors import InvalidInputError, OnnxportError
-from onnxport.hf import TASKS, export_hf
+from onnxport.hf import TASKS, export_hf, pick_task
 from onnxport.targets import DEFAULT_TARGET, TARGET_KEY, TARGETS
 
 
@@ -56,7 +56,13 @@ def _progress(ns: argparse.Namespace) -> bool:
 
 
 def _export_hf(ns: argparse.Namespace) -> int:
-    result = export_hf(ns.directory, ns.task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
+    task = ns.task
+    if task == "auto":
+        picked = pick_task(ns.directory)  # said before the export, which may take long
+        if not ns.quiet:
+            print(picked, flush=True)
+        task = picked.task
+    result = export_hf(ns.directory, task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
                        streaming=False if ns.in_memory else None, quantize=ns.quantize)
     programs = result if isinstance(result, tuple) else (result,)
     if not ns.quiet:
@@ -212,8 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_export)
     p = sub.add_parser("export-hf", help="export a local transformers model directory for a task")
     p.add_argument("directory", help="a transformers model directory: config.json and safetensors weights")
-    p.add_argument("--task", default="text-generation", choices=list(TASKS),
-                   help="what the model is exported for (default: text-generation, with its KV cache)")
+    p.add_argument("--task", default="text-generation", choices=[*TASKS, "auto"],
+                   help="what the model is exported for (default: text-generation, with its KV cache); auto: "
+                   "read from config.json's architectures (a sentence-transformers directory: sentence-similarity)")
     p.add_argument("-o", "--output", required=True, help="the folder to write the model(s) and their files into")
     _add_runtime_args(p)
     p.add_argument("--in-memory", action="store_true",

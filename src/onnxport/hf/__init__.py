@@ -7,10 +7,12 @@
   ``past_key_values``), read from its ``forward``; ``blocks``: the cache handed to repeated layers by slots;
 - ``integration``: those hooked into capture (``onnxport.capture.integrations``), registered here, so the
   core stages never import this package;
-- ``export`` (``export_hf`` and its tasks), ``stream`` (a model built without loading its weights),
-  ``prequantized`` (the codes of GPTQ and AWQ checkpoints, kept by ``export_hf``),
-  ``seq2seq`` (encoder-decoder models split as optimum splits them), ``generate`` (greedy generation in
-  onnxruntime) and ``demo`` (``onnxport demo``'s Llama).
+- ``export`` (``export_hf`` and its tasks; ``tasks``: the task of a directory, ``--task auto``; ``sentence``:
+  a sentence-transformers directory's pooling in the graph), ``runner`` (``pipeline``: an exported folder run
+  in onnxruntime behind transformers' pipeline; ``question_answering``: the one transformers 5 lacks),
+  ``stream`` (a model built without loading its weights), ``prequantized`` (the codes of GPTQ and AWQ
+  checkpoints, kept by ``export_hf``), ``seq2seq`` (encoder-decoder models split as optimum splits them),
+  ``generate`` (greedy generation in onnxruntime) and ``demo`` (``onnxport demo``'s Llama).
 
 Written for transformers 5.x, through its public API where it has one (the cache classes' layers and
 tensors, ``config``, the models' signatures); tested in CI on the oldest and the newest release supported
@@ -22,14 +24,18 @@ from onnxport.capture.integrations import register
 from onnxport.hf.export import TASKS, Task, export_hf, genai_config
 from onnxport.hf.generate import generate, generate_seq2seq
 from onnxport.hf.integration import TransformersIntegration
+from onnxport.hf.runner import OnnxRuntimeModel, SentenceSimilarityPipeline, pipeline
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument, cache_of
+from onnxport.hf.tasks import pick_task
 
 register(TransformersIntegration())
 
 __all__ = [
     "TASKS",
+    "OnnxRuntimeModel",
     "Seq2SeqPrograms",
+    "SentenceSimilarityPipeline",
     "Task",
     "TransformersIntegration",
     "cache_argument",
@@ -39,4 +45,6 @@ __all__ = [
     "generate",
     "generate_seq2seq",
     "genai_config",
+    "pick_task",
+    "pipeline",
 ]

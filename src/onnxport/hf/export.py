@@ -6,7 +6,14 @@ config, exports it with dynamic batch and sequence, and writes ``OUT/model.onnx`
 use them), and OUT/ also gets a ``genai_config.json`` and the tokenizer files found in the directory,
 so that onnxruntime-genai loads OUT/ as it is. The seq2seq tasks (``text2text-generation``,
 ``automatic-speech-recognition``) write three models as optimum names them: ``encoder_model.onnx``,
-``decoder_model.onnx`` and ``decoder_with_past_model.onnx`` (see ``onnxport.hf.seq2seq``).
+``decoder_model.onnx`` and ``decoder_with_past_model.onnx`` (see ``onnxport.hf.seq2seq``). The encoder tasks
+(``fill-mask``, ``token-classification``, ``question-answering``, ``sentence-similarity``: a sentence-transformers
+directory, its pooling and normalisation in the graph, ``onnxport.hf.sentence``) take ``token_type_ids`` too where
+the model has segment embeddings. ``task="auto"`` reads the task from the directory (``onnxport.hf.tasks``).
+
+OUT/ gets the model's ``config.json`` and its tokenizer or processor files, and every model written names its
+task in its metadata (``onnxport.hf.task``), so that ``onnxport.hf.pipeline(OUT)`` runs it in onnxruntime behind
+transformers' own pipeline (``onnxport.hf.runner``).
 
 By default the weights are never loaded (``streaming``, every task but the seq2seq ones): the model is built
 on the meta device and its safetensors files are copied tensor by tensor into the model's data file
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -33,19 +41,26 @@ import torch
 from onnxport.arguments import check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import prequantized, stream
+from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument, cache_of
+from onnxport.hf.tasks import MODULES_FILE, TASK_KEY, pick_task
 from onnxport.program import OnnxProgram
 
-__all__ = ["TASKS", "Task", "export_hf", "read_config"]
+__all__ = ["TASKS", "TASK_KEY", "Task", "export_hf", "read_config"]
 
 # Files onnxruntime-genai and transformers' tokenizers and processors read, copied to OUT/ when the directory
 # has them.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "vocab.json", "merges.txt", "spiece.model", "generation_config.json", "preprocessor_config.json")
+                   "vocab.json", "merges.txt", "vocab.txt", "added_tokens.json", "spiece.model", "spm.model",
+                   "sentencepiece.bpe.model", "generation_config.json", "preprocessor_config.json",
+                   "processor_config.json")
+# Copied too: what transformers' pipelines read besides (the labels, the settings of the tokenizer's use).
+COPIED_FILES = (*TOKENIZER_FILES, "config.json", SETTINGS_FILE)
 SEQ2SEQ_FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
 EXAMPLE_BATCH = 2
 PAST, NEW = 4, 3  # a decode step exports the one model that serves prefill (past 0) and decode
+logger = logging.getLogger("onnxport")
 
 
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
@@ -71,18 +86,34 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     A GPTQ or AWQ checkpoint keeps its codes without ``quantize`` (see the module's docstring); ``quantize``
     then also rounds the layers it holds in float, with its bits and group size (other ones are refused), and
     its other options (``accuracy_level``, ``lm_head``, ``skip``, ...) apply as usual.
+
+    ``task="auto"`` picks the task from the directory (``onnxport.hf.tasks.pick_task``: config.json's
+    ``architectures``, or a sentence-transformers ``modules.json``), logs it and notes it in each program's
+    report; a directory that does not tell is an ``InvalidInputError``.
     """
     directory = os.fspath(directory)
-    if not os.path.isfile(os.path.join(directory, "config.json")):
+    if not isinstance(task, str) or (task not in TASKS and task != "auto"):
+        raise InvalidInputError(f"task {task!r} is not one onnxport exports from a directory",
+                                fix=f"use one of {', '.join(TASKS)}, or auto (read from the directory)")
+    if not os.path.isdir(directory):
+        what = "is a file" if os.path.exists(directory) else "does not exist"
+        raise InvalidInputError(f"{directory} {what}", fix="point at a transformers model directory (config.json "
+                                "and safetensors weights, as save_pretrained writes it)")
+    if not os.path.isfile(os.path.join(directory, "config.json")) and not (
+            os.path.isfile(os.path.join(directory, MODULES_FILE)) and task in ("auto", "sentence-similarity")):
         raise InvalidInputError(f"{directory} has no config.json", fix="point at a transformers model directory "
                                 "(config.json and safetensors weights, as save_pretrained writes it)")
-    if task not in TASKS:
-        raise InvalidInputError(f"task {task!r} is not one onnxport exports from a directory",
-                                fix=f"use one of {', '.join(TASKS)}")
+    picked = None
+    if task == "auto":
+        picked = pick_task(directory)
+        task = picked.task
+        logger.info("%s", picked)
     from onnxport.api import _quantize_options, export
 
     quantize = _quantize_options(quantize)  # checked before anything is loaded or written
     spec = TASKS[task]
+    sentence = read_sentence_model(directory) if task == "sentence-similarity" else None
+    model_dir = sentence.transformer if sentence is not None else directory  # where config.json and weights are
     asked_streaming = streaming
     streaming = not spec.seq2seq if streaming is None else streaming
     if streaming and spec.seq2seq:
@@ -91,11 +122,14 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     # Where the files go, and what the directory says, before anything is loaded or exported.
     written = [*(SEQ2SEQ_FILES if spec.seq2seq else ("model.onnx",)),
                *(("genai_config.json",) if task == "text-generation" else ()),
-               *(name for name in TOKENIZER_FILES if os.path.isfile(os.path.join(directory, name)))]
+               *(name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name)))]
     check_output_folder(out, written)
-    config = read_config(directory)
+    config = read_config(model_dir)
     scheme = prequantized.scheme_of(config)
     if scheme is not None:
+        if sentence is not None:
+            raise InvalidInputError(f"onnxport does not export a {scheme.method.upper()} checkpoint for {task}",
+                                    fix="export its transformer for feature-extraction")
         quantize = _prequantized_options(scheme, quantize, task, spec, asked_streaming)
         streaming = False
     import transformers
@@ -105,14 +139,18 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if scheme is not None:
             model, quantize["codes"] = prequantized.load(directory, spec.auto, config, scheme)
         elif streaming:
-            model, weights = stream.meta_model(directory, spec.auto, config)
+            model, weights = stream.meta_model(model_dir, spec.auto, config)
         else:
-            model = getattr(transformers, spec.auto).from_pretrained(directory, local_files_only=True).eval()
+            model = getattr(transformers, spec.auto).from_pretrained(model_dir, local_files_only=True).eval()
     except (ValueError, OSError) as exc:
         if isinstance(exc, OnnxportError):
             raise
-        raise InvalidInputError(f"transformers cannot load {directory} as {spec.auto}: {exc}",
+        raise InvalidInputError(f"transformers cannot load {model_dir} as {spec.auto}: {exc}",
                                 fix=f"check that the directory holds a model for {task}") from None
+    if sentence is not None:
+        model = SentenceEmbedding(model, sentence.poolings, sentence.normalize).eval()
+        if weights is not None:
+            weights = weights.renamed({f"transformer.{key}": key for key in weights})
     inputs = spec.inputs(model, config)
     if spec.seq2seq:
         result = export_seq2seq(model, inputs, opset=opset, progress=progress, target=target)
@@ -126,15 +164,19 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         files = {"model.onnx": result}
     if quantize is not None:
         _check_quantized(files)
+    for prog in files.values():
+        prog.model.metadata_props[TASK_KEY] = task
+        if picked is not None:
+            prog.report.notes.append(str(picked))
     os.makedirs(out, exist_ok=True)
     for name, prog in files.items():
         prog.save(os.path.join(out, name))
     if task == "text-generation":
         with open(os.path.join(out, "genai_config.json"), "w", encoding="utf-8") as f:
             json.dump(genai_config(config, model), f, indent=2)
-    for name in TOKENIZER_FILES:
-        if os.path.isfile(os.path.join(directory, name)):
-            shutil.copyfile(os.path.join(directory, name), os.path.join(out, name))
+    for name in COPIED_FILES:
+        if os.path.isfile(os.path.join(model_dir, name)):
+            shutil.copyfile(os.path.join(model_dir, name), os.path.join(out, name))
     return result
 
 
@@ -226,6 +268,19 @@ def _text_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     return {"input_ids": ids, "attention_mask": mask}
 
 
+def _encoder_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """``_text_inputs``, and ``token_type_ids`` (a second segment, as a tokenizer marks a pair of texts) where
+    the model adds segment embeddings: its forward takes them and its config has more than one type."""
+    inputs = _text_inputs(model, config)
+    forward = getattr(model, "transformer", model).forward  # a SentenceEmbedding's transformer
+    types = getattr(config, "type_vocab_size", 0) or 0
+    if "token_type_ids" in inspect.signature(forward).parameters and types > 1:
+        segments = torch.zeros_like(inputs["input_ids"])
+        segments[:, 5:] = 1
+        inputs["token_type_ids"] = segments
+    return inputs
+
+
 def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """A decode step: the cache of a ``PAST``-token prefill, then ``NEW`` tokens."""
     prompt = _ids(config, EXAMPLE_BATCH, PAST)
@@ -279,6 +334,10 @@ TASKS: dict[str, Task] = {
                                  {"pixel_values": {0: torch.export.Dim.DYNAMIC}}),
     "text2text-generation": Task("AutoModelForSeq2SeqLM", _text_inputs, seq2seq=True),
     "automatic-speech-recognition": Task("AutoModelForSpeechSeq2Seq", _audio_inputs, seq2seq=True),
+    "fill-mask": Task("AutoModelForMaskedLM", _encoder_inputs),
+    "token-classification": Task("AutoModelForTokenClassification", _encoder_inputs),
+    "question-answering": Task("AutoModelForQuestionAnswering", _encoder_inputs),
+    "sentence-similarity": Task("AutoModel", _encoder_inputs),  # the transformer of a sentence-transformers directory
 }
 
 

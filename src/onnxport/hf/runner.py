@@ -1,0 +1,311 @@
+"""Run a folder ``export_hf`` wrote in onnxruntime behind transformers' own pipeline: ``pipeline(folder)``.
+
+The model is ``OnnxRuntimeModel``: an onnxruntime session called as transformers' pipelines call a model (keyword
+tensors in, the task's ``ModelOutput`` out), so the tokenizer, the image processor and the post-processing are
+transformers' own, read from the folder (``export_hf`` copies config.json and the tokenizer or processor files
+there), and the answers are those ``transformers.pipeline(task)`` gives for the model in PyTorch, scores within
+the export's precision. Two tasks transformers has no pipeline for get onnxport's: ``question-answering``
+(``onnxport.hf.question_answering``) and ``sentence-similarity`` (``SentenceSimilarityPipeline``: embeddings as
+sentence-transformers' ``encode`` gives them, and cosine similarities).
+
+The task is the one each exported model names in its metadata (``onnxport.hf.task``); a folder exported for
+text generation or a seq2seq task is refused, naming what runs it (onnxruntime-genai, ``onnxport.generate``,
+``onnxport.generate_seq2seq``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from onnxport.errors import InvalidInputError
+from onnxport.hf.sentence import SETTINGS_FILE
+from onnxport.hf.tasks import TASK_KEY, model_class_names
+
+__all__ = ["RUNNABLE", "OnnxRuntimeModel", "SentenceSimilarityPipeline", "pipeline"]
+
+# The tasks pipeline() runs -> the transformers ModelOutput class their model returns, and its output needed.
+RUNNABLE = {
+    "feature-extraction": ("BaseModelOutputWithPooling", "last_hidden_state"),
+    "text-classification": ("SequenceClassifierOutput", "logits"),
+    "token-classification": ("TokenClassifierOutput", "logits"),
+    "fill-mask": ("MaskedLMOutput", "logits"),
+    "question-answering": ("QuestionAnsweringModelOutput", "start_logits"),
+    "image-classification": ("ImageClassifierOutput", "logits"),
+    "sentence-similarity": (None, "sentence_embedding"),
+}
+ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}  # transformers' names
+_ELSEWHERE = {
+    "text-generation": "run the folder with onnxruntime-genai (og.Model(folder)) or onnxport.generate(folder + "
+                       "'/model.onnx', input_ids)",
+    "text2text-generation": "generate with onnxport.generate_seq2seq(encoder, decoder, decoder_with_past, ...)",
+    "automatic-speech-recognition": "generate with onnxport.generate_seq2seq(encoder, decoder, decoder_with_past, ...)",
+}
+_NUMPY = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
+          "tensor(float16)": np.float16, "tensor(double)": np.float64, "tensor(bool)": np.bool_}
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+_PROCESSOR_FILES = ("preprocessor_config.json",)
+_EXPORT_AGAIN = "export the model again with onnxport export-hf (python: onnxport.hf.export_hf)"
+
+
+def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, providers: Sequence[Any] | None = None,
+             session_options: Any = None, **kwargs: Any) -> Any:
+    """transformers' pipeline for the task of the exported ``folder`` (or its ``model.onnx``), running the model
+    in onnxruntime: ``pipeline("out")("Paris is the [MASK] of France")``.
+
+    ``task`` defaults to the one the model was exported for (and must agree with it); ``providers`` and
+    ``session_options`` are onnxruntime's (default: the CPU provider); other keyword arguments go to the
+    pipeline (``top_k=``, ``aggregation_strategy=``, ...). The pipeline's tensors stay on the CPU: onnxruntime's
+    providers choose where the model runs.
+    """
+    import onnxruntime as ort
+
+    folder = os.fspath(folder)
+    path = os.path.join(folder, "model.onnx")
+    if folder.endswith(".onnx") and os.path.isfile(folder):
+        path, folder = folder, os.path.dirname(folder) or "."
+    if not os.path.isdir(folder):
+        raise InvalidInputError(f"{folder} is not a folder", fix="give the folder export_hf (onnxport export-hf) wrote")
+    if not os.path.isfile(path):
+        if os.path.isfile(os.path.join(folder, "encoder_model.onnx")):
+            raise InvalidInputError(f"{folder} holds a seq2seq export (encoder_model.onnx, decoder_model.onnx, ...), "
+                                    "which no pipeline runs", fix=_ELSEWHERE["text2text-generation"])
+        raise InvalidInputError(f"{folder} has no model.onnx",
+                                fix="give the folder export_hf (onnxport export-hf) wrote")
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        raise InvalidInputError(f"{folder} has no config.json, which the pipeline reads (labels, tokens)",
+                                fix=f"{_EXPORT_AGAIN}, which copies it, or copy the model's config.json there")
+    task = _task(task, _recorded_task(path), path)
+    component, files = ("image_processor", _PROCESSOR_FILES) if task == "image-classification" else \
+        ("tokenizer", _TOKENIZER_FILES)
+    if not any(os.path.isfile(os.path.join(folder, name)) for name in files):
+        raise InvalidInputError(f"{folder} has no {component.replace('_', ' ')} ({' or '.join(files)})",
+                                fix=f"copy the model's {component.replace('_', ' ')} files there (export_hf copies "
+                                "them when the model directory has them)")
+    session = ort.InferenceSession(path, sess_options=session_options,
+                                   providers=list(providers) if providers else ["CPUExecutionProvider"])
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
+    model = OnnxRuntimeModel.of(session, config, task, path)
+    if task == "sentence-similarity":
+        if kwargs:
+            raise InvalidInputError(f"sentence-similarity takes no {', '.join(sorted(kwargs))}",
+                                    fix="pass batch_size to encode() instead")
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        return SentenceSimilarityPipeline(model, tokenizer, _settings(folder))
+    if task == "question-answering":
+        from onnxport.hf.question_answering import QuestionAnsweringPipeline
+
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        return QuestionAnsweringPipeline(model=model, tokenizer=tokenizer, task=task, device="cpu", **kwargs)
+    # transformers loads the tokenizer (or image processor) from the folder, as it would from the model's directory
+    return transformers.pipeline(task, model=model, config=folder, device="cpu", **{component: folder}, **kwargs)
+
+
+def _recorded_task(path: str) -> str | None:
+    """The task ``path``'s metadata names (its graph read, not its weights)."""
+    import onnx
+
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises its own types
+        raise InvalidInputError(f"{path} is not an ONNX model: {exc}", fix=_EXPORT_AGAIN) from None
+    return next((p.value for p in model.metadata_props if p.key == TASK_KEY), None)
+
+
+def _task(asked: str | None, recorded: str | None, path: str) -> str:
+    if asked is not None and not isinstance(asked, str):
+        raise InvalidInputError(f"task must be a task's name, not {type(asked).__name__}",
+                                fix=f"pass one of {', '.join(RUNNABLE)}, or leave it out")
+    asked = ALIASES.get(asked, asked)
+    if asked is not None and recorded is not None and asked != recorded:
+        raise InvalidInputError(f"{path} was exported for {recorded}, not {asked}",
+                                fix=f"leave task out (it is {recorded}), or export the model for {asked}")
+    task = asked or recorded
+    if task is None:
+        raise InvalidInputError(f"{path} does not name its task (onnxport's export_hf writes it in the model)",
+                                fix="pass the task: pipeline(folder, 'text-classification'), or " + _EXPORT_AGAIN)
+    if task in _ELSEWHERE:
+        raise InvalidInputError(f"no pipeline runs a model exported for {task}", fix=_ELSEWHERE[task])
+    if task not in RUNNABLE:
+        raise InvalidInputError(f"onnxport has no pipeline for the task {task!r}",
+                                fix=f"use one of {', '.join(RUNNABLE)}")
+    return task
+
+
+class OnnxRuntimeModel:
+    """An exported model in an onnxruntime session, called as a transformers model: ``model(**tensors)`` -> the
+    task's ``ModelOutput`` (torch tensors). ``OnnxRuntimeModel.of`` names its class after the transformers class
+    the task's auto class loads (``BertForMaskedLM``...), which is what pipelines check a model by.
+
+    Inputs are fed by name and cast to the model's types; ``token_type_ids`` are zeros where the tokenizer gives
+    none, and dropped where the model takes none if they are all zeros (a single text): other inputs the model
+    does not take are an ``InvalidInputError``, never silently dropped.
+    """
+
+    main_input_name = "input_ids"
+
+    def __init__(self, session: Any, config: Any, task: str, path: str = "model.onnx") -> None:
+        self.session = session
+        self.config = config
+        self.task = task
+        self.path = path
+        self.name_or_path = os.path.dirname(path)
+        self.base_model_prefix = getattr(config, "model_type", "model")
+        self.device = torch.device("cpu")
+        inputs = {i.name: i.type for i in session.get_inputs()}
+        self.dtype = torch.float16 if "tensor(float16)" in inputs.values() else torch.float32
+        if "pixel_values" in inputs:
+            self.main_input_name = "pixel_values"
+        self.input_modalities = ("image",) if "pixel_values" in inputs else ("text",)
+
+    @classmethod
+    def of(cls, session: Any, config: Any, task: str, path: str = "model.onnx") -> OnnxRuntimeModel:
+        names = model_class_names("feature-extraction" if task == "sentence-similarity" else task,
+                                  getattr(config, "model_type", ""))
+        name = names[0] if names else cls.__name__
+        return type(name, (cls,), {"__module__": __name__, "__qualname__": f"{cls.__name__}.{name}"})(
+            session, config, task, path)
+
+    def __repr__(self) -> str:
+        return f"OnnxRuntimeModel({self.path!r}, task={self.task!r})"
+
+    def to(self, *args: Any, **kwargs: Any) -> OnnxRuntimeModel:
+        return self  # onnxruntime's providers place the model
+
+    def eval(self) -> OnnxRuntimeModel:
+        return self
+
+    def can_generate(self) -> bool:
+        return False
+
+    def __call__(self, **inputs: Any) -> Any:
+        return self.forward(**inputs)
+
+    def forward(self, **inputs: Any) -> Any:
+        given = {k: v for k, v in inputs.items() if isinstance(v, (torch.Tensor, np.ndarray))}
+        feeds = {}
+        for spec in self.session.get_inputs():
+            if spec.name in given:
+                feeds[spec.name] = _array(given.pop(spec.name), spec.type)
+            elif spec.name == "token_type_ids" and "input_ids" in inputs:
+                feeds[spec.name] = np.zeros(tuple(inputs["input_ids"].shape), dtype=_NUMPY.get(spec.type, np.int64))
+            else:
+                raise InvalidInputError(f"{self.path} takes {spec.name}, which the pipeline did not pass",
+                                        fix=f"run it with the pipeline of its task ({self.task})")
+        types = given.pop("token_type_ids", None)
+        if types is not None and bool(np.asarray(types).any()):
+            raise InvalidInputError(
+                f"the tokenizer marks a second text (token_type_ids), but {self.path} takes no token_type_ids, so "
+                "its answer would be the model's for one text", fix=f"pass single texts, or {_EXPORT_AGAIN} for a "
+                "task that takes token_type_ids (fill-mask, token-classification, question-answering)")
+        if given:
+            raise InvalidInputError(f"the pipeline passed {', '.join(sorted(given))}, which {self.path} does not take",
+                                    fix=f"run it with the pipeline of its task ({self.task}), or {_EXPORT_AGAIN}")
+        values = self.session.run(None, feeds)
+        names = [o.name for o in self.session.get_outputs()]
+        outputs = {name: torch.from_numpy(np.ascontiguousarray(v)) for name, v in zip(names, values)}
+        kind, needed = RUNNABLE[self.task]
+        if needed not in outputs:
+            raise InvalidInputError(f"{self.path} has no output {needed} (its outputs: {', '.join(outputs)})",
+                                    fix=f"run it with the pipeline of the task it was exported for, or {_EXPORT_AGAIN}")
+        if kind is None:
+            return outputs
+        import transformers.modeling_outputs
+
+        output_class = getattr(transformers.modeling_outputs, kind)
+        fields = {f.name for f in dataclasses.fields(output_class)}
+        return output_class(**{k: v for k, v in outputs.items() if k in fields})
+
+
+def _array(value: Any, onnx_type: str) -> np.ndarray:
+    array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    dtype = _NUMPY.get(onnx_type)
+    return array if dtype is None or array.dtype == dtype else array.astype(dtype)
+
+
+def _settings(folder: str) -> dict[str, Any]:
+    path = os.path.join(folder, SETTINGS_FILE)
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc}", fix="restore it from the sentence-transformers "
+                                "directory, or export it again") from None
+    return settings if isinstance(settings, dict) else {}
+
+
+class SentenceSimilarityPipeline:
+    """A sentence-transformers model exported by ``export_hf(..., "sentence-similarity")``, in onnxruntime.
+
+    ``encode(sentences)`` gives the embeddings as sentence-transformers' ``SentenceTransformer.encode`` does
+    (texts lower-cased where its ``do_lower_case`` says, cut to its ``max_seq_length`` tokens; numpy, one row
+    per sentence). Calling it as the Hub's sentence-similarity task,
+    ``sim({"source_sentence": s, "sentences": [...]})`` (or ``sim(source_sentence=s, sentences=[...])``), gives
+    the cosine similarity of ``s`` with each sentence.
+    """
+
+    task = "sentence-similarity"
+
+    def __init__(self, model: OnnxRuntimeModel, tokenizer: Any, settings: dict[str, Any] | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        settings = settings or {}
+        limits = [n for n in (getattr(model.config, "max_position_embeddings", None), tokenizer.model_max_length)
+                  if isinstance(n, int) and n > 0]
+        self.max_seq_length = settings.get("max_seq_length") or (min(limits) if limits else None)
+        self.do_lower_case = bool(settings.get("do_lower_case", False))
+
+    def encode(self, sentences: str | Sequence[str], batch_size: int = 32,
+               output_value: str = "sentence_embedding") -> np.ndarray | list[np.ndarray]:
+        """The embedding of each sentence (``output_value="token_embeddings"``: each one's tokens' states,
+        without the padding), one row per sentence; one sentence gives one vector."""
+        single = isinstance(sentences, str)
+        texts = [sentences] if single else list(sentences)
+        if not all(isinstance(t, str) for t in texts):
+            raise InvalidInputError("encode takes a string or a list of strings", fix="pass e.g. ['a text', 'another']")
+        if output_value not in ("sentence_embedding", "token_embeddings"):
+            raise InvalidInputError(f"output_value {output_value!r} is not an output of the model",
+                                    fix="use sentence_embedding or token_embeddings")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInputError(f"batch_size must be a positive int, not {batch_size!r}", fix="pass e.g. 32")
+        texts = [t.lower() for t in texts] if self.do_lower_case else texts
+        results: list[Any] = []
+        for start in range(0, len(texts), batch_size):
+            batch = self.tokenizer(texts[start:start + batch_size], padding=True, truncation="longest_first",
+                                   max_length=self.max_seq_length, return_tensors="pt")
+            outputs = self.model(**batch)
+            if output_value == "sentence_embedding":
+                results.extend(outputs["sentence_embedding"].numpy())
+            else:
+                mask = batch["attention_mask"].bool()
+                results.extend(row[keep].numpy() for row, keep in zip(outputs["token_embeddings"], mask))
+        if output_value == "token_embeddings":
+            return results[0] if single else results
+        embeddings = np.stack(results) if results else np.zeros((0, 0), dtype=np.float32)
+        return embeddings[0] if single else embeddings
+
+    def __call__(self, inputs: dict[str, Any] | None = None, *, source_sentence: str | None = None,
+                 sentences: Sequence[str] | None = None, batch_size: int = 32) -> list[float]:
+        """The cosine similarity of ``source_sentence`` with each of ``sentences``."""
+        if inputs is not None:
+            if not isinstance(inputs, dict) or source_sentence is not None or sentences is not None:
+                raise InvalidInputError("sentence-similarity takes {'source_sentence': ..., 'sentences': [...]}",
+                                        fix="pass that dict, or source_sentence= and sentences=")
+            source_sentence, sentences = inputs.get("source_sentence"), inputs.get("sentences")
+        if not isinstance(source_sentence, str) or isinstance(sentences, str) or not sentences:
+            raise InvalidInputError("sentence-similarity needs a source sentence and a list of sentences",
+                                    fix='pass {"source_sentence": "a text", "sentences": ["one", "two"]}')
+        embeddings = self.encode([source_sentence, *sentences], batch_size=batch_size).astype(np.float64)
+        norms = np.maximum(np.linalg.norm(embeddings, axis=1), 1e-12)
+        unit = embeddings / norms[:, None]
+        return [float(v) for v in unit[1:] @ unit[0]]

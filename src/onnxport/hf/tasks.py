@@ -1,0 +1,122 @@
+"""The task of a model directory, read from its files as the Hugging Face Hub reads a model's task (``--task auto``).
+
+A sentence-transformers directory (a ``modules.json``) is ``sentence-similarity``; otherwise each class named in
+config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and ``*LMHeadModel``) generate text,
+``*ForMaskedLM`` fill a mask, ``*ForSequenceClassification``, ``*ForTokenClassification``,
+``*ForQuestionAnswering`` and ``*ForImageClassification`` are those tasks; a ``*ForConditionalGeneration`` is
+``text2text-generation`` or ``automatic-speech-recognition`` where transformers' seq2seq or speech-seq2seq auto
+classes load it, and a bare ``*Model`` of a text model (one with a vocabulary) is ``feature-extraction``.
+Anything else, or classes that disagree, is refused: the caller names the task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, NamedTuple
+
+from onnxport.errors import InvalidInputError
+
+__all__ = ["MODULES_FILE", "TASK_KEY", "Picked", "model_class_names", "pick_task"]
+
+MODULES_FILE = "modules.json"  # what makes a directory a sentence-transformers model
+TASK_KEY = "onnxport.hf.task"  # the metadata entry of each model export_hf writes, naming its task
+
+# The heads whose name says the task, in the order they are tried (the first suffix that matches wins).
+_HEADS = (
+    ("ForCausalLM", "text-generation"),
+    ("LMHeadModel", "text-generation"),
+    ("ForMaskedLM", "fill-mask"),
+    ("ForSequenceClassification", "text-classification"),
+    ("ForTokenClassification", "token-classification"),
+    ("ForQuestionAnswering", "question-answering"),
+    ("ForImageClassification", "image-classification"),
+    ("ForImageClassificationWithTeacher", "image-classification"),
+)
+# transformers' lists of the classes each auto class loads, by task (its modeling_auto module).
+_MAPPINGS = {
+    "text-generation": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "feature-extraction": "MODEL_MAPPING_NAMES",
+    "text-classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    "fill-mask": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+    "token-classification": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
+    "question-answering": "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES",
+    "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+    "text2text-generation": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "automatic-speech-recognition": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+}
+
+
+class Picked(NamedTuple):
+    """The task ``auto`` picked and what it read to pick it (for people)."""
+
+    task: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"task auto: {self.task} ({self.why})"
+
+
+def model_class_names(task: str, model_type: str) -> tuple[str, ...]:
+    """The transformers classes that the auto class of ``task`` loads for ``model_type`` (none when unknown)."""
+    try:
+        from transformers.models.auto import modeling_auto
+    except ImportError:
+        return ()
+    names = getattr(modeling_auto, _MAPPINGS.get(task, ""), {}).get(model_type, ())
+    return (names,) if isinstance(names, str) else tuple(names)
+
+
+def pick_task(directory: str | os.PathLike[str]) -> Picked:
+    """The task of the model in ``directory``; an ``InvalidInputError`` when its files do not tell."""
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise InvalidInputError(f"{directory} is not a folder", fix="point at a transformers model directory "
+                                "(config.json and safetensors weights, as save_pretrained writes it)")
+    if os.path.isfile(os.path.join(directory, MODULES_FILE)):
+        return Picked("sentence-similarity", f"a sentence-transformers directory: it has {MODULES_FILE}")
+    path = os.path.join(directory, "config.json")
+    fix = "name the task: --task (or task=) with one of the tasks export-hf knows"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"cannot tell the task of {directory}: {path} cannot be read ({exc})",
+                                fix=fix) from None
+    architectures = data.get("architectures") if isinstance(data, dict) else None
+    if not architectures or not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise InvalidInputError(f"cannot tell the task of {directory}: {path} names no architectures",
+                                fix=fix + ' (or add the model\'s class, e.g. "architectures": ["BertForMaskedLM"])')
+    model_type = data.get("model_type") if isinstance(data.get("model_type"), str) else ""
+    tasks = {name: _task_of(name, model_type, data) for name in architectures}
+    found = sorted({t for t in tasks.values() if t is not None})
+    if len(found) == 1:
+        names = ", ".join(name for name, t in tasks.items() if t == found[0])
+        return Picked(found[0], f"config.json's architectures: {names}")
+    if not found:
+        raise InvalidInputError(
+            f"cannot tell the task of {directory}: config.json's architectures ({', '.join(architectures)}) name no "
+            "head onnxport exports for a task", fix=fix)
+    raise InvalidInputError(
+        f"cannot tell the task of {directory}: config.json's architectures disagree ("
+        + ", ".join(f"{name}: {t}" for name, t in tasks.items() if t is not None) + ")", fix=fix)
+
+
+def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
+    for suffix, task in _HEADS:
+        if name.endswith(suffix):
+            return task
+    if name.endswith(("ForConditionalGeneration", "ForSpeechSeq2Seq")):
+        for task in ("automatic-speech-recognition", "text2text-generation"):
+            if name in model_class_names(task, model_type):
+                return task
+        return None
+    if name.endswith("Model") and "For" not in name and "vocab_size" in _text_settings(data) \
+            and not data.get("is_encoder_decoder"):
+        return "feature-extraction"  # the bare encoder or decoder of a text model; an image one has no vocabulary
+    return None
+
+
+def _text_settings(data: dict[str, Any]) -> dict[str, Any]:
+    text = data.get("text_config")
+    return text if isinstance(text, dict) and "vocab_size" in text else data
