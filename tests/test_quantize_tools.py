@@ -98,7 +98,7 @@ def test_quantize_dynamic_and_static_quantize_every_linear_layer(llama, tmp_path
     # Its defaults also quantize the attention mask's adds and the softmax, whose range holds finfo.min:
     # the usual choice is the linear layers alone. Of an opset-21 file, that model fails to load at
     # onnxruntime's "extended" level (1.32: its QDQ propagation gives a QuantizeLinear an output_dtype
-    # that disagrees with its zero point), so this goes through an opset-20 file, as the README says.
+    # that disagrees with its zero point), so this goes through an opset-20 file, as docs/quantization.md says.
     older = str(tmp_path / "opset20.onnx")
     assert prog.model.opset_imports[""] == 21  # the fixture's: the same model again at opset 20
     onnxport.export(llama_model(), (torch.from_numpy(feeds["input_ids"]),), verify=False, opset=20).save(older)

@@ -35,7 +35,7 @@ def check_arguments(*, input_names: Any, output_names: Any, custom_translations:
     if custom_translations is not None and not isinstance(custom_translations, Mapping):
         raise InvalidInputError(
             f"custom_translations must be a dict {{op: translator}}, not {_what(custom_translations)}",
-            fix="pass e.g. custom_translations={'mylib::op': my_translator} (README 'Custom operators')",
+            fix="pass e.g. custom_translations={'mylib::op': my_translator} (docs/custom-ops.md)",
         )
     if custom_translations:
         bad = [key for key, fn in custom_translations.items() if not callable(fn)]

@@ -221,7 +221,7 @@ def unsupported_error(
     custom = next((t for t in missing if t in untraceable), None)
     fix = (
         "register one with @onnxport.register_translation('namespace::op') or pass "
-        "custom_translations={op: fn} (README 'Custom operators')"
+        "custom_translations={op: fn} (docs/custom-ops.md)"
     )
     if custom is not None:
         fix = _registration_code(custom)
@@ -234,13 +234,13 @@ def unsupported_error(
 
 
 def _registration_code(target: torch._ops.OpOverload) -> str:
-    """The translation to write for ``target``, as code to paste (README 'Custom operators')."""
+    """The translation to write for ``target``, as code to paste (docs/custom-ops.md)."""
     name = target_name(target)
     params = ", ".join(["ctx", *(a.name for a in target._schema.arguments)])
     first = next((a.name for a in target._schema.arguments if "Tensor" in str(a.type)), "...")
     fn = f"{target._schema.name.split('::')[-1]}_to_onnx"
     return (
-        "give it an implementation in torch ops that traces, or register a translation (README 'Custom operators'):\n"
+        "give it an implementation in torch ops that traces, or register a translation (docs/custom-ops.md):\n"
         f"    @onnxport.register_translation(\"{name}\")\n"
         f"    def {fn}({params}):\n"
         f"        return ctx.op.Identity({first})  # the ONNX ops computing it\n"

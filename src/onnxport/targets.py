@@ -75,7 +75,7 @@ _MEASURED = ("onnxruntime", "onnxruntime-web")
 
 DEFAULT_TARGET = "onnxruntime>=1.18"
 TARGET_KEY = "onnxport.target"  # the model metadata entry naming the target a file was written for
-# The named targets: the README's table, and what tests/runtimes exports and runs.
+# The named targets: docs/targets.md's table, and what tests/runtimes exports and runs.
 TARGETS = ("onnxruntime>=1.18", "onnxruntime>=1.24", "onnxruntime>=1.26", "onnxruntime-web>=1.22",
            "onnxruntime-web>=1.26", "tensorrt>=10.0")
 
@@ -176,7 +176,7 @@ def parse(spec: str | Target) -> Target:
         raise InvalidInputError(
             f"target {spec!r} is not a runtime onnxport writes for",
             fix="name one as RUNTIME>=VERSION, RUNTIME one of " + ", ".join(sorted(_OPSETS))
-            + f" (e.g. {DEFAULT_TARGET!r}, the default); the README's 'Targets' table lists the tested ones",
+            + f" (e.g. {DEFAULT_TARGET!r}, the default); docs/targets.md lists the tested ones",
         )
     oldest = _OPSETS[runtime][0][0]
     version = (int(match.group(2)), int(match.group(3) or 0)) if match.group(2) else oldest

@@ -591,7 +591,7 @@ def _capture_error(
         cause = "the model branches on the value of a tensor (data-dependent control flow)"
         fix = (
             "write the branch with torch.cond(pred, true_fn, false_fn, (operands,)), or keep the decision "
-            "out of forward; see README 'Control flow'"
+            "out of forward; see docs/control-flow.md"
         )
     elif "Constraints violated" in text or "specializ" in text:
         cause = "the dynamic shapes asked for cannot hold for this model"

@@ -349,7 +349,7 @@ class Ctx:
             return TranslationError(f"cannot translate: {what}", fix=fix)
         target = target_name(node.target)
         python = _python_name(node.target)
-        override = (f"or translate it yourself: custom_translations={{{python}: fn}} (README, 'Custom operators')")
+        override = (f"or translate it yourself: custom_translations={{{python}: fn}} (docs/custom-ops.md)")
         return TranslationError(
             f"cannot translate {node.name} = {target}: {what}",
             node=node.name,

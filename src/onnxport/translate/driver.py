@@ -135,7 +135,7 @@ class _GraphTranslator:
             kind = " of complex tensors" if touches_complex(node) else ""
             raise TranslationError(
                 f"no translation for {target_name(node.target)}{kind}", node=node.name,
-                fix=f"pass custom_translations={{'{target_name(node.target)}': fn}} (README 'Custom operators'), "
+                fix=f"pass custom_translations={{'{target_name(node.target)}': fn}} (docs/custom-ops.md), "
                 "or write that line of the model with ops onnxport translates",
             )
         args = torch.fx.node.map_arg(node.args, self.env.__getitem__)
@@ -152,7 +152,7 @@ class _GraphTranslator:
                 target=target_name(node.target),
                 location=location_from_stack_trace(node.meta.get("stack_trace")),
                 fix="this is an onnxport bug; please report it with the model. Meanwhile, override the op with "
-                "custom_translations={op: fn} (README, 'Custom operators').",
+                "custom_translations={op: fn} (docs/custom-ops.md).",
             ) from exc
         finally:
             ctx.node = None
