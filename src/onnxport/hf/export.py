@@ -9,7 +9,11 @@ so that onnxruntime-genai loads OUT/ as it is. The seq2seq tasks (``text2text-ge
 ``decoder_model.onnx`` and ``decoder_with_past_model.onnx`` (see ``onnxport.hf.seq2seq``). The encoder tasks
 (``fill-mask``, ``token-classification``, ``question-answering``, ``sentence-similarity``: a sentence-transformers
 directory, its pooling and normalisation in the graph, ``onnxport.hf.sentence``) take ``token_type_ids`` too where
-the model has segment embeddings. ``task="auto"`` reads the task from the directory (``onnxport.hf.tasks``).
+the model has segment embeddings. The image tasks (``image-classification``, ``zero-shot-image-classification``:
+CLIP or SigLIP, its texts and images batched apart; ``object-detection``, ``image-segmentation`` (semantic),
+``depth-estimation``) take images of the config's ``image_size``, in a dynamic batch; ``audio-classification``
+takes raw audio (``input_values``, and ``attention_mask`` where the model's feature extractor gives one) of
+dynamic batch and length. ``task="auto"`` reads the task from the directory (``onnxport.hf.tasks``).
 
 OUT/ gets the model's ``config.json`` and its tokenizer or processor files, and every model written names its
 task in its metadata (``onnxport.hf.task``), so that ``onnxport.hf.pipeline(OUT)`` runs it in onnxruntime behind
@@ -159,7 +163,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         files = dict(zip(SEQ2SEQ_FILES, result))
     else:
         # export quantizes after verifying the float model (when the weights are loaded) and measures the result
-        result = export(model, (), inputs, dynamic_shapes=spec.dynamic, opset=opset, progress=progress,
+        dynamic = spec.dynamic(model, config) if callable(spec.dynamic) else spec.dynamic
+        result = export(model, (), inputs, dynamic_shapes=dynamic, opset=opset, progress=progress,
                         weights=weights, target=target, quantize=quantize)
         files = {"model.onnx": result}
     if quantize is not None:
@@ -297,11 +302,53 @@ def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     return inputs
 
 
-def _image_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    side = getattr(config, "image_size", 224)
-    side = side[0] if isinstance(side, (list, tuple)) else side
-    channels = getattr(config, "num_channels", 3)
-    return {"pixel_values": torch.randn(EXAMPLE_BATCH, channels, side, side, generator=torch.Generator().manual_seed(0))}
+def _image_size(config: Any) -> tuple[int, int]:
+    """The (height, width) the image processor is expected to give the model: the config's ``image_size``."""
+    side = getattr(config, "image_size", None) or 224
+    height, width = (side[0], side[-1]) if isinstance(side, (list, tuple)) else (side, side)
+    if not all(isinstance(n, int) and n > 0 for n in (height, width)):
+        raise InvalidInputError(f"config.json's image_size {side!r} is not a size in pixels",
+                                fix="set image_size to the side (or [height, width]) the model's images have")
+    return height, width
+
+
+def _image_inputs(model: torch.nn.Module, config: Any, batch: int = EXAMPLE_BATCH) -> dict[str, Any]:
+    """A batch of images of the config's size (a vision config's, for a text-and-image model)."""
+    vision = getattr(config, "vision_config", None) or config
+    height, width = _image_size(vision)
+    channels = getattr(vision, "num_channels", 3)
+    generator = torch.Generator().manual_seed(0)
+    return {"pixel_values": torch.randn(batch, channels, height, width, generator=generator)}
+
+
+def _zero_shot_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """Three candidate texts (one padded) and two images: texts and images are batched apart."""
+    text = getattr(config, "text_config", None) or config
+    inputs: dict[str, Any] = {"input_ids": _ids(text, EXAMPLE_BATCH + 1, 7)}
+    if "attention_mask" in inspect.signature(model.forward).parameters:
+        mask = torch.ones_like(inputs["input_ids"])
+        mask[-1, -2:] = 0
+        inputs["attention_mask"] = mask
+    return {**inputs, **_image_inputs(model, config)}
+
+
+def _zero_shot_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    texts, length, images = (torch.export.Dim.DYNAMIC,) * 3
+    names = _zero_shot_inputs(model, config)
+    return {name: {0: images} if name == "pixel_values" else {0: texts, 1: length} for name in names}
+
+
+def _waveform_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """Raw audio (``input_values``) of two lengths, the shorter padded, and its ``attention_mask`` where the
+    model's feature extractor gives one (layer-normalised convolutions; otherwise padding is zeros)."""
+    samples = 4000
+    generator = torch.Generator().manual_seed(0)
+    inputs = {"input_values": torch.randn(EXAMPLE_BATCH, samples, generator=generator)}
+    if getattr(config, "feat_extract_norm", "group") == "layer":
+        mask = torch.ones(EXAMPLE_BATCH, samples, dtype=torch.int64)
+        mask[-1, samples // 2:] = 0
+        inputs["attention_mask"] = mask
+    return inputs
 
 
 def _audio_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
@@ -318,7 +365,8 @@ def _audio_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
 
 class Task(NamedTuple):
     """How a task is exported: the auto class that loads it, example inputs from the model and config, the
-    ``dynamic_shapes`` (seq2seq tasks choose their own) and whether it is an encoder-decoder for generation."""
+    ``dynamic_shapes`` (or a function of the model and config giving them; seq2seq tasks choose their own) and
+    whether it is an encoder-decoder for generation."""
 
     auto: str
     inputs: Callable[[torch.nn.Module, Any], dict[str, Any]]
@@ -326,12 +374,18 @@ class Task(NamedTuple):
     seq2seq: bool = False
 
 
+_IMAGE_BATCH = {"pixel_values": {0: torch.export.Dim.DYNAMIC}}  # the image processor gives one size
 TASKS: dict[str, Task] = {
     "text-generation": Task("AutoModelForCausalLM", _generation_inputs),
     "feature-extraction": Task("AutoModel", _text_inputs),
     "text-classification": Task("AutoModelForSequenceClassification", _text_inputs),
-    "image-classification": Task("AutoModelForImageClassification", _image_inputs,
-                                 {"pixel_values": {0: torch.export.Dim.DYNAMIC}}),
+    "image-classification": Task("AutoModelForImageClassification", _image_inputs, _IMAGE_BATCH),
+    "zero-shot-image-classification": Task("AutoModelForZeroShotImageClassification", _zero_shot_inputs,
+                                           _zero_shot_dynamic),
+    "object-detection": Task("AutoModelForObjectDetection", _image_inputs, _IMAGE_BATCH),
+    "image-segmentation": Task("AutoModelForSemanticSegmentation", _image_inputs, _IMAGE_BATCH),
+    "depth-estimation": Task("AutoModelForDepthEstimation", _image_inputs, _IMAGE_BATCH),
+    "audio-classification": Task("AutoModelForAudioClassification", _waveform_inputs, "auto"),
     "text2text-generation": Task("AutoModelForSeq2SeqLM", _text_inputs, seq2seq=True),
     "automatic-speech-recognition": Task("AutoModelForSpeechSeq2Seq", _audio_inputs, seq2seq=True),
     "fill-mask": Task("AutoModelForMaskedLM", _encoder_inputs),

@@ -4,9 +4,12 @@ The model is ``OnnxRuntimeModel``: an onnxruntime session called as transformers
 tensors in, the task's ``ModelOutput`` out), so the tokenizer, the image processor and the post-processing are
 transformers' own, read from the folder (``export_hf`` copies config.json and the tokenizer or processor files
 there), and the answers are those ``transformers.pipeline(task)`` gives for the model in PyTorch, scores within
-the export's precision. Two tasks transformers has no pipeline for get onnxport's: ``question-answering``
-(``onnxport.hf.question_answering``) and ``sentence-similarity`` (``SentenceSimilarityPipeline``: embeddings as
-sentence-transformers' ``encode`` gives them, and cosine similarities).
+the export's precision; the image tasks (``image-classification``, ``zero-shot-image-classification`` with the
+tokenizer too, ``object-detection``, ``image-segmentation``, ``depth-estimation``) get the folder's image
+processor, ``audio-classification`` its feature extractor. Two tasks transformers has no pipeline for get
+onnxport's: ``question-answering`` (``onnxport.hf.question_answering``) and ``sentence-similarity``
+(``SentenceSimilarityPipeline``: embeddings as sentence-transformers' ``encode`` gives them, and cosine
+similarities).
 
 The task is the one each exported model names in its metadata (``onnxport.hf.task``); a folder exported for
 text generation or a seq2seq task is refused, naming what runs it (onnxruntime-genai, ``onnxport.generate``,
@@ -30,6 +33,7 @@ from onnxport.hf.tasks import TASK_KEY, model_class_names
 
 __all__ = ["RUNNABLE", "OnnxRuntimeModel", "SentenceSimilarityPipeline", "pipeline"]
 
+_ANY = "ModelOutput"  # a ModelOutput of the model's outputs, whatever they are (the model's own class is its module's)
 # The tasks pipeline() runs -> the transformers ModelOutput class their model returns, and its output needed.
 RUNNABLE = {
     "feature-extraction": ("BaseModelOutputWithPooling", "last_hidden_state"),
@@ -39,7 +43,17 @@ RUNNABLE = {
     "question-answering": ("QuestionAnsweringModelOutput", "start_logits"),
     "image-classification": ("ImageClassifierOutput", "logits"),
     "sentence-similarity": (None, "sentence_embedding"),
+    "zero-shot-image-classification": (_ANY, "logits_per_image"),
+    "object-detection": (_ANY, "pred_boxes"),
+    "image-segmentation": ("SemanticSegmenterOutput", "logits"),
+    "depth-estimation": ("DepthEstimatorOutput", "predicted_depth"),
+    "audio-classification": ("SequenceClassifierOutput", "logits"),
 }
+# What each task's pipeline reads besides the model: its tokenizer, image processor or feature extractor.
+_COMPONENTS = {"image-classification": ("image_processor",), "object-detection": ("image_processor",),
+               "image-segmentation": ("image_processor",), "depth-estimation": ("image_processor",),
+               "zero-shot-image-classification": ("tokenizer", "image_processor"),
+               "audio-classification": ("feature_extractor",)}
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}  # transformers' names
 _ELSEWHERE = {
     "text-generation": "run the folder with onnxruntime-genai (og.Model(folder)) or onnxport.generate(folder + "
@@ -49,8 +63,8 @@ _ELSEWHERE = {
 }
 _NUMPY = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
           "tensor(float16)": np.float16, "tensor(double)": np.float64, "tensor(bool)": np.bool_}
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-_PROCESSOR_FILES = ("preprocessor_config.json",)
+_FILES = {"tokenizer": ("tokenizer.json", "tokenizer_config.json"), "image_processor": ("preprocessor_config.json",),
+          "feature_extractor": ("preprocessor_config.json",)}
 _EXPORT_AGAIN = "export the model again with onnxport export-hf (python: onnxport.hf.export_hf)"
 
 
@@ -82,12 +96,13 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
         raise InvalidInputError(f"{folder} has no config.json, which the pipeline reads (labels, tokens)",
                                 fix=f"{_EXPORT_AGAIN}, which copies it, or copy the model's config.json there")
     task = _task(task, _recorded_task(path), path)
-    component, files = ("image_processor", _PROCESSOR_FILES) if task == "image-classification" else \
-        ("tokenizer", _TOKENIZER_FILES)
-    if not any(os.path.isfile(os.path.join(folder, name)) for name in files):
-        raise InvalidInputError(f"{folder} has no {component.replace('_', ' ')} ({' or '.join(files)})",
-                                fix=f"copy the model's {component.replace('_', ' ')} files there (export_hf copies "
-                                "them when the model directory has them)")
+    components = _COMPONENTS.get(task, ("tokenizer",))
+    for component in components:
+        files = _FILES[component]
+        if not any(os.path.isfile(os.path.join(folder, name)) for name in files):
+            raise InvalidInputError(f"{folder} has no {component.replace('_', ' ')} ({' or '.join(files)})",
+                                    fix=f"copy the model's {component.replace('_', ' ')} files there (export_hf "
+                                    "copies them when the model directory has them)")
     session = ort.InferenceSession(path, sess_options=session_options,
                                    providers=list(providers) if providers else ["CPUExecutionProvider"])
     import transformers
@@ -106,7 +121,8 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
         return QuestionAnsweringPipeline(model=model, tokenizer=tokenizer, task=task, device="cpu", **kwargs)
     # transformers loads the tokenizer (or image processor) from the folder, as it would from the model's directory
-    return transformers.pipeline(task, model=model, config=folder, device="cpu", **{component: folder}, **kwargs)
+    return transformers.pipeline(task, model=model, config=folder, device="cpu",
+                                 **{component: folder for component in components}, **kwargs)
 
 
 def _recorded_task(path: str) -> str | None:
@@ -146,8 +162,10 @@ class OnnxRuntimeModel:
     the task's auto class loads (``BertForMaskedLM``...), which is what pipelines check a model by.
 
     Inputs are fed by name and cast to the model's types; ``token_type_ids`` are zeros where the tokenizer gives
-    none, and dropped where the model takes none if they are all zeros (a single text): other inputs the model
-    does not take are an ``InvalidInputError``, never silently dropped.
+    none (an ``attention_mask`` ones, as a model reads a missing one: SigLIP's tokenizer gives none), and
+    dropped where the model takes none if they are all zeros (a single text), as is a ``pixel_mask`` of ones
+    (no padding; YOLOS takes none): other inputs the model does not take are an ``InvalidInputError``, never
+    silently dropped.
     """
 
     main_input_name = "input_ids"
@@ -162,9 +180,11 @@ class OnnxRuntimeModel:
         self.device = torch.device("cpu")
         inputs = {i.name: i.type for i in session.get_inputs()}
         self.dtype = torch.float16 if "tensor(float16)" in inputs.values() else torch.float32
-        if "pixel_values" in inputs:
-            self.main_input_name = "pixel_values"
-        self.input_modalities = ("image",) if "pixel_values" in inputs else ("text",)
+        modalities = [kind for name, kind in (("pixel_values", "image"), ("input_values", "audio"),
+                                               ("input_ids", "text")) if name in inputs]
+        if modalities and "input_ids" not in inputs:
+            self.main_input_name = next(n for n in ("pixel_values", "input_values") if n in inputs)
+        self.input_modalities = tuple(modalities) or ("text",)
 
     @classmethod
     def of(cls, session: Any, config: Any, task: str, path: str = "model.onnx") -> OnnxRuntimeModel:
@@ -195,8 +215,10 @@ class OnnxRuntimeModel:
         for spec in self.session.get_inputs():
             if spec.name in given:
                 feeds[spec.name] = _array(given.pop(spec.name), spec.type)
-            elif spec.name == "token_type_ids" and "input_ids" in inputs:
-                feeds[spec.name] = np.zeros(tuple(inputs["input_ids"].shape), dtype=_NUMPY.get(spec.type, np.int64))
+                _check_shape(feeds[spec.name], spec, self.path)
+            elif spec.name in ("token_type_ids", "attention_mask") and "input_ids" in inputs:
+                fill = np.zeros if spec.name == "token_type_ids" else np.ones  # no mask: every token counts
+                feeds[spec.name] = fill(tuple(inputs["input_ids"].shape), dtype=_NUMPY.get(spec.type, np.int64))
             else:
                 raise InvalidInputError(f"{self.path} takes {spec.name}, which the pipeline did not pass",
                                         fix=f"run it with the pipeline of its task ({self.task})")
@@ -206,6 +228,12 @@ class OnnxRuntimeModel:
                 f"the tokenizer marks a second text (token_type_ids), but {self.path} takes no token_type_ids, so "
                 "its answer would be the model's for one text", fix=f"pass single texts, or {_EXPORT_AGAIN} for a "
                 "task that takes token_type_ids (fill-mask, token-classification, question-answering)")
+        mask = given.pop("pixel_mask", None)
+        if mask is not None and not bool(np.asarray(mask).all()):
+            raise InvalidInputError(
+                f"the image processor padded the images (pixel_mask), but {self.path} takes no pixel_mask, so its "
+                "answer would count the padding as the image's", fix="resize the images to one size (the image "
+                "processor's size as {'height': ..., 'width': ...}), or pass the images one at a time")
         if given:
             raise InvalidInputError(f"the pipeline passed {', '.join(sorted(given))}, which {self.path} does not take",
                                     fix=f"run it with the pipeline of its task ({self.task}), or {_EXPORT_AGAIN}")
@@ -218,11 +246,38 @@ class OnnxRuntimeModel:
                                     fix=f"run it with the pipeline of the task it was exported for, or {_EXPORT_AGAIN}")
         if kind is None:
             return outputs
-        import transformers.modeling_outputs
-
-        output_class = getattr(transformers.modeling_outputs, kind)
+        output_class = _output_class(kind, tuple(name for name in outputs if name.isidentifier()))
         fields = {f.name for f in dataclasses.fields(output_class)}
         return output_class(**{k: v for k, v in outputs.items() if k in fields})
+
+
+def _check_shape(array: np.ndarray, spec: Any, path: str) -> None:
+    """Refuse an input whose fixed sizes differ from the model's (images of the size it was exported for)."""
+    shape = list(spec.shape)
+    if len(shape) == array.ndim and all(not isinstance(n, int) or n == m for n, m in zip(shape, array.shape)):
+        return
+    wanted = "[" + ", ".join(str(n) if isinstance(n, int) else "*" for n in shape) + "]"
+    fix = ("give the image processor the model's size (its preprocessor_config.json's size as {'height': ..., "
+           "'width': ...}, the config's image_size)" if spec.name == "pixel_values" else
+           f"pass {spec.name} of the shape the model takes")
+    raise InvalidInputError(f"{path} takes {spec.name} of shape {wanted}, not {list(array.shape)}", fix=fix)
+
+
+_OUTPUT_CLASSES: dict[tuple[str, ...], type] = {}
+
+
+def _output_class(kind: str, names: tuple[str, ...]) -> type:
+    """transformers' ``ModelOutput`` class ``kind``; for ``_ANY``, one whose fields are ``names`` (made once)."""
+    import transformers.modeling_outputs
+    from transformers.utils import ModelOutput
+
+    if kind != _ANY:
+        return getattr(transformers.modeling_outputs, kind)
+    if names not in _OUTPUT_CLASSES:
+        fields = [(name, Any, dataclasses.field(default=None)) for name in names]
+        _OUTPUT_CLASSES[names] = dataclasses.make_dataclass("OnnxRuntimeOutput", fields, bases=(ModelOutput,),
+                                                            namespace={"__module__": __name__})
+    return _OUTPUT_CLASSES[names]
 
 
 def _array(value: Any, onnx_type: str) -> np.ndarray:

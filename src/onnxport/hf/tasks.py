@@ -3,10 +3,13 @@
 A sentence-transformers directory (a ``modules.json``) is ``sentence-similarity``; otherwise each class named in
 config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and ``*LMHeadModel``) generate text,
 ``*ForMaskedLM`` fill a mask, ``*ForSequenceClassification``, ``*ForTokenClassification``,
-``*ForQuestionAnswering`` and ``*ForImageClassification`` are those tasks; a ``*ForConditionalGeneration`` is
-``text2text-generation`` or ``automatic-speech-recognition`` where transformers' seq2seq or speech-seq2seq auto
-classes load it, and a bare ``*Model`` of a text model (one with a vocabulary) is ``feature-extraction``.
-Anything else, or classes that disagree, is refused: the caller names the task.
+``*ForQuestionAnswering``, ``*ForImageClassification``, ``*ForObjectDetection``, ``*ForDepthEstimation`` and
+``*ForAudioClassification`` are those tasks, ``*ForSemanticSegmentation`` is ``image-segmentation``; a class
+transformers' audio-classification or zero-shot-image-classification auto class loads is that task (the sequence
+classifier of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``); a
+``*ForConditionalGeneration`` is ``text2text-generation`` or ``automatic-speech-recognition`` where transformers'
+seq2seq or speech-seq2seq auto classes load it, and a bare ``*Model`` of a text model (one with a vocabulary) is
+``feature-extraction``. Anything else, or classes that disagree, is refused: the caller names the task.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ _HEADS = (
     ("ForQuestionAnswering", "question-answering"),
     ("ForImageClassification", "image-classification"),
     ("ForImageClassificationWithTeacher", "image-classification"),
+    ("ForObjectDetection", "object-detection"),
+    ("ForSemanticSegmentation", "image-segmentation"),
+    ("ForDepthEstimation", "depth-estimation"),
+    ("ForAudioClassification", "audio-classification"),
 )
 # transformers' lists of the classes each auto class loads, by task (its modeling_auto module).
 _MAPPINGS = {
@@ -44,6 +51,11 @@ _MAPPINGS = {
     "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
     "text2text-generation": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
     "automatic-speech-recognition": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+    "zero-shot-image-classification": "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+    "object-detection": "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES",
+    "image-segmentation": "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
+    "depth-estimation": "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES",
+    "audio-classification": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
 }
 
 
@@ -103,6 +115,9 @@ def pick_task(directory: str | os.PathLike[str]) -> Picked:
 
 
 def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
+    for task in ("audio-classification", "zero-shot-image-classification"):
+        if name in model_class_names(task, model_type):  # Wav2Vec2ForSequenceClassification, CLIPModel
+            return task
     for suffix, task in _HEADS:
         if name.endswith(suffix):
             return task

@@ -1,0 +1,305 @@
+"""export-hf's image and audio tasks (zero-shot-image-classification, object-detection, image-segmentation,
+depth-estimation, audio-classification): tiny random models with their processors written here, exported, and
+the folder run in onnxruntime by ``onnxport.hf.pipeline`` against transformers' own pipeline on the PyTorch
+model; and ``--task auto`` for their architectures. Nothing downloaded."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import onnxport
+from onnxport.cli import main
+from onnxport.hf import export_hf, pick_task, pipeline
+from tests.test_export_hf_tasks import assert_same
+
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
+
+WORDS = "this is a photo of cat dog car tree house bird the".split()
+
+
+def write_word_tokenizer(directory: str) -> None:
+    """A lower-casing word-level tokenizer over WORDS (``<pad>``=0, ``<s>``=1, ``</s>``=2, ``<unk>``=3) that
+    wraps each text in ``<s>`` ... ``</s>``, saved as transformers reads a fast tokenizer."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    vocab = {name: i for i, name in enumerate(["<pad>", "<s>", "</s>", "<unk>", ".", *WORDS])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 1),
+                                                                                                  ("</s>", 2)])
+    os.makedirs(directory, exist_ok=True)
+    tokenizer.save(os.path.join(directory, "tokenizer.json"))
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+                   "pad_token": "<pad>", "unk_token": "<unk>", "model_max_length": 16}, f)
+
+
+def images(*sizes: tuple[int, int], seed: int = 0) -> list[object]:
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in sizes]
+
+
+def write_zero_shot(directory: str, family: str) -> torch.nn.Module:
+    """A random CLIP or SigLIP model with the word-level tokenizer and its image processor (32x32 images)."""
+    torch.manual_seed(0)
+    text = dict(vocab_size=len(WORDS) + 5, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+                  patch_size=8)
+    if family == "clip":
+        config = transformers.CLIPConfig(text_config={**text, "max_position_embeddings": 16}, vision_config=vision,
+                                         projection_dim=16, initializer_factor=3.0)
+        model = transformers.CLIPModel(config).eval()
+        processor = transformers.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    else:  # the pipeline pads SigLIP's texts to 64 tokens
+        config = transformers.SiglipConfig(text_config={**text, "max_position_embeddings": 64}, vision_config=vision,
+                                           initializer_factor=3.0)
+        model = transformers.SiglipModel(config).eval()
+        processor = transformers.SiglipImageProcessor(size={"height": 32, "width": 32})
+    model.save_pretrained(directory)
+    write_word_tokenizer(directory)
+    processor.save_pretrained(directory)
+    return model
+
+
+def task_of(folder: os.PathLike[str]) -> str:
+    import onnx
+
+    props = onnx.load(os.path.join(folder, "model.onnx"), load_external_data=False).metadata_props
+    return {p.key: p.value for p in props}["onnxport.hf.task"]
+
+
+@pytest.mark.parametrize("family", ["clip", "siglip"])
+def test_zero_shot_image_classification_equals_transformers_pipeline(family, tmp_path) -> None:
+    directory, out = str(tmp_path / family), tmp_path / "out"
+    model = write_zero_shot(directory, family)
+    assert pick_task(directory).task == "zero-shot-image-classification"
+    prog = export_hf(directory, "auto", out)
+    assert [i.name for i in prog.model.graph.inputs] == ["input_ids", "attention_mask", "pixel_values"]
+    assert [o.name for o in prog.model.graph.outputs][:4] == ["logits_per_image", "logits_per_text", "text_embeds",
+                                                              "image_embeds"]
+    assert {"tokenizer.json", "preprocessor_config.json", "config.json"} <= set(os.listdir(out))
+    assert task_of(out) == "zero-shot-image-classification"
+    onnx = pipeline(out)
+    eager = transformers.pipeline("zero-shot-image-classification", model=model, tokenizer=directory,
+                                  image_processor=directory)
+    pictures = images((40, 50), (32, 70))
+    labels = ["cat", "dog", "a big house", "car"]
+    got = onnx(pictures, candidate_labels=labels)
+    assert_same(got, eager(pictures, candidate_labels=labels))
+    assert len({r[0]["label"] for r in got}) > 1 or got[0][0]["score"] != got[1][0]["score"]
+    assert_same(onnx(pictures[0], candidate_labels=labels[:2], hypothesis_template="the {}"),
+                eager(pictures[0], candidate_labels=labels[:2], hypothesis_template="the {}"))
+    # Texts and images batched apart, each of another count than the example's, texts of another length.
+    tokens = onnx.tokenizer(["a photo of a cat", "dog", "the big tree", "car", "bird ."], padding=True,
+                            return_tensors="pt")
+    pixels = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model(**tokens, pixel_values=pixels)
+    outputs = onnx.model(**tokens, pixel_values=pixels)
+    for name in ("logits_per_image", "logits_per_text", "text_embeds", "image_embeds"):
+        np.testing.assert_allclose(outputs[name].numpy(), expected[name].numpy(), atol=1e-4, rtol=1e-4)
+    assert outputs.logits_per_image.shape == (3, 5)
+    single = onnx.tokenizer(["a photo of a dog"], return_tensors="pt")["input_ids"]  # no mask: as the model takes it
+    with torch.no_grad():
+        expected = model(input_ids=single, pixel_values=pixels).logits_per_image
+    np.testing.assert_allclose(onnx.model(input_ids=single, pixel_values=pixels).logits_per_image.numpy(),
+                               expected.numpy(), atol=1e-4, rtol=1e-4)
+
+
+def test_zero_shot_image_classification_loaded_is_verified_and_needs_its_tokenizer(tmp_path) -> None:
+    directory, out = str(tmp_path / "clip"), tmp_path / "out"
+    write_zero_shot(directory, "clip")
+    prog = export_hf(directory, "zero-shot-image-classification", out, streaming=False)
+    assert prog.report.verification.ok
+    os.remove(out / "tokenizer.json")
+    os.remove(out / "tokenizer_config.json")
+    with pytest.raises(onnxport.InvalidInputError, match="has no tokenizer") as info:
+        pipeline(out)
+    assert "export_hf copies" in info.value.fix
+
+
+def test_object_detection_equals_transformers_pipeline(tmp_path) -> None:
+    directory, out = str(tmp_path / "yolos"), tmp_path / "out"
+    torch.manual_seed(0)
+    labels = {0: "cat", 1: "dog", 2: "car"}
+    config = transformers.YolosConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=64, image_size=[32, 48], patch_size=8, num_detection_tokens=6,
+                                      num_labels=3, id2label=labels, label2id={v: k for k, v in labels.items()},
+                                      initializer_range=0.3)
+    model = transformers.YolosForObjectDetection(config).eval()
+    with torch.no_grad():  # its tokens and positions start at zero: each detection token would find the same box
+        for name, value in model.named_parameters():
+            if name.endswith(("cls_token", "detection_tokens", "position_embeddings")):
+                value.normal_()
+    model.save_pretrained(directory)
+    transformers.YolosImageProcessor(size={"height": 32, "width": 48}).save_pretrained(directory)
+    assert pick_task(directory).task == "object-detection"
+    prog = export_hf(directory, "auto", out)
+    assert [i.name for i in prog.model.graph.inputs] == ["pixel_values"]
+    assert [o.name for o in prog.model.graph.outputs][:2] == ["logits", "pred_boxes"]
+    onnx = pipeline(out)
+    eager = transformers.pipeline("object-detection", model=model, image_processor=directory)
+    pictures = images((40, 50), (32, 70), (64, 48))
+    got = onnx(pictures, threshold=0.9)
+    assert_same(got, eager(pictures, threshold=0.9))
+    assert 0 < sum(map(len, got)) < 6 * len(pictures)  # some boxes kept, some not
+    assert_same(onnx(pictures, threshold=0.5, batch_size=3), eager(pictures, threshold=0.5))
+    # The processor gives a pixel_mask the model does not take: ones are dropped, padding is refused.
+    pixels = torch.zeros(1, 3, 32, 48)
+    mask = torch.ones(1, 32, 48, dtype=torch.int64)
+    mask[:, :, 40:] = 0
+    with pytest.raises(onnxport.InvalidInputError, match="padded the images") as info:
+        onnx.model(pixel_values=pixels, pixel_mask=mask)
+    assert "one size" in info.value.fix
+    assert onnx.model(pixel_values=pixels, pixel_mask=torch.ones_like(mask)).pred_boxes.shape == (1, 6, 4)
+    with pytest.raises(onnxport.InvalidInputError, match=r"takes pixel_values of shape \[\*, 3, 32, 48\], not") as info:
+        onnx.model(pixel_values=torch.zeros(2, 3, 48, 48))
+    assert "image_size" in info.value.fix
+
+
+def test_image_segmentation_equals_transformers_pipeline(tmp_path) -> None:
+    directory, out = str(tmp_path / "segformer"), tmp_path / "out"
+    torch.manual_seed(0)
+    labels = {0: "sky", 1: "road", 2: "tree"}
+    config = transformers.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                                          patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2],
+                                          mlp_ratios=[2, 2], decoder_hidden_size=32, image_size=32, num_labels=3,
+                                          id2label=labels, label2id={v: k for k, v in labels.items()},
+                                          initializer_range=0.3)
+    model = transformers.SegformerForSemanticSegmentation(config).eval()
+    model.save_pretrained(directory)
+    transformers.SegformerImageProcessor(size={"height": 32, "width": 32}).save_pretrained(directory)
+    assert pick_task(directory).task == "image-segmentation"
+    prog = export_hf(directory, "auto", out)
+    assert [o.name for o in prog.model.graph.outputs] == ["logits"]
+    onnx = pipeline(out)
+    eager = transformers.pipeline("image-segmentation", model=model, image_processor=directory)
+    pictures = images((40, 50), (32, 70))
+    got, expected = onnx(pictures, batch_size=2), eager(pictures)
+    assert task_of(out) == "image-segmentation"
+    assert [[s["label"] for s in r] for r in got] == [[s["label"] for s in r] for r in expected]
+    assert all(len(r) > 1 for r in got)
+    for row, want in zip(got, expected):
+        for segment, wanted in zip(row, want):
+            assert segment["score"] is None and wanted["score"] is None
+            assert segment["mask"].size == wanted["mask"].size == row[0]["mask"].size
+            np.testing.assert_array_equal(np.array(segment["mask"]), np.array(wanted["mask"]))
+
+
+def test_depth_estimation_equals_transformers_pipeline(tmp_path) -> None:
+    directory, out = str(tmp_path / "dpt"), tmp_path / "out"
+    torch.manual_seed(0)
+    config = transformers.DPTConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64,
+                                    image_size=32, patch_size=8, backbone_out_indices=[0, 1, 2, 3],
+                                    neck_hidden_sizes=[8, 16, 16, 32], fusion_hidden_size=16, head_in_index=-1)
+    model = transformers.DPTForDepthEstimation(config).eval()
+    model.save_pretrained(directory)
+    transformers.DPTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(directory)
+    assert pick_task(directory).task == "depth-estimation"
+    prog = export_hf(directory, "auto", out)
+    assert [o.name for o in prog.model.graph.outputs] == ["predicted_depth"]
+    onnx = pipeline(out)
+    eager = transformers.pipeline("depth-estimation", model=model, image_processor=directory)
+    pictures = images((40, 50), (32, 70))
+    got, expected = onnx(pictures, batch_size=2), eager(pictures)
+    for result, wanted, picture in zip(got, expected, pictures):
+        depth = wanted["predicted_depth"].numpy()
+        assert depth.shape == (picture.height, picture.width) and np.ptp(depth) > 0
+        np.testing.assert_allclose(result["predicted_depth"].numpy(), depth, atol=1e-4 * np.abs(depth).max(), rtol=0)
+        assert result["depth"].size == wanted["depth"].size
+        gray = np.asarray(result["depth"], np.int16) - np.asarray(wanted["depth"], np.int16)
+        assert np.abs(gray).max() <= 1  # the 8-bit picture of the depth: rounding apart at most
+
+
+AUDIO_LABELS = {0: "speech", 1: "music", 2: "noise", 3: "silence"}
+
+
+def write_wav2vec2(directory: str, norm: str) -> torch.nn.Module:
+    """A random Wav2Vec2ForSequenceClassification and its feature extractor (an attention mask where its
+    convolutions are layer-normalised, as the Hub's models have it)."""
+    torch.manual_seed(0)
+    config = transformers.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, conv_dim=(16, 16, 16),
+        conv_stride=(5, 4, 2), conv_kernel=(10, 8, 4), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+        feat_extract_norm=norm, do_stable_layer_norm=norm == "layer", classifier_proj_size=16, num_labels=4,
+        id2label=AUDIO_LABELS, label2id={v: k for k, v in AUDIO_LABELS.items()}, initializer_range=0.3)
+    model = transformers.Wav2Vec2ForSequenceClassification(config).eval()
+    model.save_pretrained(directory)
+    transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+                                          return_attention_mask=norm == "layer").save_pretrained(directory)
+    return model
+
+
+@pytest.mark.parametrize("norm", ["layer", "group"])
+def test_audio_classification_equals_transformers_pipeline(norm, tmp_path) -> None:
+    directory, out = str(tmp_path / "wav2vec2"), tmp_path / "out"
+    model = write_wav2vec2(directory, norm)
+    assert pick_task(directory).task == "audio-classification"
+    prog = export_hf(directory, "auto", out)
+    assert [i.name for i in prog.model.graph.inputs] == ["input_values", *(["attention_mask"] if norm == "layer"
+                                                                           else [])]
+    assert "preprocessor_config.json" in os.listdir(out)
+    onnx = pipeline(out, top_k=None)
+    extractor = transformers.AutoFeatureExtractor.from_pretrained(directory)
+    eager = transformers.pipeline("audio-classification", model=model, feature_extractor=extractor, top_k=None)
+    rng = np.random.default_rng(0)
+    clips = [rng.standard_normal(n).astype(np.float32) for n in (3000, 5210, 1600)]  # none the example's length
+    got = onnx(clips)
+    assert_same(got, eager(clips))
+    assert len({r[0]["label"] for r in got}) > 1
+    assert_same(onnx(clips, batch_size=3), eager(clips, batch_size=3))  # one padded batch
+    assert_same(onnx(clips[0], top_k=2), eager(clips[0], top_k=2))
+
+
+def test_cli_exports_audio_classification(tmp_path, capsys) -> None:
+    directory, out = str(tmp_path / "wav2vec2"), tmp_path / "out"
+    write_wav2vec2(directory, "group")
+    assert main(["export-hf", directory, "--task", "auto", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "task auto: audio-classification (config.json's architectures: Wav2Vec2ForSequenceClassification)" in printed
+    assert task_of(out) == "audio-classification"
+
+
+def test_auto_picks_the_image_and_audio_tasks(tmp_path) -> None:
+    expected = {
+        "CLIPModel": (transformers.CLIPConfig(), "zero-shot-image-classification"),
+        "SiglipModel": (transformers.SiglipConfig(), "zero-shot-image-classification"),
+        "YolosForObjectDetection": (transformers.YolosConfig(), "object-detection"),
+        "DetrForObjectDetection": (transformers.DetrConfig(use_timm_backbone=False), "object-detection"),
+        "SegformerForSemanticSegmentation": (transformers.SegformerConfig(), "image-segmentation"),
+        "DPTForDepthEstimation": (transformers.DPTConfig(), "depth-estimation"),
+        "GLPNForDepthEstimation": (transformers.GLPNConfig(), "depth-estimation"),
+        "Wav2Vec2ForSequenceClassification": (transformers.Wav2Vec2Config(), "audio-classification"),
+        "HubertForSequenceClassification": (transformers.HubertConfig(), "audio-classification"),
+        "BertForSequenceClassification": (transformers.BertConfig(), "text-classification"),
+    }
+    for architecture, (config, task) in expected.items():
+        config.architectures = [architecture]
+        directory = str(tmp_path / architecture)
+        config.save_pretrained(directory)
+        picked = pick_task(directory)
+        assert (picked.task, architecture in picked.why) == (task, True), architecture
+
+
+def test_image_size_the_config_does_not_give_is_refused(tmp_path) -> None:
+    directory = tmp_path / "segformer"
+    config = transformers.SegformerConfig(num_encoder_blocks=1, depths=[1], sr_ratios=[1], hidden_sizes=[8],
+                                          patch_sizes=[3], strides=[2], num_attention_heads=[1], mlp_ratios=[2],
+                                          decoder_hidden_size=8, num_labels=2)
+    transformers.SegformerForSemanticSegmentation(config).save_pretrained(directory)
+    data = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**data, "image_size": [0, 32]}))
+    with pytest.raises(onnxport.InvalidInputError, match=r"image_size \[0, 32\] is not a size in pixels"):
+        export_hf(directory, "image-segmentation", tmp_path / "out")
+    assert not os.path.exists(tmp_path / "out")
