@@ -79,6 +79,19 @@ def task_of(folder: os.PathLike[str]) -> str:
     return {p.key: p.value for p in props}["onnxport.hf.task"]
 
 
+def exported_image_model(model: torch.nn.Module, processor: object, directory: str, out: os.PathLike[str],
+                          task: str) -> tuple[object, object, object]:
+    """``model`` and its image ``processor`` saved in ``directory`` and exported with ``--task auto`` (which must
+    pick ``task``) into ``out``: the program, onnxport's pipeline of the folder and transformers' pipeline of the
+    PyTorch model."""
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    assert pick_task(directory).task == task
+    prog = export_hf(directory, "auto", out)
+    assert task_of(out) == task
+    return prog, pipeline(out), transformers.pipeline(task, model=model, image_processor=directory)
+
+
 @pytest.mark.parametrize("family", ["clip", "siglip"])
 def test_zero_shot_image_classification_equals_transformers_pipeline(family, tmp_path) -> None:
     directory, out = str(tmp_path / family), tmp_path / "out"
@@ -142,14 +155,10 @@ def test_object_detection_equals_transformers_pipeline(tmp_path) -> None:
         for name, value in model.named_parameters():
             if name.endswith(("cls_token", "detection_tokens", "position_embeddings")):
                 value.normal_()
-    model.save_pretrained(directory)
-    transformers.YolosImageProcessor(size={"height": 32, "width": 48}).save_pretrained(directory)
-    assert pick_task(directory).task == "object-detection"
-    prog = export_hf(directory, "auto", out)
+    processor = transformers.YolosImageProcessor(size={"height": 32, "width": 48})
+    prog, onnx, eager = exported_image_model(model, processor, directory, out, "object-detection")
     assert [i.name for i in prog.model.graph.inputs] == ["pixel_values"]
     assert [o.name for o in prog.model.graph.outputs][:2] == ["logits", "pred_boxes"]
-    onnx = pipeline(out)
-    eager = transformers.pipeline("object-detection", model=model, image_processor=directory)
     pictures = images((40, 50), (32, 70), (64, 48))
     got = onnx(pictures, threshold=0.9)
     assert_same(got, eager(pictures, threshold=0.9))
@@ -178,16 +187,11 @@ def test_image_segmentation_equals_transformers_pipeline(tmp_path) -> None:
                                           id2label=labels, label2id={v: k for k, v in labels.items()},
                                           initializer_range=0.3)
     model = transformers.SegformerForSemanticSegmentation(config).eval()
-    model.save_pretrained(directory)
-    transformers.SegformerImageProcessor(size={"height": 32, "width": 32}).save_pretrained(directory)
-    assert pick_task(directory).task == "image-segmentation"
-    prog = export_hf(directory, "auto", out)
+    processor = transformers.SegformerImageProcessor(size={"height": 32, "width": 32})
+    prog, onnx, eager = exported_image_model(model, processor, directory, out, "image-segmentation")
     assert [o.name for o in prog.model.graph.outputs] == ["logits"]
-    onnx = pipeline(out)
-    eager = transformers.pipeline("image-segmentation", model=model, image_processor=directory)
     pictures = images((40, 50), (32, 70))
     got, expected = onnx(pictures, batch_size=2), eager(pictures)
-    assert task_of(out) == "image-segmentation"
     assert [[s["label"] for s in r] for r in got] == [[s["label"] for s in r] for r in expected]
     assert all(len(r) > 1 for r in got)
     for row, want in zip(got, expected):
@@ -204,13 +208,9 @@ def test_depth_estimation_equals_transformers_pipeline(tmp_path) -> None:
                                     image_size=32, patch_size=8, backbone_out_indices=[0, 1, 2, 3],
                                     neck_hidden_sizes=[8, 16, 16, 32], fusion_hidden_size=16, head_in_index=-1)
     model = transformers.DPTForDepthEstimation(config).eval()
-    model.save_pretrained(directory)
-    transformers.DPTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(directory)
-    assert pick_task(directory).task == "depth-estimation"
-    prog = export_hf(directory, "auto", out)
+    processor = transformers.DPTImageProcessor(size={"height": 32, "width": 32})
+    prog, onnx, eager = exported_image_model(model, processor, directory, out, "depth-estimation")
     assert [o.name for o in prog.model.graph.outputs] == ["predicted_depth"]
-    onnx = pipeline(out)
-    eager = transformers.pipeline("depth-estimation", model=model, image_processor=directory)
     pictures = images((40, 50), (32, 70))
     got, expected = onnx(pictures, batch_size=2), eager(pictures)
     for result, wanted, picture in zip(got, expected, pictures):
