@@ -294,12 +294,14 @@ def mask_spans_cache(model: Any) -> Iterator[None]:
     That is what ``generate`` passes; transformers pads a shorter mask silently, so nothing in the model
     ties the sizes together, and ``"auto"`` would make the mask's length a size of its own that the
     ONNX model mishandles when it differs. With the check, it is ``past_sequence_length + sequence_length``;
-    likewise every layer's cache has the batch of ``input_ids`` and one past length.
+    likewise every layer's cache has the batch of ``input_ids`` (or ``inputs_embeds``) and one past length.
     """
     from transformers.cache_utils import DynamicCache, StaticCache
 
     def check(module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
         ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
+        if ids is None:  # a decoder fed embeddings (a vision-language model's): [batch, tokens, hidden]
+            ids = kwargs.get("inputs_embeds")
         cache = next((kwargs[name] for name in CACHE_ARGUMENTS if kwargs.get(name) is not None), None)
         if ids is None or mask is None or mask.dim() != 2 or not isinstance(cache, (DynamicCache, StaticCache)):
             return

@@ -49,6 +49,7 @@ from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.hf.tasks import MODULES_FILE, TASK_KEY, pick_task
+from onnxport.hf.vlm import VLM_FILES, VlmPrograms, export_vlm
 from onnxport.program import OnnxProgram
 
 __all__ = ["TASKS", "TASK_KEY", "Task", "export_hf", "read_config"]
@@ -58,7 +59,7 @@ __all__ = ["TASKS", "TASK_KEY", "Task", "export_hf", "read_config"]
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "vocab.txt", "added_tokens.json", "spiece.model", "spm.model",
                    "sentencepiece.bpe.model", "generation_config.json", "preprocessor_config.json",
-                   "processor_config.json")
+                   "processor_config.json", "chat_template.jinja", "chat_template.json")
 # Copied too: what transformers' pipelines read besides (the labels, the settings of the tokenizer's use).
 COPIED_FILES = (*TOKENIZER_FILES, "config.json", SETTINGS_FILE)
 SEQ2SEQ_FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
@@ -124,7 +125,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         raise InvalidInputError(f"{task} models are exported with their weights loaded (their example inputs come "
                                 "from running the encoder)", fix="leave streaming unset, or pass streaming=False")
     # Where the files go, and what the directory says, before anything is loaded or exported.
-    written = [*(SEQ2SEQ_FILES if spec.seq2seq else ("model.onnx",)),
+    written = [*(SEQ2SEQ_FILES if spec.seq2seq else VLM_FILES if spec.vlm else ("model.onnx",)),
                *(("genai_config.json",) if task == "text-generation" else ()),
                *(name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name)))]
     check_output_folder(out, written)
@@ -155,20 +156,25 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         model = SentenceEmbedding(model, sentence.poolings, sentence.normalize).eval()
         if weights is not None:
             weights = weights.renamed({f"transformer.{key}": key for key in weights})
-    inputs = spec.inputs(model, config)
-    if spec.seq2seq:
+    if spec.vlm:  # three models; the decoder's linear layers are what quantize rounds
+        result = VlmPrograms(*export_vlm(model, config, opset=opset, progress=progress, weights=weights, target=target,
+                                         quantize=quantize).values())
+        files = dict(zip(VLM_FILES, result))
+    elif spec.seq2seq:
+        inputs = spec.inputs(model, config)
         result = export_seq2seq(model, inputs, opset=opset, progress=progress, target=target)
         if quantize is not None:
             result = Seq2SeqPrograms(*(prog.quantize(**quantize) for prog in result))
         files = dict(zip(SEQ2SEQ_FILES, result))
     else:
         # export quantizes after verifying the float model (when the weights are loaded) and measures the result
+        inputs = spec.inputs(model, config)
         dynamic = spec.dynamic(model, config) if callable(spec.dynamic) else spec.dynamic
         result = export(model, (), inputs, dynamic_shapes=dynamic, opset=opset, progress=progress,
                         weights=weights, target=target, quantize=quantize)
         files = {"model.onnx": result}
     if quantize is not None:
-        _check_quantized(files)
+        _check_quantized({name: prog for name, prog in files.items() if not spec.vlm or name == "model.onnx"})
     for prog in files.values():
         prog.model.metadata_props[TASK_KEY] = task
         if picked is not None:
@@ -366,12 +372,14 @@ def _audio_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
 class Task(NamedTuple):
     """How a task is exported: the auto class that loads it, example inputs from the model and config, the
     ``dynamic_shapes`` (or a function of the model and config giving them; seq2seq tasks choose their own) and
-    whether it is an encoder-decoder for generation."""
+    whether it is an encoder-decoder for generation, or a vision-language model (``onnxport.hf.vlm``: its
+    three models make their own inputs)."""
 
     auto: str
     inputs: Callable[[torch.nn.Module, Any], dict[str, Any]]
     dynamic: Any = "auto"
     seq2seq: bool = False
+    vlm: bool = False
 
 
 _IMAGE_BATCH = {"pixel_values": {0: torch.export.Dim.DYNAMIC}}  # the image processor gives one size
@@ -392,6 +400,7 @@ TASKS: dict[str, Task] = {
     "token-classification": Task("AutoModelForTokenClassification", _encoder_inputs),
     "question-answering": Task("AutoModelForQuestionAnswering", _encoder_inputs),
     "sentence-similarity": Task("AutoModel", _encoder_inputs),  # the transformer of a sentence-transformers directory
+    "image-text-to-text": Task("AutoModelForImageTextToText", _text_inputs, vlm=True),
 }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ def generate(
     eos_token_id: int | None = None,
     pad_token_id: int | None = None,
     output_logits: bool = False,
+    embed: Callable[[np.ndarray, bool], np.ndarray] | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
     """Greedy decoding: the prompt and up to ``max_new_tokens`` new tokens, ``(batch, prompt + new)``.
 
@@ -46,10 +48,16 @@ def generate(
     With ``eos_token_id``, a row that produced it continues with ``pad_token_id`` (default: the eos id),
     and generation stops early once every row has. With ``output_logits`` it returns ``(tokens, logits)``,
     ``logits[i]`` the ``(batch, vocab)`` scores of step i (as transformers' ``output_logits``).
+
+    A decoder that takes ``inputs_embeds`` instead of ``input_ids`` (a vision-language model's) needs
+    ``embed(ids, prompt)``: the embeddings of the tokens ``ids`` (the prompt when ``prompt`` is true).
     """
     session = _session(model)
     inputs = {i.name: i for i in session.get_inputs()}
     layers = _cache_layout(inputs)
+    if "input_ids" not in inputs and embed is None:
+        raise InvalidInputError("the model takes inputs_embeds, not input_ids: generate needs embed=",
+                                fix="pass embed=, a function of the token ids giving their embeddings")
     ids = input_ids.detach().cpu().numpy().astype(np.int64)
     mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).cpu().numpy().astype(np.int64)
     if ids.ndim != 2 or mask.shape != ids.shape:
@@ -68,10 +76,12 @@ def generate(
     finished = np.zeros(batch, dtype=bool)
     scores = []
     pad = eos_token_id if pad_token_id is None else pad_token_id
-    for _ in range(max_new_tokens):
+    for step in range(max_new_tokens):
         positions = np.cumsum(mask, axis=-1) - 1
         positions = np.where(mask == 0, 1, positions)[:, -step_ids.shape[1] :]
         feed = {"input_ids": step_ids, "attention_mask": mask, "position_ids": positions, **past}
+        if "input_ids" not in inputs:
+            feed["inputs_embeds"] = embed(step_ids, step == 0)
         outputs = _run(session, feed)
         chosen = _pick(outputs["logits"], scores, finished, eos_token_id, pad)
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
@@ -164,7 +174,8 @@ def _session(model: Any) -> Any:
 
 def _cache_layout(inputs: dict[str, Any]) -> dict[str, tuple[int, int, Any]]:
     """``{past input name: (kv heads, head size, numpy dtype)}``, checked against the naming scheme."""
-    missing = [name for name in ("input_ids", "attention_mask") if name not in inputs]
+    first = "input_ids" if "inputs_embeds" not in inputs else "inputs_embeds"
+    missing = [name for name in (first, "attention_mask") if name not in inputs]
     layers = {}
     for name, info in inputs.items():
         if _PAST.fullmatch(name):

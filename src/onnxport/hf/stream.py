@@ -27,7 +27,7 @@ from onnxport.hf.cache import registered
 from onnxport.hf.signature import cache_of
 from onnxport.weights import Weights
 
-__all__ = ["meta_cache", "meta_model"]
+__all__ = ["meta_cache", "meta_call", "meta_model"]
 
 _IN_MEMORY = "export with the model loaded instead (export_hf(..., streaming=False), or --in-memory on the command line)"
 
@@ -169,6 +169,13 @@ def meta_cache(model: torch.nn.Module, **inputs: Any) -> Any:
         leaves, spec = pytree.tree_flatten(cache)
         real = [torch.zeros(leaf.shape, dtype=leaf.dtype) if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
         return pytree.tree_unflatten(real, spec)
+
+
+def meta_call(module: torch.nn.Module, **inputs: Any) -> Any:
+    """What ``module(**inputs)`` returns, run on the meta device (shapes and dtypes; no weight is read)."""
+    meta = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    with _all_meta(module), torch.no_grad():
+        return module(**meta)
 
 
 @contextlib.contextmanager

@@ -7,8 +7,8 @@ config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and 
 ``*ForAudioClassification`` are those tasks, ``*ForSemanticSegmentation`` is ``image-segmentation``; a class
 transformers' audio-classification or zero-shot-image-classification auto class loads is that task (the sequence
 classifier of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``); a
-``*ForConditionalGeneration`` is ``text2text-generation`` or ``automatic-speech-recognition`` where transformers'
-seq2seq or speech-seq2seq auto classes load it, and a bare ``*Model`` of a text model (one with a vocabulary) is
+``*ForConditionalGeneration`` is ``text2text-generation``, ``automatic-speech-recognition`` or
+``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it, and a bare ``*Model`` of a text model (one with a vocabulary) is
 ``feature-extraction``. Anything else, or classes that disagree, is refused: the caller names the task.
 """
 
@@ -56,6 +56,7 @@ _MAPPINGS = {
     "image-segmentation": "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
     "depth-estimation": "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES",
     "audio-classification": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
+    "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
 }
 
 
@@ -122,7 +123,7 @@ def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
         if name.endswith(suffix):
             return task
     if name.endswith(("ForConditionalGeneration", "ForSpeechSeq2Seq")):
-        for task in ("automatic-speech-recognition", "text2text-generation"):
+        for task in ("automatic-speech-recognition", "text2text-generation", "image-text-to-text"):
             if name in model_class_names(task, model_type):
                 return task
         return None

@@ -1,0 +1,232 @@
+"""Vision-language models (``image-text-to-text``), split as onnxruntime-genai runs them.
+
+A transformers ``*ForConditionalGeneration`` that reads images and text becomes three models:
+
+- ``vision.onnx``: ``pixel_values`` (and ``image_sizes`` or ``image_grid_thw`` where the model's
+  ``get_image_features`` takes them) to ``image_features``, one row per image token of the prompt, every
+  image's rows one after the other, projected into the text model's embedding space;
+- ``embedding.onnx``: ``input_ids`` and ``image_features`` to ``inputs_embeds``: the text model's token
+  embeddings, with the rows of ``image_features``, in order, in place of each image token;
+- ``model.onnx``: the text decoder on ``inputs_embeds`` with its KV cache, named as ``text-generation``
+  names it (``past_key_values.{i}.key`` in, ``present.{i}.key`` out).
+
+A prompt runs the three once; each later token runs the embedding model (with no image features: a
+``[0, hidden]`` tensor) and the decoder. :func:`generate_vlm` does so in onnxruntime, greedily, from a
+folder ``export_hf`` wrote, with the folder's own transformers processor turning text and images into
+``input_ids`` and ``pixel_values``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from onnxport.errors import InvalidInputError
+
+__all__ = ["VLM_FILES", "EmbeddingModel", "VisionModel", "VlmPrograms", "export_vlm", "generate_vlm", "image_token_id"]
+
+VLM_FILES = ("vision.onnx", "embedding.onnx", "model.onnx")
+_IMAGE_EXTRAS = ("image_sizes", "image_grid_thw")
+_DECODER_INPUTS = ("inputs_embeds", "attention_mask", "position_ids")  # what get_image_features takes besides pixel_values
+
+
+class VlmPrograms(NamedTuple):
+    """The three programs of a vision-language model, in the order of ``VLM_FILES``."""
+
+    vision: Any
+    embedding: Any
+    decoder: Any
+
+
+def image_token_id(config: Any) -> int:
+    """The id of the token standing for one row of image features in a prompt (``image_token_id``, or the
+    older ``image_token_index``)."""
+    for name in ("image_token_id", "image_token_index"):
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    raise InvalidInputError(f"config.json of this {config.model_type} model names no image_token_id",
+                            fix="add the id of its image placeholder token as image_token_id")
+
+
+class VisionModel(torch.nn.Module):
+    """Images to the rows of features their image tokens take, all images' rows in one ``[tokens, hidden]``."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        taken = inspect.signature(model.get_image_features).parameters
+        self.extras = tuple(name for name in _IMAGE_EXTRAS if name in taken)
+
+    def forward(self, pixel_values: torch.Tensor, image_sizes: torch.Tensor | None = None,
+                image_grid_thw: torch.Tensor | None = None) -> torch.Tensor:
+        given = {"image_sizes": image_sizes, "image_grid_thw": image_grid_thw}
+        extras = {name: given[name] for name in self.extras if given[name] is not None}
+        if _splits_batch(self.model):
+            return _selected_layer_features(self.model, pixel_values)
+        out = self.model.get_image_features(pixel_values=pixel_values, **extras)
+        features = getattr(out, "pooler_output", out)
+        if isinstance(features, (list, tuple)):
+            features = torch.cat([f.reshape(-1, f.shape[-1]) for f in features])
+        return features.reshape(-1, features.shape[-1])
+
+
+def _splits_batch(model: torch.nn.Module) -> bool:
+    """Whether ``get_image_features`` returns a list of the images' features (LLaVA's), which capture cannot
+    follow for a dynamic count of images: their features are then computed as the config describes them."""
+    return model.config.model_type == "llava"
+
+
+def _selected_layer_features(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch.Tensor:
+    """LLaVA's image features: the vision tower's hidden states at ``vision_feature_layer`` (several layers
+    concatenated), without the class token for the ``default`` strategy, through the projector."""
+    config, inner = model.config, model.model
+    layers = config.vision_feature_layer
+    states = inner.vision_tower(pixel_values, output_hidden_states=True, return_dict=True).hidden_states
+    chosen = [states[i] for i in ([layers] if isinstance(layers, int) else layers)]
+    if config.vision_feature_select_strategy == "default":
+        chosen = [s[:, 1:] for s in chosen]
+    return inner.multi_modal_projector(torch.cat(chosen, dim=-1)).reshape(-1, config.text_config.hidden_size)
+
+
+class EmbeddingModel(torch.nn.Module):
+    """Token embeddings with the image features in place of the image tokens, in order."""
+
+    def __init__(self, model: torch.nn.Module, image_token: int) -> None:
+        super().__init__()
+        self.embed = model.get_input_embeddings()
+        self.image_token = image_token
+
+    def forward(self, input_ids: torch.Tensor, image_features: torch.Tensor) -> torch.Tensor:
+        is_image = input_ids == self.image_token
+        # an image token's id may lie past the vocabulary: it is looked up as 0, then replaced
+        embeds = self.embed(torch.where(is_image, torch.zeros_like(input_ids), input_ids))
+        flat = is_image.reshape(-1)
+        rows = torch.cumsum(flat.to(torch.int64), 0) - 1  # the k-th image token takes the k-th row
+        # one row of zeros after the features: what text tokens gather, so that no features (decode) is fine
+        padded = torch.cat([image_features.to(embeds.dtype), embeds.new_zeros(1, embeds.shape[-1])])
+        rows = torch.where(flat, rows, image_features.shape[0])
+        picked = padded[rows].reshape(embeds.shape)
+        return torch.where(is_image.unsqueeze(-1), picked, embeds)
+
+
+def _example_inputs(model: torch.nn.Module, config: Any) -> dict[str, dict[str, Any]]:
+    """Example inputs of the three models: two images, a batch of two prompts holding their image tokens,
+    and a decode step of three tokens on a four-token past."""
+    from onnxport.hf import stream
+    from onnxport.hf.export import EXAMPLE_BATCH, NEW, PAST, _ids, _image_inputs
+    from onnxport.hf.signature import cache_argument, cache_of
+
+    text = config.get_text_config()
+    hidden = text.hidden_size
+    vision = VisionModel(model)
+    pixels = _image_inputs(model, config)
+    meta = any(p.is_meta for p in model.parameters())
+    with torch.no_grad():
+        if meta:
+            rows = stream.meta_call(vision, **pixels).shape[0]
+        else:
+            rows = vision(**pixels).shape[0]
+    per_prompt = rows // EXAMPLE_BATCH
+    ids = _ids(text, EXAMPLE_BATCH, per_prompt + 4)
+    ids[:, 2:2 + per_prompt] = image_token_id(config)
+    generator = torch.Generator().manual_seed(1)
+    features = torch.randn(rows, hidden, generator=generator)
+    prompt = _ids(text, EXAMPLE_BATCH, PAST)
+    if meta:
+        cache = stream.meta_cache(model, input_ids=prompt)
+    else:
+        with torch.no_grad():
+            cache = cache_of(model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True))
+    decoder = {"inputs_embeds": torch.randn(EXAMPLE_BATCH, NEW, hidden, generator=generator),
+               "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64),
+               "position_ids": torch.arange(PAST, PAST + NEW).expand(EXAMPLE_BATCH, NEW).clone(),
+               cache_argument(model): cache}
+    return {"vision.onnx": pixels, "embedding.onnx": {"input_ids": ids, "image_features": features},
+            "model.onnx": decoder}
+
+
+def export_vlm(model: torch.nn.Module, config: Any, **options: Any) -> dict[str, Any]:
+    """The three programs of a vision-language model (file name -> ``OnnxProgram``), each exported with
+    ``onnxport.export`` and ``options`` (``weights``: the model's streamed weights, named as the model names
+    them; ``quantize`` applies to the decoder alone; the rest passed as they are)."""
+    from torch.export import Dim
+
+    from onnxport.api import export
+    from onnxport.hf.cache import auto_spec
+
+    inputs = _example_inputs(model, config)
+    weights = options.pop("weights", None)
+    quantize = options.pop("quantize", None)  # the decoder's layers only, as a runtime for these models expects
+    embed_name = next(name for name, module in model.named_modules() if module is model.get_input_embeddings())
+    cache_name = next(name for name in inputs["model.onnx"] if name not in _DECODER_INPUTS)
+    tokens = {0: Dim.AUTO, 1: Dim.AUTO}
+    decoder = {**{name: tokens for name in _DECODER_INPUTS}, cache_name: auto_spec(inputs["model.onnx"][cache_name])}
+    parts = {"vision.onnx": (VisionModel(model), {"pixel_values": {0: Dim.DYNAMIC}}, "model.", ["image_features"]),
+             "embedding.onnx": (EmbeddingModel(model, image_token_id(config)),
+                                {"input_ids": {0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, "image_features": {0: Dim.DYNAMIC}},
+                                None, ["inputs_embeds"]),
+             "model.onnx": (model, decoder, "", None)}
+    programs = {}
+    for name, (module, dynamic, prefix, outputs) in parts.items():
+        given = weights
+        if weights is not None:
+            names = {f"embed.{key[len(embed_name) + 1:]}": key for key in weights
+                     if key.startswith(embed_name + ".")} if prefix is None else {prefix + key: key for key in weights}
+            given = weights.renamed(names)
+        programs[name] = export(module, (), inputs[name], dynamic_shapes=dynamic, weights=given,
+                                output_names=outputs, quantize=quantize if name == "model.onnx" else None, **options)
+    return programs
+
+
+def generate_vlm(folder: str | os.PathLike[str], text: str | list[str], images: Any = None, *,
+                 max_new_tokens: int = 8, eos_token_id: int | None = None,
+                 pad_token_id: int | None = None) -> torch.Tensor:
+    """Greedy generation in onnxruntime from a folder ``export_hf`` wrote for ``image-text-to-text``: the
+    prompt's tokens and up to ``max_new_tokens`` new ones, ``(batch, prompt + new)``, as transformers'
+    ``generate(do_sample=False)`` returns them.
+
+    ``text`` and ``images`` go through the folder's transformers processor as they would for the PyTorch
+    model (a prompt holds the processor's image placeholder once per image; a batch of prompts is padded as
+    the processor pads it). ``eos_token_id`` and ``pad_token_id`` default to the folder's generation config.
+    """
+    import onnxruntime as ort
+    import transformers
+
+    folder = os.fspath(folder)
+    missing = [name for name in VLM_FILES if not os.path.isfile(os.path.join(folder, name))]
+    if missing:
+        raise InvalidInputError(f"{folder} has no {', '.join(missing)}",
+                                fix="export the model with export_hf(directory, 'image-text-to-text', folder)")
+    processor = transformers.AutoProcessor.from_pretrained(folder)
+    batch = processor(text=text, images=images, return_tensors="np", padding=True)
+    sessions = {name: ort.InferenceSession(os.path.join(folder, name), providers=["CPUExecutionProvider"])
+                for name in VLM_FILES}
+    embedding = sessions["embedding.onnx"]
+    hidden = embedding.get_outputs()[0].shape[-1]
+    dtype = np.float16 if "float16" in embedding.get_outputs()[0].type else np.float32
+    features = np.zeros((0, hidden), dtype=dtype)
+    if images is not None:
+        vision = sessions["vision.onnx"]
+        taken = {i.name for i in vision.get_inputs()}
+        features = vision.run(None, {k: v for k, v in batch.items() if k in taken})[0]
+
+    def embed(ids: np.ndarray, prompt: bool) -> np.ndarray:
+        rows = features if prompt else features[:0]
+        return embedding.run(None, {"input_ids": ids, "image_features": rows})[0]
+
+    if os.path.isfile(os.path.join(folder, "generation_config.json")):
+        generation = transformers.GenerationConfig.from_pretrained(folder)
+        eos_token_id = generation.eos_token_id if eos_token_id is None else eos_token_id
+        pad_token_id = generation.pad_token_id if pad_token_id is None else pad_token_id
+    if isinstance(eos_token_id, list):
+        eos_token_id = eos_token_id[0]
+    from onnxport.hf.generate import generate
+
+    return generate(os.path.join(folder, "model.onnx"), torch.from_numpy(batch["input_ids"].astype(np.int64)),
+                    torch.from_numpy(batch["attention_mask"].astype(np.int64)), max_new_tokens=max_new_tokens,
+                    eos_token_id=eos_token_id, pad_token_id=pad_token_id, embed=embed)

@@ -1,0 +1,109 @@
+"""export-hf's image-text-to-text: a tiny random LLaVA with its processor written here, exported as three
+models (vision, embedding, decoder), and generated from in onnxruntime by ``generate_vlm`` against
+transformers' ``generate`` on the PyTorch model. Nothing downloaded."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from onnxport.errors import InvalidInputError
+from onnxport.hf import export_hf, pick_task
+from onnxport.hf.vlm import VLM_FILES, generate_vlm
+
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
+
+WORDS = "what is in this picture a cat dog the user assistant describe it".split()
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>", "<image>"]
+
+
+def write_tokenizer(directory: str) -> dict[str, int]:
+    """A lower-casing word-level tokenizer over WORDS with ``<image>`` a special token, padding on the left."""
+    from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
+
+    vocab = {name: i for i, name in enumerate([*SPECIALS, ".", ":", "?", *WORDS])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    os.makedirs(directory, exist_ok=True)
+    tokenizer.save(os.path.join(directory, "tokenizer.json"))
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+                   "pad_token": "<pad>", "unk_token": "<unk>", "padding_side": "left"}, f)
+    return vocab
+
+
+def write_llava(directory: str) -> torch.nn.Module:
+    """A random LLaVA (CLIP vision tower on 32x32 images in 8x8 patches, Llama text model) and its processor."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    config = transformers.LlavaConfig(
+        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, image_size=32, patch_size=8),
+        text_config=dict(model_type="llama", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_id=vocab["<image>"], vision_feature_layer=-2, vision_feature_select_strategy="default")
+    model = transformers.LlavaForConditionalGeneration(config).eval()
+    model.save_pretrained(directory)
+    processor = transformers.LlavaProcessor(
+        image_processor=transformers.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+        tokenizer=transformers.AutoTokenizer.from_pretrained(directory), patch_size=8,
+        vision_feature_select_strategy="default", num_additional_image_tokens=1, image_token="<image>")
+    processor.save_pretrained(directory)
+    return model
+
+
+def images(*sizes: tuple[int, int]) -> list[object]:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    return [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in sizes]
+
+
+def reference(model: torch.nn.Module, directory: str, texts: list[str], pictures: list[object] | None,
+              new: int) -> torch.Tensor:
+    processor = transformers.AutoProcessor.from_pretrained(directory)
+    batch = processor(text=texts, images=pictures, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        return model.generate(**batch, do_sample=False, max_new_tokens=new)
+
+
+@pytest.fixture(scope="module")
+def llava(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, str, str]:
+    """The model, its directory, and the folder export-hf wrote for it with default arguments (streamed)."""
+    directory = str(tmp_path_factory.mktemp("llava"))
+    model = write_llava(directory)
+    assert pick_task(directory).task == "image-text-to-text"
+    out = str(tmp_path_factory.mktemp("llava_onnx"))
+    export_hf(directory, "auto", out)
+    return model, directory, out
+
+
+def test_llava_folder_generates_as_transformers_on_a_padded_batch_of_images(llava):
+    model, directory, out = llava
+    assert all(os.path.isfile(os.path.join(out, name)) for name in (*VLM_FILES, "processor_config.json"))
+    texts = ["user: <image> what is in this picture ? assistant:", "<image> describe it"]
+    pictures = images((40, 48), (32, 32))
+    expected = reference(model, directory, texts, pictures, 6)
+    assert expected.shape[1] > 20  # two prompts of 16 image tokens each, one padded
+    assert torch.equal(generate_vlm(out, texts, pictures, max_new_tokens=6), expected)
+
+
+def test_llava_folder_generates_from_text_alone(llava):
+    model, directory, out = llava
+    texts = ["what is a cat ?"]
+    assert torch.equal(generate_vlm(out, texts, max_new_tokens=5), reference(model, directory, texts, None, 5))
+
+
+def test_generate_vlm_refuses_a_folder_without_the_three_models(tmp_path):
+    (tmp_path / "model.onnx").write_bytes(b"")
+    with pytest.raises(InvalidInputError, match="vision.onnx, embedding.onnx"):
+        generate_vlm(tmp_path, "what ?")
