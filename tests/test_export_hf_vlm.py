@@ -1,6 +1,6 @@
-"""export-hf's image-text-to-text: a tiny random LLaVA with its processor written here, exported as three
-models (vision, embedding, decoder), and generated from in onnxruntime by ``generate_vlm`` against
-transformers' ``generate`` on the PyTorch model. Nothing downloaded."""
+"""export-hf's image-text-to-text: tiny random LLaVA and Mistral 3 models with their processors written here,
+exported as three models (vision, embedding, decoder), and generated from in onnxruntime by ``generate_vlm``
+against transformers' ``generate`` on the PyTorch model. Nothing downloaded."""
 
 from __future__ import annotations
 
@@ -20,18 +20,20 @@ transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
 
 WORDS = "what is in this picture a cat dog the user assistant describe it".split()
-SPECIALS = ["<pad>", "<s>", "</s>", "<unk>", "<image>"]
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+PIXTRAL_TOKENS = ["[IMG]", "[IMG_BREAK]", "[IMG_END]"]  # an image's patches, the end of a row, the end of the image
 
 
-def write_tokenizer(directory: str) -> dict[str, int]:
-    """A lower-casing word-level tokenizer over WORDS with ``<image>`` a special token, padding on the left."""
+def write_tokenizer(directory: str, image_tokens: tuple[str, ...] = ("<image>",)) -> dict[str, int]:
+    """A lower-casing word-level tokenizer over WORDS with ``image_tokens`` special tokens, padding on the left."""
     from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
 
-    vocab = {name: i for i, name in enumerate([*SPECIALS, ".", ":", "?", *WORDS])}
+    specials = [*SPECIALS, *image_tokens]
+    vocab = {name: i for i, name in enumerate([*specials, ".", ":", "?", *WORDS])}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
     os.makedirs(directory, exist_ok=True)
     tokenizer.save(os.path.join(directory, "tokenizer.json"))
     with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
@@ -59,6 +61,37 @@ def write_llava(directory: str) -> torch.nn.Module:
         vision_feature_select_strategy="default", num_additional_image_tokens=1, image_token="<image>")
     processor.save_pretrained(directory)
     return model
+
+
+def write_mistral3(directory: str) -> torch.nn.Module:
+    """A random Mistral 3 (Pixtral vision tower in 8x8 patches merged 2x2, Mistral text model) and its image
+    processor (images of any size up to 64 pixels a side, in multiples of 16)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, tuple(PIXTRAL_TOKENS))
+    config = transformers.Mistral3Config(
+        vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, image_size=64, patch_size=8, head_dim=8),
+        text_config=dict(model_type="mistral", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_index=vocab["[IMG]"], spatial_merge_size=2, vision_feature_layer=-1)
+    model = transformers.Mistral3ForConditionalGeneration(config).eval()
+    model.save_pretrained(directory)
+    transformers.PixtralImageProcessorPil(size={"longest_edge": 64}, patch_size=16).save_pretrained(directory)
+    return model
+
+
+def pixtral_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
+    """What Pixtral's processor gives (it needs torchvision, which is not installed here): the images resized
+    and padded, their sizes, and each prompt's ``[IMG]`` replaced by the image's rows of patches, each row ended
+    by ``[IMG_BREAK]`` and the last by ``[IMG_END]``."""
+    pixels = transformers.PixtralImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt")
+    prompts = []
+    for text, (height, width) in zip(texts, pixels["image_sizes"].tolist()):
+        rows = [" ".join(["[IMG]"] * (width // 16)) for _ in range(height // 16)]
+        prompts.append(text.replace("[IMG]", " [IMG_BREAK] ".join(rows) + " [IMG_END]", 1))
+    tokens = transformers.AutoTokenizer.from_pretrained(directory)(prompts, return_tensors="pt", padding=True)
+    return {**tokens, **pixels}
 
 
 def images(*sizes: tuple[int, int]) -> list[object]:
@@ -101,6 +134,18 @@ def test_llava_folder_generates_from_text_alone(llava):
     model, directory, out = llava
     texts = ["what is a cat ?"]
     assert torch.equal(generate_vlm(out, texts, max_new_tokens=5), reference(model, directory, texts, None, 5))
+
+
+def test_mistral3_folder_generates_as_transformers_on_images_of_two_sizes(tmp_path):
+    directory, out = str(tmp_path / "mistral3"), str(tmp_path / "onnx")
+    model = write_mistral3(directory)
+    export_hf(directory, "image-text-to-text", out)
+    texts = ["user: [IMG] what is in this picture ? assistant:", "[IMG] describe it"]
+    inputs = pixtral_inputs(directory, texts, images((40, 60), (32, 32)))
+    assert inputs["image_sizes"].tolist() == [[48, 64], [32, 32]]  # one image at a time, each of its own size
+    with torch.no_grad():
+        expected = model.generate(**inputs, do_sample=False, max_new_tokens=6)
+    assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
 
 
 def test_generate_vlm_refuses_a_folder_without_the_three_models(tmp_path):

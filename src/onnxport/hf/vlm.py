@@ -2,9 +2,10 @@
 
 A transformers ``*ForConditionalGeneration`` that reads images and text becomes three models:
 
-- ``vision.onnx``: ``pixel_values`` (and ``image_sizes`` or ``image_grid_thw`` where the model's
-  ``get_image_features`` takes them) to ``image_features``, one row per image token of the prompt, every
-  image's rows one after the other, projected into the text model's embedding space;
+- ``vision.onnx``: ``pixel_values`` to ``image_features``, one row per image token of the prompt, every
+  image's rows one after the other, projected into the text model's embedding space: a dynamic batch of
+  images of the config's size (LLaVA, Gemma 3), or one image of any height and width (Mistral 3, whose
+  Pixtral tower reads an image's patches at its own size: onnxruntime-genai runs it once per image);
 - ``embedding.onnx``: ``input_ids`` and ``image_features`` to ``inputs_embeds``: the text model's token
   embeddings, with the rows of ``image_features``, in order, in place of each image token;
 - ``model.onnx``: the text decoder on ``inputs_embeds`` with its KV cache, named as ``text-generation``
@@ -13,13 +14,13 @@ A transformers ``*ForConditionalGeneration`` that reads images and text becomes 
 A prompt runs the three once; each later token runs the embedding model (with no image features: a
 ``[0, hidden]`` tensor) and the decoder. :func:`generate_vlm` does so in onnxruntime, greedily, from a
 folder ``export_hf`` wrote, with the folder's own transformers processor turning text and images into
-``input_ids`` and ``pixel_values``.
+``input_ids`` and ``pixel_values`` (or from what a processor gave, ``inputs=``).
 """
 
 from __future__ import annotations
 
-import inspect
 import os
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -30,7 +31,6 @@ from onnxport.errors import InvalidInputError
 __all__ = ["VLM_FILES", "EmbeddingModel", "VisionModel", "VlmPrograms", "export_vlm", "generate_vlm", "image_token_id"]
 
 VLM_FILES = ("vision.onnx", "embedding.onnx", "model.onnx")
-_IMAGE_EXTRAS = ("image_sizes", "image_grid_thw")
 _DECODER_INPUTS = ("inputs_embeds", "attention_mask", "position_ids")  # what get_image_features takes besides pixel_values
 
 
@@ -59,20 +59,19 @@ class VisionModel(torch.nn.Module):
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.model = model
-        taken = inspect.signature(model.get_image_features).parameters
-        self.extras = tuple(name for name in _IMAGE_EXTRAS if name in taken)
 
-    def forward(self, pixel_values: torch.Tensor, image_sizes: torch.Tensor | None = None,
-                image_grid_thw: torch.Tensor | None = None) -> torch.Tensor:
-        given = {"image_sizes": image_sizes, "image_grid_thw": image_grid_thw}
-        extras = {name: given[name] for name in self.extras if given[name] is not None}
-        if _splits_batch(self.model):
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        if _splits_batch(self.model) or per_image(self.model):
             return _selected_layer_features(self.model, pixel_values)
-        out = self.model.get_image_features(pixel_values=pixel_values, **extras)
+        out = self.model.get_image_features(pixel_values=pixel_values)
         features = getattr(out, "pooler_output", out)
-        if isinstance(features, (list, tuple)):
-            features = torch.cat([f.reshape(-1, f.shape[-1]) for f in features])
         return features.reshape(-1, features.shape[-1])
+
+
+def per_image(model: torch.nn.Module) -> bool:
+    """Whether the vision model takes one image at a time, of any size (Mistral 3's Pixtral tower: the patches
+    of an image of its own height and width; onnxruntime-genai runs it once per image)."""
+    return model.config.model_type == "mistral3"
 
 
 def _splits_batch(model: torch.nn.Module) -> bool:
@@ -82,15 +81,22 @@ def _splits_batch(model: torch.nn.Module) -> bool:
 
 
 def _selected_layer_features(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch.Tensor:
-    """LLaVA's image features: the vision tower's hidden states at ``vision_feature_layer`` (several layers
-    concatenated), without the class token for the ``default`` strategy, through the projector."""
+    """The image features of LLaVA and Mistral 3: the vision tower's hidden states at ``vision_feature_layer``
+    (several layers concatenated), without the class token for LLaVA's ``default`` strategy, through the
+    projector. Mistral 3's image is one of any size, given to its tower and projector as that size (symbolic:
+    the size of a tensor, where ``get_image_features`` would read it from a tensor of sizes)."""
     config, inner = model.config, model.model
     layers = config.vision_feature_layer
-    states = inner.vision_tower(pixel_values, output_hidden_states=True, return_dict=True).hidden_states
+    sizes = [(pixel_values.shape[-2], pixel_values.shape[-1])] if per_image(model) else None
+    kwargs = {"image_sizes": sizes} if sizes is not None else {}
+    states = inner.vision_tower(pixel_values, output_hidden_states=True, return_dict=True, **kwargs).hidden_states
     chosen = [states[i] for i in ([layers] if isinstance(layers, int) else layers)]
-    if config.vision_feature_select_strategy == "default":
+    if getattr(config, "vision_feature_select_strategy", None) == "default":
         chosen = [s[:, 1:] for s in chosen]
-    return inner.multi_modal_projector(torch.cat(chosen, dim=-1)).reshape(-1, config.text_config.hidden_size)
+    selected = torch.cat(chosen, dim=-1)
+    features = inner.multi_modal_projector(selected.squeeze(0), sizes) if sizes is not None else \
+        inner.multi_modal_projector(selected)
+    return features.reshape(-1, config.text_config.hidden_size)
 
 
 class EmbeddingModel(torch.nn.Module):
@@ -125,13 +131,16 @@ def _example_inputs(model: torch.nn.Module, config: Any) -> dict[str, dict[str, 
     hidden = text.hidden_size
     vision = VisionModel(model)
     pixels = _image_inputs(model, config)
+    if per_image(model):  # one image of a size of its own: a multiple of the patches merged, not square
+        side = config.vision_config.patch_size * getattr(config, "spatial_merge_size", 1)
+        pixels = {"pixel_values": pixels["pixel_values"][:1, :, :2 * side, :3 * side].contiguous()}
     meta = any(p.is_meta for p in model.parameters())
     with torch.no_grad():
         if meta:
             rows = stream.meta_call(vision, **pixels).shape[0]
         else:
             rows = vision(**pixels).shape[0]
-    per_prompt = rows // EXAMPLE_BATCH
+    per_prompt = rows // EXAMPLE_BATCH if not per_image(model) else rows
     ids = _ids(text, EXAMPLE_BATCH, per_prompt + 4)
     ids[:, 2:2 + per_prompt] = image_token_id(config)
     generator = torch.Generator().manual_seed(1)
@@ -166,7 +175,8 @@ def export_vlm(model: torch.nn.Module, config: Any, **options: Any) -> dict[str,
     cache_name = next(name for name in inputs["model.onnx"] if name not in _DECODER_INPUTS)
     tokens = {0: Dim.AUTO, 1: Dim.AUTO}
     decoder = {**{name: tokens for name in _DECODER_INPUTS}, cache_name: auto_spec(inputs["model.onnx"][cache_name])}
-    parts = {"vision.onnx": (VisionModel(model), {"pixel_values": {0: Dim.DYNAMIC}}, "model.", ["image_features"]),
+    images = {"pixel_values": {2: Dim.DYNAMIC, 3: Dim.DYNAMIC} if per_image(model) else {0: Dim.DYNAMIC}}
+    parts = {"vision.onnx": (VisionModel(model), images, "model.", ["image_features"]),
              "embedding.onnx": (EmbeddingModel(model, image_token_id(config)),
                                 {"input_ids": {0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, "image_features": {0: Dim.DYNAMIC}},
                                 None, ["inputs_embeds"]),
@@ -183,8 +193,8 @@ def export_vlm(model: torch.nn.Module, config: Any, **options: Any) -> dict[str,
     return programs
 
 
-def generate_vlm(folder: str | os.PathLike[str], text: str | list[str], images: Any = None, *,
-                 max_new_tokens: int = 8, eos_token_id: int | None = None,
+def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = None, images: Any = None, *,
+                 inputs: Mapping[str, Any] | None = None, max_new_tokens: int = 8, eos_token_id: int | None = None,
                  pad_token_id: int | None = None) -> torch.Tensor:
     """Greedy generation in onnxruntime from a folder ``export_hf`` wrote for ``image-text-to-text``: the
     prompt's tokens and up to ``max_new_tokens`` new ones, ``(batch, prompt + new)``, as transformers'
@@ -192,7 +202,10 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str], images: 
 
     ``text`` and ``images`` go through the folder's transformers processor as they would for the PyTorch
     model (a prompt holds the processor's image placeholder once per image; a batch of prompts is padded as
-    the processor pads it). ``eos_token_id`` and ``pad_token_id`` default to the folder's generation config.
+    the processor pads it). Or ``inputs``: what a processor gives (``input_ids``, ``attention_mask``,
+    ``pixel_values``, and ``image_sizes`` for a model that takes one image at a time), for a processor that
+    cannot be loaded where this runs (Pixtral's needs torchvision). ``eos_token_id`` and ``pad_token_id``
+    default to the folder's generation config.
     """
     import onnxruntime as ort
     import transformers
@@ -202,18 +215,31 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str], images: 
     if missing:
         raise InvalidInputError(f"{folder} has no {', '.join(missing)}",
                                 fix="export the model with export_hf(directory, 'image-text-to-text', folder)")
-    processor = transformers.AutoProcessor.from_pretrained(folder)
-    batch = processor(text=text, images=images, return_tensors="np", padding=True)
+    if (inputs is None) == (text is None):
+        raise InvalidInputError("generate_vlm takes a prompt (text, and images) or the inputs a processor made, "
+                                "not both or neither", fix="pass text= (and images=), or inputs=")
+    if inputs is None:
+        processor = transformers.AutoProcessor.from_pretrained(folder)
+        batch = processor(text=text, images=images, return_tensors="np", padding=True)
+    else:
+        batch = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+                 for k, v in inputs.items()}
+        batch.setdefault("attention_mask", np.ones_like(batch["input_ids"]))
     sessions = {name: ort.InferenceSession(os.path.join(folder, name), providers=["CPUExecutionProvider"])
                 for name in VLM_FILES}
     embedding = sessions["embedding.onnx"]
     hidden = embedding.get_outputs()[0].shape[-1]
     dtype = np.float16 if "float16" in embedding.get_outputs()[0].type else np.float32
     features = np.zeros((0, hidden), dtype=dtype)
-    if images is not None:
+    if batch.get("pixel_values") is not None:
         vision = sessions["vision.onnx"]
-        taken = {i.name for i in vision.get_inputs()}
-        features = vision.run(None, {k: v for k, v in batch.items() if k in taken})[0]
+        pixel_type = np.float16 if "float16" in vision.get_inputs()[0].type else np.float32
+        if "image_sizes" in batch:  # one image at a time, cut to its own size from the padded batch
+            pixels = [batch["pixel_values"][i:i + 1, :, :h, :w].astype(pixel_type)
+                      for i, (h, w) in enumerate(batch["image_sizes"])]
+            features = np.concatenate([vision.run(None, {"pixel_values": p})[0] for p in pixels])
+        else:
+            features = vision.run(None, {"pixel_values": batch["pixel_values"].astype(pixel_type)})[0]
 
     def embed(ids: np.ndarray, prompt: bool) -> np.ndarray:
         rows = features if prompt else features[:0]
