@@ -25,21 +25,22 @@ PIXTRAL_TOKENS = ["[IMG]", "[IMG_BREAK]", "[IMG_END]"]  # an image's patches, th
 
 
 def write_tokenizer(directory: str, image_tokens: tuple[str, ...] = ("<image>",)) -> dict[str, int]:
-    """A lower-casing word-level tokenizer over WORDS with ``image_tokens`` special tokens, padding on the left."""
-    from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
+    """A byte-level BPE tokenizer (as transformers and onnxruntime-genai's tokenizer both read it) trained on
+    WORDS, with ``image_tokens`` special tokens, padding on the left."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    specials = [*SPECIALS, *image_tokens]
-    vocab = {name: i for i, name in enumerate([*specials, ".", ":", "?", *WORDS])}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tokenizer.normalizer = normalizers.Lowercase()
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=[*SPECIALS, *image_tokens], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator([" ".join(WORDS) + " . : ?"] * 4, trainer)
     os.makedirs(directory, exist_ok=True)
     tokenizer.save(os.path.join(directory, "tokenizer.json"))
     with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
                    "pad_token": "<pad>", "unk_token": "<unk>", "padding_side": "left"}, f)
-    return vocab
+    return tokenizer.get_vocab()
 
 
 def write_llava(directory: str) -> torch.nn.Module:
@@ -88,8 +89,8 @@ def pixtral_inputs(directory: str, texts: list[str], pictures: list[object]) -> 
     pixels = transformers.PixtralImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt")
     prompts = []
     for text, (height, width) in zip(texts, pixels["image_sizes"].tolist()):
-        rows = [" ".join(["[IMG]"] * (width // 16)) for _ in range(height // 16)]
-        prompts.append(text.replace("[IMG]", " [IMG_BREAK] ".join(rows) + " [IMG_END]", 1))
+        rows = ["[IMG]" * (width // 16) for _ in range(height // 16)]
+        prompts.append(text.replace("[IMG]", "[IMG_BREAK]".join(rows) + "[IMG_END]", 1))
     tokens = transformers.AutoTokenizer.from_pretrained(directory)(prompts, return_tensors="pt", padding=True)
     return {**tokens, **pixels}
 
@@ -136,16 +137,54 @@ def test_llava_folder_generates_from_text_alone(llava):
     assert torch.equal(generate_vlm(out, texts, max_new_tokens=5), reference(model, directory, texts, None, 5))
 
 
-def test_mistral3_folder_generates_as_transformers_on_images_of_two_sizes(tmp_path):
-    directory, out = str(tmp_path / "mistral3"), str(tmp_path / "onnx")
+@pytest.fixture(scope="module")
+def mistral3(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, str, str]:
+    """The model, its directory, and the folder export-hf wrote for it with default arguments (streamed)."""
+    directory = str(tmp_path_factory.mktemp("mistral3"))
     model = write_mistral3(directory)
+    out = str(tmp_path_factory.mktemp("mistral3_onnx"))
     export_hf(directory, "image-text-to-text", out)
+    return model, directory, out
+
+
+def test_mistral3_folder_generates_as_transformers_on_images_of_two_sizes(mistral3):
+    model, directory, out = mistral3
     texts = ["user: [IMG] what is in this picture ? assistant:", "[IMG] describe it"]
     inputs = pixtral_inputs(directory, texts, images((40, 60), (32, 32)))
     assert inputs["image_sizes"].tolist() == [[48, 64], [32, 32]]  # one image at a time, each of its own size
     with torch.no_grad():
         expected = model.generate(**inputs, do_sample=False, max_new_tokens=6)
     assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
+
+
+def test_mistral3_folder_generates_in_onnxruntime_genai_as_transformers(mistral3, tmp_path):
+    """onnxruntime-genai loads the folder as it is: its own processor reads the image (genai_image_processor.json)
+    and expands the prompt's [IMG], and its tokens and first scores are transformers' on the same image."""
+    og = pytest.importorskip("onnxruntime_genai")
+    from PIL import Image
+
+    model, directory, out = mistral3
+    (picture,) = images((48, 64))  # a size both processors keep: multiples of 16 within 64 a side
+    picture.save(tmp_path / "image.png")
+    prompt = "user: [IMG] what is in this picture ? assistant:"
+    genai = og.Model(out)
+    inputs = genai.create_multimodal_processor()(prompt, images=og.Images.open(str(tmp_path / "image.png")))
+    params = og.GeneratorParams(genai)
+    params.set_search_options(max_length=200, do_sample=False)
+    generator = og.Generator(genai, params)
+    generator.set_inputs(inputs)
+    generator.generate_next_token()
+    first_scores = np.array(generator.get_output("logits"))[0, -1]  # the decoder's output on the prompt
+    for _ in range(5):
+        generator.generate_next_token()
+    tokens = [int(t) for t in generator.get_sequence(0)]
+
+    expected_inputs = pixtral_inputs(directory, [prompt], [Image.open(tmp_path / "image.png")])
+    with torch.no_grad():
+        expected = model.generate(**expected_inputs, do_sample=False, max_new_tokens=6)[0].tolist()
+        scores = model(**expected_inputs).logits[0, -1].numpy()
+    assert tokens == expected
+    np.testing.assert_allclose(first_scores, scores, atol=1e-4, rtol=1e-4)
 
 
 def test_generate_vlm_refuses_a_folder_without_the_three_models(tmp_path):

@@ -49,7 +49,7 @@ from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.hf.tasks import MODULES_FILE, TASK_KEY, pick_task
-from onnxport.hf.vlm import VLM_FILES, VlmPrograms, export_vlm
+from onnxport.hf.vlm import VLM_FILES, VlmPrograms, export_vlm, genai_names, write_genai
 from onnxport.program import OnnxProgram
 
 __all__ = ["TASKS", "TASK_KEY", "Task", "export_hf", "read_config"]
@@ -128,8 +128,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     written = [*(SEQ2SEQ_FILES if spec.seq2seq else VLM_FILES if spec.vlm else ("model.onnx",)),
                *(("genai_config.json",) if task == "text-generation" else ()),
                *(name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name)))]
-    check_output_folder(out, written)
     config = read_config(model_dir)
+    if spec.vlm:
+        written += genai_names(config)
+    check_output_folder(out, written)
     scheme = prequantized.scheme_of(config)
     if scheme is not None:
         if sentence is not None:
@@ -185,6 +187,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if task == "text-generation":
         with open(os.path.join(out, "genai_config.json"), "w", encoding="utf-8") as f:
             json.dump(genai_config(config, model), f, indent=2)
+    elif spec.vlm:
+        write_genai(out, config, model, model_dir)
     for name in COPIED_FILES:
         if os.path.isfile(os.path.join(model_dir, name)):
             shutil.copyfile(os.path.join(model_dir, name), os.path.join(out, name))

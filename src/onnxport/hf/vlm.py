@@ -124,16 +124,19 @@ def _example_inputs(model: torch.nn.Module, config: Any) -> dict[str, dict[str, 
     """Example inputs of the three models: two images, a batch of two prompts holding their image tokens,
     and a decode step of three tokens on a four-token past."""
     from onnxport.hf import stream
-    from onnxport.hf.export import EXAMPLE_BATCH, NEW, PAST, _ids, _image_inputs
+    from onnxport.hf.export import EXAMPLE_BATCH, NEW, PAST, _ids
     from onnxport.hf.signature import cache_argument, cache_of
 
     text = config.get_text_config()
     hidden = text.hidden_size
     vision = VisionModel(model)
-    pixels = _image_inputs(model, config)
+    seen = config.vision_config
+    size = seen.image_size if isinstance(seen.image_size, (list, tuple)) else (seen.image_size,) * 2
+    shape = (EXAMPLE_BATCH, getattr(seen, "num_channels", 3), size[0], size[-1])
     if per_image(model):  # one image of a size of its own: a multiple of the patches merged, not square
-        side = config.vision_config.patch_size * getattr(config, "spatial_merge_size", 1)
-        pixels = {"pixel_values": pixels["pixel_values"][:1, :, :2 * side, :3 * side].contiguous()}
+        side = seen.patch_size * getattr(config, "spatial_merge_size", 1)
+        shape = (1, shape[1], 2 * side, 3 * side)
+    pixels = {"pixel_values": torch.randn(shape, generator=torch.Generator().manual_seed(0))}
     meta = any(p.is_meta for p in model.parameters())
     with torch.no_grad():
         if meta:
@@ -256,3 +259,69 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
     return generate(os.path.join(folder, "model.onnx"), torch.from_numpy(batch["input_ids"].astype(np.int64)),
                     torch.from_numpy(batch["attention_mask"].astype(np.int64)), max_new_tokens=max_new_tokens,
                     eos_token_id=eos_token_id, pad_token_id=pad_token_id, embed=embed)
+
+
+GENAI_TYPES = ("mistral3",)  # the models onnxruntime-genai runs that these files are written for
+GENAI_PROCESSOR = "genai_image_processor.json"  # its image processor (onnxruntime-extensions' transforms)
+
+
+def genai_files(config: Any, model: torch.nn.Module, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
+    """``genai_config.json`` and the image processor onnxruntime-genai reads for a model of ``GENAI_TYPES``
+    (file name -> JSON), from the model's config and its transformers image processor's settings."""
+    from onnxport.hf.export import genai_config
+
+    described = genai_config(config, model)
+    decoder = described["model"]["decoder"]
+    decoder["inputs"] = {"inputs_embeds": "inputs_embeds", "attention_mask": "attention_mask",
+                         "position_ids": "position_ids", "past_key_names": "past_key_values.%d.key",
+                         "past_value_names": "past_key_values.%d.value"}
+    patch, merge = config.vision_config.patch_size, getattr(config, "spatial_merge_size", 1)
+    described["model"]["vision"] = {"filename": "vision.onnx", "config_filename": GENAI_PROCESSOR,
+                                    "patch_size": patch, "spatial_merge_size": merge,
+                                    "inputs": {"pixel_values": "pixel_values"},
+                                    "outputs": {"image_features": "image_features"}}
+    described["model"]["embedding"] = {"filename": "embedding.onnx",
+                                       "inputs": {"input_ids": "input_ids", "image_features": "image_features"},
+                                       "outputs": {"inputs_embeds": "inputs_embeds"}}
+    longest = (preprocessor.get("size") or {}).get("longest_edge", config.vision_config.image_size)
+
+    def operation(name: str, kind: str, **attrs: Any) -> dict[str, Any]:
+        return {"operation": {"name": name, "type": kind, **({"attrs": attrs} if attrs else {})}}
+
+    # Pixtral's processor: an image larger than longest_edge scaled down, every side a multiple of the
+    # patches merged; onnxruntime-extensions' smart resize rounds to that multiple within the pixel bounds.
+    # DecodeImage gives RGB already (its ConvertRGB swaps the channels of an RGB image: not used).
+    transforms = [operation("decode_image", "DecodeImage", color_space="RGB"),
+                  operation("resize", "Resize", height=longest, width=longest, smart_resize=1,
+                            min_pixels=(patch * merge) ** 2, max_pixels=longest * longest, patch_size=patch,
+                            merge_size=merge),
+                  operation("rescale", "Rescale", rescale_factor=preprocessor.get("rescale_factor", 1 / 255)),
+                  operation("normalize", "Normalize", mean=preprocessor.get("image_mean", [0.5] * 3),
+                            std=preprocessor.get("image_std", [0.5] * 3)),
+                  operation("to_channel_first", "Permute3D", dims=[2, 0, 1]),
+                  operation("pixtral_image_sizes", "PixtralImageSizes")]
+    processor = {"processor": {"name": "pixtral_image_processor", "transforms": transforms}}
+    return {"genai_config.json": described, GENAI_PROCESSOR: processor}
+
+
+def genai_names(config: Any) -> tuple[str, ...]:
+    """The files :func:`write_genai` writes for a model of this config (none for a type genai does not run)."""
+    return ("genai_config.json", GENAI_PROCESSOR) if config.model_type in GENAI_TYPES else ()
+
+
+def write_genai(out: str, config: Any, model: torch.nn.Module, directory: str) -> None:
+    """Write :func:`genai_files` into ``out`` for a model of ``GENAI_TYPES`` (nothing for another type), from
+    the image processor settings in ``directory``'s ``preprocessor_config.json``."""
+    import json
+
+    if not genai_names(config):
+        return
+    path = os.path.join(directory, "preprocessor_config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            preprocessor = json.load(f)
+    except (OSError, ValueError):
+        preprocessor = {}  # the defaults of the model's config
+    for name, data in genai_files(config, model, preprocessor if isinstance(preprocessor, dict) else {}).items():
+        with open(os.path.join(out, name), "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
