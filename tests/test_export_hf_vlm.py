@@ -1,4 +1,4 @@
-"""export-hf's image-text-to-text: tiny random LLaVA and Mistral 3 models with their processors written here,
+"""export-hf's image-text-to-text: tiny random LLaVA, Mistral 3 and InternVL models with their processors written here,
 exported as three models (vision, embedding, decoder), and generated from in onnxruntime by ``generate_vlm``
 against transformers' ``generate`` on the PyTorch model. Nothing downloaded."""
 
@@ -95,6 +95,36 @@ def pixtral_inputs(directory: str, texts: list[str], pictures: list[object]) -> 
     return {**tokens, **pixels}
 
 
+def write_internvl(directory: str) -> torch.nn.Module:
+    """A random InternVL (its vision tower on 32x32 tiles in 8x8 patches, pixel-shuffled to 4 tokens a tile;
+    a Qwen2 text model) and its image processor (an image cut into up to 2 tiles and a thumbnail)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, ("<img>", "</img>", "<IMG_CONTEXT>"))
+    config = transformers.InternVLConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=[32, 32], patch_size=[8, 8]),
+        text_config=dict(model_type="qwen2", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_id=vocab["<IMG_CONTEXT>"], downsample_ratio=0.5, vision_feature_layer=-1,
+        vision_feature_select_strategy="default")
+    model = transformers.InternVLForConditionalGeneration(config).eval()
+    model.save_pretrained(directory)
+    transformers.GotOcr2ImageProcessorPil(size={"height": 32, "width": 32}, crop_to_patches=True, min_patches=1,
+                                          max_patches=2).save_pretrained(directory)
+    return model
+
+
+def internvl_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
+    """What InternVL's processor gives (it needs torchvision for its video processor): every tile of the
+    images, and each prompt's ``<image>`` replaced by ``<img>``, 4 ``<IMG_CONTEXT>`` per tile, ``</img>``."""
+    pixels = transformers.GotOcr2ImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt")
+    prompts = [text.replace("<image>", "<img>" + "<IMG_CONTEXT>" * (4 * int(tiles)) + "</img>", 1)
+               for text, tiles in zip(texts, pixels["num_patches"])]
+    tokens = transformers.AutoTokenizer.from_pretrained(directory)(prompts, return_tensors="pt", padding=True)
+    return {**tokens, "pixel_values": pixels["pixel_values"]}
+
+
 def images(*sizes: tuple[int, int]) -> list[object]:
     from PIL import Image
 
@@ -185,6 +215,19 @@ def test_mistral3_folder_generates_in_onnxruntime_genai_as_transformers(mistral3
         scores = model(**expected_inputs).logits[0, -1].numpy()
     assert tokens == expected
     np.testing.assert_allclose(first_scores, scores, atol=1e-4, rtol=1e-4)
+
+
+def test_internvl_folder_generates_as_transformers_on_images_cut_into_tiles(tmp_path):
+    directory, out = str(tmp_path / "internvl"), str(tmp_path / "onnx")
+    model = write_internvl(directory)
+    assert pick_task(directory).task == "image-text-to-text"
+    export_hf(directory, "auto", out)
+    texts = ["user: <image> what is in this picture ? assistant:", "<image> describe it"]
+    inputs = internvl_inputs(directory, texts, images((40, 80), (32, 32)))
+    assert inputs["pixel_values"].shape[0] == 4  # 2 tiles and a thumbnail, then 1 tile
+    with torch.no_grad():
+        expected = model.generate(**inputs, do_sample=False, max_new_tokens=6)
+    assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
 
 
 def test_generate_vlm_refuses_a_folder_without_the_three_models(tmp_path):
