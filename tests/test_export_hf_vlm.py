@@ -230,6 +230,17 @@ def test_internvl_folder_generates_as_transformers_on_images_cut_into_tiles(tmp_
     assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
 
 
+def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anything_is_written(tmp_path):
+    config = transformers.Gemma3Config(text_config=dict(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                                        num_hidden_layers=1, num_attention_heads=2,
+                                                        num_key_value_heads=1, head_dim=16))
+    config.architectures = ["Gemma3ForConditionalGeneration"]
+    config.save_pretrained(tmp_path / "gemma3")
+    with pytest.raises(InvalidInputError, match="gemma3 models .* both ways"):
+        export_hf(tmp_path / "gemma3", "auto", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_generate_vlm_refuses_a_folder_without_the_three_models(tmp_path):
     (tmp_path / "model.onnx").write_bytes(b"")
     with pytest.raises(InvalidInputError, match="vision.onnx, embedding.onnx"):

@@ -49,7 +49,7 @@ from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.hf.tasks import MODULES_FILE, TASK_KEY, pick_task
-from onnxport.hf.vlm import VLM_FILES, VlmPrograms, export_vlm, genai_names, write_genai
+from onnxport.hf.vlm import VLM_FILES, VlmPrograms, check_supported, export_vlm, genai_names, write_genai
 from onnxport.program import OnnxProgram
 
 __all__ = ["TASKS", "TASK_KEY", "Task", "export_hf", "read_config"]
@@ -130,6 +130,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                *(name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name)))]
     config = read_config(model_dir)
     if spec.vlm:
+        check_supported(config)
         written += genai_names(config)
     check_output_folder(out, written)
     scheme = prequantized.scheme_of(config)

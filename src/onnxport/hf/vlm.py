@@ -325,3 +325,31 @@ def write_genai(out: str, config: Any, model: torch.nn.Module, directory: str) -
     for name, data in genai_files(config, model, preprocessor if isinstance(preprocessor, dict) else {}).items():
         with open(os.path.join(out, name), "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2)
+
+
+# The vision-language models whose split is tested to generate as transformers does; another is refused,
+# with what stands in the way where it is known.
+SUPPORTED = ("llava", "mistral3", "internvl")
+_WHY_NOT = {
+    "gemma3": "its image tokens attend to each other both ways in the prompt (token_type_ids), which a decoder "
+              "fed embeddings alone cannot tell",
+    "paligemma": "its prompt prefix attends both ways (token_type_ids), which a decoder fed embeddings alone cannot "
+                 "tell",
+    "qwen2_vl": "its vision model takes a grid of patches whose layout (image_grid_thw) sets the shapes, and its "
+                "decoder 3-d positions",
+    "qwen2_5_vl": "its vision model takes a grid of patches whose layout (image_grid_thw) sets the shapes, and its "
+                  "decoder 3-d positions",
+}
+
+
+def check_supported(config: Any) -> None:
+    """Refuse, before anything is loaded or written, a vision-language model whose split is not known to
+    generate as transformers does."""
+    kind = config.model_type
+    if kind in SUPPORTED:
+        return
+    why = _WHY_NOT.get(kind, "its split into vision, embedding and decoder models is not tested to generate as "
+                             "transformers does")
+    raise InvalidInputError(f"onnxport does not export {kind} models for image-text-to-text yet: {why}",
+                            fix=f"export one of {', '.join(SUPPORTED)}; or export its text model for "
+                            "text-generation, or the whole model with onnxport.export")
