@@ -156,6 +156,12 @@ CASES = [
     OpCase(aten.all.default, args=lambda: (randn(3, 4),), name="float", expect_ops=["ReduceMin"]),
     OpCase(aten.all.dim, args=lambda: (randn(3, 4) > -1, 0, True), name="dim"),
     OpCase(aten.all.dims, args=lambda: (randn(2, 3, 4) > -1, [0, 2]), name="dims"),
+    OpCase(aten._is_all_true.default, args=lambda: (randn(3, 4) > -1,), name="bool"),
+    OpCase(aten._is_all_true.default, args=lambda: (torch.ones(3, 4, dtype=torch.bool),), name="true"),
+    OpCase(aten._is_any_true.default, args=lambda: (randn(3, 4) > 1,), name="bool"),
+    OpCase(aten._is_any_true.default, args=lambda: (torch.zeros(0, 4, dtype=torch.bool),), name="empty"),
+    OpCase(aten.all.default, args=lambda: (torch.zeros(0, 4, dtype=torch.bool),), name="empty"),
+    OpCase(aten.any.dim, args=lambda: (torch.zeros(3, 0), 1), name="empty_dim"),
     OpCase(aten.any.default, args=lambda: (torch.tensor([0, 3, 0], dtype=torch.uint8),), name="uint8"),
     # logsumexp
     OpCase(aten.logsumexp.default, args=lambda: (randn(3, 4), [1]), expect_ops=["ReduceMax"], dtypes=(f32, f16)),

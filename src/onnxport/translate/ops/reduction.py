@@ -226,18 +226,26 @@ def _any_all(ctx: Ctx, op: str, x: ir.Value, dim: int | Sequence[int] | None, ke
     b = _cast(ctx, x, ir.DataType.BOOL)
     if dim is not None and not isinstance(dim, int) and len(dim) == 0:
         return ctx.cast(b, ctx.out_dtype())  # any.dims with dim=[] reduces nothing in torch
-    return ctx.cast(_minmax(ctx, op, b, dim, keepdim), ctx.out_dtype())
+    # Reduced as uint8: over no element ReduceMax gives 0 (any: false) and ReduceMin 255 (all: true), as torch
+    # does; onnxruntime refuses an empty bool ReduceMax or ReduceMin.
+    flags = _cast(ctx, b, ir.DataType.UINT8)
+    return ctx.cast(_cast(ctx, _minmax(ctx, op, flags, dim, keepdim), ir.DataType.BOOL), ctx.out_dtype())
 
 
-@aten(aten_.any.default, aten_.any.dim, aten_.any.dims)
+@aten(aten_.any.default, aten_.any.dim, aten_.any.dims, aten_._is_any_true.default)
 def any_(ctx: Ctx, x: ir.Value, dim: int | list[int] | None = None, keepdim: bool = False) -> ir.Value:
-    """any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
+    """any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
+
+    Also ``_is_any_true(Tensor self) -> Tensor``, the same on a bool tensor (what ``torch._check`` on a tensor
+    and ``torch.is_nonzero``-style guards trace to)."""
     return _any_all(ctx, "ReduceMax", x, dim, keepdim)
 
 
-@aten(aten_.all.default, aten_.all.dim, aten_.all.dims)
+@aten(aten_.all.default, aten_.all.dim, aten_.all.dims, aten_._is_all_true.default)
 def all_(ctx: Ctx, x: ir.Value, dim: int | list[int] | None = None, keepdim: bool = False) -> ir.Value:
-    """all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
+    """all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor
+
+    Also ``_is_all_true(Tensor self) -> Tensor``, the same on a bool tensor."""
     return _any_all(ctx, "ReduceMin", x, dim, keepdim)
 
 
