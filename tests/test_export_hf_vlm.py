@@ -1,4 +1,4 @@
-"""export-hf's image-text-to-text: tiny random LLaVA, Mistral 3 and InternVL models with their processors written here,
+"""export-hf's image-text-to-text: tiny random LLaVA, Mistral 3, InternVL and Gemma 3 models with their processors written here,
 exported as three models (vision, embedding, decoder), and generated from in onnxruntime by ``generate_vlm``
 against transformers' ``generate`` on the PyTorch model. Nothing downloaded."""
 
@@ -125,6 +125,33 @@ def internvl_inputs(directory: str, texts: list[str], pictures: list[object]) ->
     return {**tokens, "pixel_values": pixels["pixel_values"]}
 
 
+def write_gemma3(directory: str) -> torch.nn.Module:
+    """A random Gemma 3 (SigLIP tower on 32x32 images in 4x4 patches pooled to 16 tokens; a Gemma 3 text model
+    with a sliding window) and its processor, whose image tokens attend to each other both ways."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, ("<start_of_image>", "<end_of_image>", "<image_soft_token>"))
+    with open(os.path.join(directory, "tokenizer_config.json"), encoding="utf-8") as f:
+        settings = json.load(f)
+    settings["extra_special_tokens"] = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                                        "image_token": "<image_soft_token>"}
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(settings, f)
+    config = transformers.Gemma3Config(
+        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+                         sliding_window=16, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=4),
+        mm_tokens_per_image=16, image_token_index=vocab["<image_soft_token>"],
+        boi_token_index=vocab["<start_of_image>"], eoi_token_index=vocab["<end_of_image>"])
+    model = transformers.Gemma3ForConditionalGeneration(config).eval()
+    model.save_pretrained(directory)
+    transformers.Gemma3Processor(image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
+                                 tokenizer=transformers.AutoTokenizer.from_pretrained(directory),
+                                 image_seq_length=16).save_pretrained(directory)
+    return model
+
+
 def images(*sizes: tuple[int, int]) -> list[object]:
     from PIL import Image
 
@@ -230,14 +257,32 @@ def test_internvl_folder_generates_as_transformers_on_images_cut_into_tiles(tmp_
     assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
 
 
+def test_gemma3_folder_generates_as_transformers_with_image_tokens_attending_both_ways(tmp_path):
+    """Gemma 3's image tokens see each other both ways in the prompt: its decoder takes token_type_ids over the
+    whole sequence (so onnxruntime-genai, which feeds embeddings alone, gets no genai_config.json for it), and
+    the mask combining that with the sliding window is captured without vmap."""
+    import onnx
+
+    directory, out = str(tmp_path / "gemma3"), str(tmp_path / "onnx")
+    model = write_gemma3(directory)
+    export_hf(directory, "auto", out)
+    decoder = onnx.load(os.path.join(out, "model.onnx"), load_external_data=False)
+    assert "token_type_ids" in [i.name for i in decoder.graph.input]
+    assert not os.path.exists(os.path.join(out, "genai_config.json"))
+    texts = ["user: <start_of_image> what is in this picture ? assistant:", "<start_of_image> describe it"]
+    pictures = [[picture] for picture in images((40, 48), (32, 32))]
+    expected = reference(model, directory, texts, pictures, 6)
+    assert torch.equal(generate_vlm(out, texts, pictures, max_new_tokens=6), expected)
+
+
 def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anything_is_written(tmp_path):
-    config = transformers.Gemma3Config(text_config=dict(vocab_size=64, hidden_size=32, intermediate_size=64,
-                                                        num_hidden_layers=1, num_attention_heads=2,
-                                                        num_key_value_heads=1, head_dim=16))
-    config.architectures = ["Gemma3ForConditionalGeneration"]
-    config.save_pretrained(tmp_path / "gemma3")
-    with pytest.raises(InvalidInputError, match="gemma3 models .* both ways"):
-        export_hf(tmp_path / "gemma3", "auto", tmp_path / "out")
+    config = transformers.Qwen2VLConfig(text_config=dict(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                                         num_hidden_layers=1, num_attention_heads=2,
+                                                         num_key_value_heads=1))
+    config.architectures = ["Qwen2VLForConditionalGeneration"]
+    config.save_pretrained(tmp_path / "qwen2_vl")
+    with pytest.raises(InvalidInputError, match="qwen2_vl models .* grid of patches"):
+        export_hf(tmp_path / "qwen2_vl", "auto", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

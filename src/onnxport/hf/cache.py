@@ -315,6 +315,9 @@ def mask_spans_cache(model: Any) -> Iterator[None]:
             return
         past = tensors[0].shape[2]
         torch._check(mask.shape[1] == past + ids.shape[1])
+        types = kwargs.get("token_type_ids")  # over the whole sequence where a decoder takes them so (Gemma 3's)
+        if types is not None and types.dim() == 2 and types.shape[1] != ids.shape[1]:
+            torch._check(types.shape[1] == mask.shape[1])
         for t in tensors:  # and one past length
             torch._check(t.shape[2] == past)
 

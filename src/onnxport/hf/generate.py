@@ -40,6 +40,7 @@ def generate(
     pad_token_id: int | None = None,
     output_logits: bool = False,
     embed: Callable[[np.ndarray, bool], np.ndarray] | None = None,
+    token_type_ids: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
     """Greedy decoding: the prompt and up to ``max_new_tokens`` new tokens, ``(batch, prompt + new)``.
 
@@ -50,7 +51,9 @@ def generate(
     ``logits[i]`` the ``(batch, vocab)`` scores of step i (as transformers' ``output_logits``).
 
     A decoder that takes ``inputs_embeds`` instead of ``input_ids`` (a vision-language model's) needs
-    ``embed(ids, prompt)``: the embeddings of the tokens ``ids`` (the prompt when ``prompt`` is true).
+    ``embed(ids, prompt)``: the embeddings of the tokens ``ids`` (the prompt when ``prompt`` is true). A decoder
+    that takes ``token_type_ids`` over the whole sequence (Gemma 3's, 1 for image tokens) is given the prompt's,
+    then 0 for each new token.
     """
     session = _session(model)
     inputs = {i.name: i for i in session.get_inputs()}
@@ -82,6 +85,9 @@ def generate(
         feed = {"input_ids": step_ids, "attention_mask": mask, "position_ids": positions, **past}
         if "input_ids" not in inputs:
             feed["inputs_embeds"] = embed(step_ids, step == 0)
+        if "token_type_ids" in inputs:
+            given = np.zeros_like(ids) if token_type_ids is None else token_type_ids.cpu().numpy().astype(np.int64)
+            feed["token_type_ids"] = np.pad(given, ((0, 0), (0, mask.shape[1] - given.shape[1])))
         outputs = _run(session, feed)
         chosen = _pick(outputs["logits"], scores, finished, eos_token_id, pad)
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)

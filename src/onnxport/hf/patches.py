@@ -6,6 +6,9 @@ fed by ``torch.histc``, which no ONNX runtime has. ``"batched_mm"`` computes the
 batched matmuls, which translate to plain ONNX. The switch is made on the model's configs for the
 duration of the capture and undone on every path; the user's model is left as it was.
 
+Attention masks that combine mask functions are built without ``torch.vmap`` during the capture
+(:func:`_masks_without_vmap`): functorch's batching ops have no ONNX form.
+
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
 behind ``.contiguous()``) fix a length whose example is 1 for the rest of the graph. So such a step is
@@ -49,11 +52,44 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
             saved.append((config, config._experts_implementation))
             config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
-        with _cache.mask_spans_cache(model):
+        with _cache.mask_spans_cache(model), _masks_without_vmap():
             yield
     finally:
         for config, value in saved:
             config._experts_implementation = value
+
+
+@contextlib.contextmanager
+def _masks_without_vmap() -> Iterator[None]:
+    """transformers builds an attention mask with ``torch.vmap`` over its mask function as soon as one is
+    combined with another (a sliding window and Gemma 3's image blocks): capture then records functorch's
+    batching ops (``_add_batch_dim``), which have no ONNX form. Its own mask functions are written to work on
+    broadcast index tensors as well (its non-vmap path, the default for a plain causal mask), so for the
+    capture the mask functions that take ``use_vmap`` are called with it off. Verification compares the
+    result with eager PyTorch, which keeps vmap."""
+    from transformers import masking_utils
+
+    interface = getattr(masking_utils, "ALL_MASK_ATTENTION_FUNCTIONS", None)
+    mapping = getattr(interface, "_global_mapping", None)
+    if not isinstance(mapping, dict):
+        yield
+        return
+    saved = dict(mapping)
+
+    def without_vmap(build: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            kwargs["use_vmap"] = False
+            return build(*args, **kwargs)
+        return call
+
+    for name, build in saved.items():
+        if callable(build) and "use_vmap" in inspect.signature(build).parameters:
+            mapping[name] = without_vmap(build)
+    try:
+        yield
+    finally:
+        mapping.clear()
+        mapping.update(saved)
 
 
 # Inputs of a causal LM's step that run along the new tokens: how each widens from one token to two.

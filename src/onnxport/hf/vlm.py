@@ -4,12 +4,13 @@ A transformers ``*ForConditionalGeneration`` that reads images and text becomes 
 
 - ``vision.onnx``: ``pixel_values`` to ``image_features``, one row per image token of the prompt, every
   image's rows one after the other, projected into the text model's embedding space: a dynamic batch of
-  images of the config's size (LLaVA, Gemma 3), or one image of any height and width (Mistral 3, whose
+  images of the config's size (LLaVA, InternVL's tiles, Gemma 3), or one image of any height and width (Mistral 3, whose
   Pixtral tower reads an image's patches at its own size: onnxruntime-genai runs it once per image);
 - ``embedding.onnx``: ``input_ids`` and ``image_features`` to ``inputs_embeds``: the text model's token
   embeddings, with the rows of ``image_features``, in order, in place of each image token;
 - ``model.onnx``: the text decoder on ``inputs_embeds`` with its KV cache, named as ``text-generation``
-  names it (``past_key_values.{i}.key`` in, ``present.{i}.key`` out).
+  names it (``past_key_values.{i}.key`` in, ``present.{i}.key`` out); Gemma 3's also on ``token_type_ids``
+  over the whole sequence (its image tokens attend to each other both ways).
 
 A prompt runs the three once; each later token runs the embedding model (with no image features: a
 ``[0, hidden]`` tensor) and the decoder. :func:`generate_vlm` does so in onnxruntime, greedily, from a
@@ -72,6 +73,13 @@ def per_image(model: torch.nn.Module) -> bool:
     """Whether the vision model takes one image at a time, of any size (Mistral 3's Pixtral tower: the patches
     of an image of its own height and width; onnxruntime-genai runs it once per image)."""
     return model.config.model_type == "mistral3"
+
+
+def images_attend_both_ways(model: torch.nn.Module) -> bool:
+    """Whether the tokens of one image attend to each other both ways in the prompt (Gemma 3): the decoder then
+    takes ``token_type_ids`` over the whole sequence (past and new tokens, like ``attention_mask``; 1 for an
+    image token), which a runtime that feeds embeddings alone (onnxruntime-genai) does not give."""
+    return model.config.model_type == "gemma3"
 
 
 def _splits_batch(model: torch.nn.Module) -> bool:
@@ -158,6 +166,10 @@ def _example_inputs(model: torch.nn.Module, config: Any) -> dict[str, dict[str, 
                "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64),
                "position_ids": torch.arange(PAST, PAST + NEW).expand(EXAMPLE_BATCH, NEW).clone(),
                cache_argument(model): cache}
+    if images_attend_both_ways(model):  # two image tokens among the new ones, seeing each other
+        types = torch.zeros(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64)
+        types[:, PAST:PAST + 2] = 1
+        decoder["token_type_ids"] = types
     return {"vision.onnx": pixels, "embedding.onnx": {"input_ids": ids, "image_features": features},
             "model.onnx": decoder}
 
@@ -175,9 +187,12 @@ def export_vlm(model: torch.nn.Module, config: Any, **options: Any) -> dict[str,
     weights = options.pop("weights", None)
     quantize = options.pop("quantize", None)  # the decoder's layers only, as a runtime for these models expects
     embed_name = next(name for name, module in model.named_modules() if module is model.get_input_embeddings())
-    cache_name = next(name for name in inputs["model.onnx"] if name not in _DECODER_INPUTS)
+    cache_name = next(name for name in inputs["model.onnx"] if name not in (*_DECODER_INPUTS, "token_type_ids"))
     tokens = {0: Dim.AUTO, 1: Dim.AUTO}
-    decoder = {**{name: tokens for name in _DECODER_INPUTS}, cache_name: auto_spec(inputs["model.onnx"][cache_name])}
+    decoder = {**{name: tokens for name in _DECODER_INPUTS if name in inputs["model.onnx"]},
+               cache_name: auto_spec(inputs["model.onnx"][cache_name])}
+    if "token_type_ids" in inputs["model.onnx"]:
+        decoder["token_type_ids"] = tokens
     images = {"pixel_values": {2: Dim.DYNAMIC, 3: Dim.DYNAMIC} if per_image(model) else {0: Dim.DYNAMIC}}
     parts = {"vision.onnx": (VisionModel(model), images, "model.", ["image_features"]),
              "embedding.onnx": (EmbeddingModel(model, image_token_id(config)),
@@ -256,9 +271,14 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
         eos_token_id = eos_token_id[0]
     from onnxport.hf.generate import generate
 
-    return generate(os.path.join(folder, "model.onnx"), torch.from_numpy(batch["input_ids"].astype(np.int64)),
-                    torch.from_numpy(batch["attention_mask"].astype(np.int64)), max_new_tokens=max_new_tokens,
-                    eos_token_id=eos_token_id, pad_token_id=pad_token_id, embed=embed)
+    ids = torch.from_numpy(batch["input_ids"].astype(np.int64))
+    types = None
+    if "token_type_ids" in {i.name for i in sessions["model.onnx"].get_inputs()}:  # 1 for the image tokens
+        config = transformers.AutoConfig.from_pretrained(folder)
+        types = (ids == image_token_id(config)).to(torch.int64)
+    return generate(os.path.join(folder, "model.onnx"), ids, torch.from_numpy(batch["attention_mask"].astype(np.int64)),
+                    max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id, embed=embed,
+                    token_type_ids=types)
 
 
 GENAI_TYPES = ("mistral3",)  # the models onnxruntime-genai runs that these files are written for
@@ -329,10 +349,8 @@ def write_genai(out: str, config: Any, model: torch.nn.Module, directory: str) -
 
 # The vision-language models whose split is tested to generate as transformers does; another is refused,
 # with what stands in the way where it is known.
-SUPPORTED = ("llava", "mistral3", "internvl")
+SUPPORTED = ("llava", "mistral3", "internvl", "gemma3")
 _WHY_NOT = {
-    "gemma3": "its image tokens attend to each other both ways in the prompt (token_type_ids), which a decoder "
-              "fed embeddings alone cannot tell",
     "paligemma": "its prompt prefix attends both ways (token_type_ids), which a decoder fed embeddings alone cannot "
                  "tell",
     "qwen2_vl": "its vision model takes a grid of patches whose layout (image_grid_thw) sets the shapes, and its "
