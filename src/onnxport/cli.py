@@ -64,7 +64,7 @@ def _export_hf(ns: argparse.Namespace) -> int:
         task = picked.task
     result = export_hf(ns.directory, task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
                        streaming=False if ns.in_memory else None, quantize=ns.quantize)
-    programs = result if isinstance(result, tuple) else (result,)
+    programs = tuple(result.values()) if isinstance(result, dict) else result if isinstance(result, tuple) else (result,)
     if not ns.quiet:
         for prog in programs:
             print(prog.report.verification or "verification skipped: the weights were streamed from the "
@@ -217,10 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="print only the saved path")
     p.set_defaults(run=_export)
     p = sub.add_parser("export-hf", help="export a local transformers model directory for a task")
-    p.add_argument("directory", help="a transformers model directory: config.json and safetensors weights")
+    p.add_argument("directory", help="a transformers model directory (config.json and safetensors weights), or a "
+                   "diffusers pipeline directory (model_index.json)")
     p.add_argument("--task", default="text-generation", choices=[*TASKS, "auto"],
                    help="what the model is exported for (default: text-generation, with its KV cache); auto: "
-                   "read from config.json's architectures (a sentence-transformers directory: sentence-similarity)")
+                   "read from config.json's architectures (a sentence-transformers directory: sentence-similarity; a "
+                   "diffusers pipeline directory: text-to-image)")
     p.add_argument("-o", "--output", required=True, help="the folder to write the model(s) and their files into")
     _add_runtime_args(p)
     p.add_argument("--in-memory", action="store_true",

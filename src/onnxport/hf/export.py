@@ -45,6 +45,7 @@ import torch
 from onnxport.arguments import check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import prequantized, stream
+from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument, cache_of
@@ -71,9 +72,11 @@ logger = logging.getLogger("onnxport")
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
               *, opset: int | None = None, progress: bool = False,
               streaming: bool | None = None, target: Any = None,
-              quantize: bool | str | Mapping[str, Any] | None = None) -> OnnxProgram | Seq2SeqPrograms:
+              quantize: bool | str | Mapping[str, Any] | None = None
+              ) -> OnnxProgram | Seq2SeqPrograms | VlmPrograms | dict[str, OnnxProgram]:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
-    programs of a seq2seq task).
+    programs of a seq2seq task, the three of a vision-language model; for ``text-to-image``, a diffusers pipeline
+    directory, ``{component: program}``: ``onnxport.hf.diffusion``).
 
     ``streaming`` (default: True but for the seq2seq tasks) exports without loading the weights: the ONNX
     weights are the checkpoint's, in its dtype, copied from its safetensors files when the model is saved,
@@ -97,6 +100,13 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     report; a directory that does not tell is an ``InvalidInputError``.
     """
     directory = os.fspath(directory)
+    if task == "text-to-image" or (task == "auto" and os.path.isfile(os.path.join(directory, INDEX_FILE))):
+        if quantize is not None:
+            raise InvalidInputError("onnxport does not quantize a text-to-image pipeline",
+                                    fix="export it without quantize")
+        if task == "auto":
+            logger.info("%s", pick_task(directory))
+        return export_diffusion(directory, out, opset=opset, progress=progress, streaming=streaming, target=target)
     if not isinstance(task, str) or (task not in TASKS and task != "auto"):
         raise InvalidInputError(f"task {task!r} is not one onnxport exports from a directory",
                                 fix=f"use one of {', '.join(TASKS)}, or auto (read from the directory)")
@@ -406,6 +416,7 @@ TASKS: dict[str, Task] = {
     "question-answering": Task("AutoModelForQuestionAnswering", _encoder_inputs),
     "sentence-similarity": Task("AutoModel", _encoder_inputs),  # the transformer of a sentence-transformers directory
     "image-text-to-text": Task("AutoModelForImageTextToText", _text_inputs, vlm=True),
+    "text-to-image": Task("DiffusionPipeline", _text_inputs),  # a diffusers directory: onnxport.hf.diffusion
 }
 
 

@@ -74,6 +74,10 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
     """transformers' pipeline for the task of the exported ``folder`` (or its ``model.onnx``), running the model
     in onnxruntime: ``pipeline("out")("Paris is the [MASK] of France")``.
 
+    A ``text-to-image`` folder (a diffusers pipeline: ``model_index.json``) gets
+    ``onnxport.hf.diffusion_runner.OnnxDiffusionPipeline``, which runs the denoising loop with diffusers' own
+    scheduler: ``pipeline("out")("a photo of a cat", num_inference_steps=20).images``.
+
     ``task`` defaults to the one the model was exported for (and must agree with it); ``providers`` and
     ``session_options`` are onnxruntime's (default: the CPU provider); other keyword arguments go to the
     pipeline (``top_k=``, ``aggregation_strategy=``, ...). The pipeline's tensors stay on the CPU: onnxruntime's
@@ -82,6 +86,10 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
     import onnxruntime as ort
 
     folder = os.fspath(folder)
+    if os.path.isfile(os.path.join(folder, "model_index.json")) and task in (None, "text-to-image"):
+        from onnxport.hf.diffusion_runner import text_to_image  # a diffusers pipeline, run with its scheduler
+
+        return text_to_image(folder, providers=providers)
     path = os.path.join(folder, "model.onnx")
     if folder.endswith(".onnx") and os.path.isfile(folder):
         path, folder = folder, os.path.dirname(folder) or "."

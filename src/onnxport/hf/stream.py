@@ -33,7 +33,7 @@ _IN_MEMORY = "export with the model loaded instead (export_hf(..., streaming=Fal
 
 
 def meta_model(directory: str, auto: str, config: Any) -> tuple[torch.nn.Module, Weights]:
-    """The model of ``directory`` for the auto class ``auto`` on the meta device (but for the buffers it
+    """The model of ``directory`` for the auto class (or model class) ``auto`` on the meta device (but for the buffers it
     computes itself), and its weights named as the model names them."""
     import transformers
 
@@ -42,8 +42,10 @@ def meta_model(directory: str, auto: str, config: Any) -> tuple[torch.nn.Module,
     except InvalidInputError as exc:
         raise InvalidInputError(exc.message, fix=f"{_IN_MEMORY}; or {exc.fix}") from None
     dtype = _checkpoint_dtype(config, weights)
+    cls = getattr(transformers, auto)  # an auto class, or a model class (a pipeline's CLIPTextModel)
+    build = cls.from_config if hasattr(cls, "from_config") else cls._from_config
     with torch.device("meta"):
-        model = getattr(transformers, auto).from_config(config, dtype=dtype).eval()
+        model = build(config, dtype=dtype).eval()
     _keep_in_float32(model, dtype)
     names = _checkpoint_names(model, weights)
     _compute_buffers(model, names)

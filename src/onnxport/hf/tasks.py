@@ -1,6 +1,7 @@
 """The task of a model directory, read from its files as the Hugging Face Hub reads a model's task (``--task auto``).
 
-A sentence-transformers directory (a ``modules.json``) is ``sentence-similarity``; otherwise each class named in
+A sentence-transformers directory (a ``modules.json``) is ``sentence-similarity``, a diffusers pipeline directory
+(a ``model_index.json``) ``text-to-image``; otherwise each class named in
 config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and ``*LMHeadModel``) generate text,
 ``*ForMaskedLM`` fill a mask, ``*ForSequenceClassification``, ``*ForTokenClassification``,
 ``*ForQuestionAnswering``, ``*ForImageClassification``, ``*ForObjectDetection``, ``*ForDepthEstimation`` and
@@ -23,6 +24,7 @@ from onnxport.errors import InvalidInputError
 __all__ = ["MODULES_FILE", "TASK_KEY", "Picked", "model_class_names", "pick_task"]
 
 MODULES_FILE = "modules.json"  # what makes a directory a sentence-transformers model
+PIPELINE_INDEX = "model_index.json"  # what makes a directory a diffusers pipeline
 TASK_KEY = "onnxport.hf.task"  # the metadata entry of each model export_hf writes, naming its task
 
 # The heads whose name says the task, in the order they are tried (the first suffix that matches wins).
@@ -88,6 +90,8 @@ def pick_task(directory: str | os.PathLike[str]) -> Picked:
                                 "(config.json and safetensors weights, as save_pretrained writes it)")
     if os.path.isfile(os.path.join(directory, MODULES_FILE)):
         return Picked("sentence-similarity", f"a sentence-transformers directory: it has {MODULES_FILE}")
+    if os.path.isfile(os.path.join(directory, PIPELINE_INDEX)):
+        return Picked("text-to-image", f"a diffusers pipeline directory: it has {PIPELINE_INDEX}")
     path = os.path.join(directory, "config.json")
     fix = "name the task: --task (or task=) with one of the tasks export-hf knows"
     try:
