@@ -14,8 +14,14 @@ demo: $(VENV)/.installed
 	$(BIN)/onnxport demo
 
 test: $(VENV)/.installed runtimes
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow"
 	$(MAKE) test-transformers
+
+# The tests marked `slow` (a minute or more each: exports that fall back to strict capture), left out of
+# `make test`, which CI runs.
+.PHONY: test-slow
+test-slow: $(VENV)/.installed
+	$(BIN)/python -m pytest -n auto --dist loadfile -m slow
 
 # The transformers-dependent tests (marked `transformers`) again, against the other end of the supported
 # range: requirements-test.txt pins the oldest transformers supported, $(TF_PINS) the newest (and whatever
@@ -26,7 +32,7 @@ TF_PINS := requirements-transformers-newest.txt
 .PHONY: test-transformers
 test-transformers: $(TF_VENV)/.installed
 	$(TF_VENV)/bin/python -m pip list --format=freeze | grep -i -E "^(transformers|huggingface_hub|tokenizers)=="
-	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m transformers
+	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m "transformers and not slow"
 
 $(TF_VENV)/.installed: pyproject.toml requirements-test.txt $(TF_PINS)
 	$(PYTHON) -m venv $(TF_VENV)

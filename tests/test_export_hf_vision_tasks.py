@@ -1,7 +1,9 @@
 """export-hf's image and audio tasks (zero-shot-image-classification, object-detection, image-segmentation,
 depth-estimation, audio-classification): tiny random models with their processors written here, exported, and
 the folder run in onnxruntime by ``onnxport.hf.pipeline`` against transformers' own pipeline on the PyTorch
-model; and ``--task auto`` for their architectures. Nothing downloaded."""
+model; and ``--task auto`` for their architectures. Images of one size (YOLOS, SegFormer, DPT) and of varying
+size (DETR and RT-DETR with a padded batch and its pixel_mask, GLPN, Depth Anything: dynamic height and width).
+Nothing downloaded."""
 
 from __future__ import annotations
 
@@ -77,6 +79,20 @@ def task_of(folder: os.PathLike[str]) -> str:
 
     props = onnx.load(os.path.join(folder, "model.onnx"), load_external_data=False).metadata_props
     return {p.key: p.value for p in props}["onnxport.hf.task"]
+
+
+def assert_same_segments(onnx: object, eager: object) -> None:
+    """Two pictures through both segmentation pipelines (the ONNX one in a batch of two): the same labels, more
+    than one each, and identical masks of the picture's size, with no scores (semantic segmentation)."""
+    pictures = images((40, 50), (32, 70))
+    got, expected = onnx(pictures, batch_size=2), eager(pictures)
+    assert [[s["label"] for s in r] for r in got] == [[s["label"] for s in r] for r in expected]
+    assert all(len(r) > 1 for r in got)
+    for row, want in zip(got, expected):
+        for segment, wanted in zip(row, want):
+            assert segment["score"] is None and wanted["score"] is None
+            assert segment["mask"].size == wanted["mask"].size == row[0]["mask"].size
+            np.testing.assert_array_equal(np.array(segment["mask"]), np.array(wanted["mask"]))
 
 
 def exported_image_model(model: torch.nn.Module, processor: object, directory: str, out: os.PathLike[str],
@@ -177,6 +193,86 @@ def test_object_detection_equals_transformers_pipeline(tmp_path) -> None:
     assert "image_size" in info.value.fix
 
 
+DETECTION_LABELS = {0: "cat", 1: "dog", 2: "car"}
+
+
+def write_detector(directory: str, family: str) -> tuple[torch.nn.Module, object]:
+    """A random DETR (a transformers ResNet backbone, not timm's) or RT-DETR, one layer each, 5 queries, and its
+    image processor: shortest edge 64, longest 96, a padded batch with its pixel_mask. Their weights are drawn
+    anew: as initialised, every query finds the same box."""
+    torch.manual_seed(0)
+    labels = dict(num_labels=3, id2label=DETECTION_LABELS, label2id={v: k for k, v in DETECTION_LABELS.items()})
+    layers = dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                  decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_queries=5, **labels)
+    resnet = dict(embedding_size=8, hidden_sizes=[8, 16, 16, 32], depths=[1, 1, 1, 1], layer_type="basic")
+    size = {"shortest_edge": 64, "longest_edge": 96}
+    if family == "detr":
+        backbone = transformers.ResNetConfig(**resnet, out_features=["stage4"])
+        config = transformers.DetrConfig(use_timm_backbone=False, backbone_config=backbone,
+                                         use_pretrained_backbone=False, **layers)
+        model = transformers.DetrForObjectDetection(config)
+        processor = transformers.DetrImageProcessor(size=size)
+    else:  # its feature pyramid takes sides that are multiples of 32
+        backbone = transformers.RTDetrResNetConfig(**resnet, out_features=["stage2", "stage3", "stage4"])
+        config = transformers.RTDetrConfig(backbone_config=backbone, encoder_in_channels=[16, 16, 32],
+                                           decoder_in_channels=[32, 32, 32], encoder_hidden_dim=32, **layers)
+        model = transformers.RTDetrForObjectDetection(config)
+        processor = transformers.RTDetrImageProcessor(size=size, do_pad=True)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, value in model.named_parameters():
+            if value.dim() > 1 or name.endswith("bias"):
+                value.normal_(0, 0.3)
+            else:  # the norms' scales
+                value.normal_(1, 0.5)
+    return model.eval(), processor
+
+
+# RT-DETR reads its sizes as Python numbers (len(), int()): only strict export keeps them dynamic, at ~1 min.
+@pytest.mark.parametrize("family", ["detr", pytest.param("rt_detr", marks=pytest.mark.slow)])
+def test_object_detection_of_varying_image_sizes_equals_transformers_pipeline(family, tmp_path) -> None:
+    directory, out = str(tmp_path / family), tmp_path / "out"
+    model, processor = write_detector(directory, family)
+    prog, onnx, eager = exported_image_model(model, processor, directory, out, "object-detection")
+    # The processor sizes each image by its aspect ratio: height and width are dynamic, the padding masked.
+    inputs = {i.name: i.shape for i in prog.model.graph.inputs}
+    assert list(inputs) == ["pixel_values", "pixel_mask"]
+    assert [isinstance(n, int) for n in inputs["pixel_values"]] == [False, True, False, False]
+    assert not any(isinstance(n, int) for n in inputs["pixel_mask"])
+    sides = [(40, 50), (70, 32), (64, 48)] if family == "detr" else [(32, 48), (48, 32), (48, 48)]
+    pictures = images(*sides)
+    thresholds = (0.2, 0.28) if family == "detr" else (0.7, 0.8)  # DETR's softmax has a no-object class
+    kept = []
+    for threshold in thresholds:
+        got = onnx(pictures, threshold=threshold)
+        assert_same(got, eager(pictures, threshold=threshold))
+        assert_same(onnx(pictures[1], threshold=threshold), eager(pictures[1], threshold=threshold))
+        kept.append(sum(map(len, got)))
+        if threshold == thresholds[0]:
+            assert len({box["label"] for r in got for box in r}) > 1
+    assert 5 * len(pictures) > kept[0] > kept[1] > 0, kept
+    # A batch of two images of different sizes, padded (transformers' pipeline batches one size only).
+    batch = processor(pictures[:2], return_tensors="pt")
+    assert batch["pixel_values"].shape[-2:] != processor(pictures[0], return_tensors="pt")["pixel_values"].shape[-2:]
+    assert not bool(batch["pixel_mask"].all())
+    with torch.no_grad():
+        expected = model(**batch)
+    outputs = onnx.model(**batch)
+    for name in ("logits", "pred_boxes"):
+        np.testing.assert_allclose(outputs[name].numpy(), expected[name].numpy(), atol=1e-4, rtol=0)
+    sizes = [(picture.height, picture.width) for picture in pictures[:2]]
+    for threshold in thresholds:
+        got, wanted = ([{k: v.tolist() for k, v in r.items()} for r in processor.post_process_object_detection(
+            o, threshold=threshold, target_sizes=sizes)] for o in (outputs, expected))
+        assert_same(got, wanted)
+        assert threshold != thresholds[0] or sum(len(r["scores"]) for r in got) > 0
+    single = processor(pictures[0], return_tensors="pt")["pixel_values"]  # no pixel_mask: every pixel counts
+    with torch.no_grad():
+        expected = model(pixel_values=single)
+    np.testing.assert_allclose(onnx.model(pixel_values=single).pred_boxes.numpy(), expected.pred_boxes.numpy(),
+                               atol=1e-4, rtol=0)
+
+
 def test_image_segmentation_equals_transformers_pipeline(tmp_path) -> None:
     directory, out = str(tmp_path / "segformer"), tmp_path / "out"
     torch.manual_seed(0)
@@ -190,15 +286,7 @@ def test_image_segmentation_equals_transformers_pipeline(tmp_path) -> None:
     processor = transformers.SegformerImageProcessor(size={"height": 32, "width": 32})
     prog, onnx, eager = exported_image_model(model, processor, directory, out, "image-segmentation")
     assert [o.name for o in prog.model.graph.outputs] == ["logits"]
-    pictures = images((40, 50), (32, 70))
-    got, expected = onnx(pictures, batch_size=2), eager(pictures)
-    assert [[s["label"] for s in r] for r in got] == [[s["label"] for s in r] for r in expected]
-    assert all(len(r) > 1 for r in got)
-    for row, want in zip(got, expected):
-        for segment, wanted in zip(row, want):
-            assert segment["score"] is None and wanted["score"] is None
-            assert segment["mask"].size == wanted["mask"].size == row[0]["mask"].size
-            np.testing.assert_array_equal(np.array(segment["mask"]), np.array(wanted["mask"]))
+    assert_same_segments(onnx, eager)
 
 
 def test_depth_estimation_equals_transformers_pipeline(tmp_path) -> None:
@@ -222,6 +310,63 @@ def test_depth_estimation_equals_transformers_pipeline(tmp_path) -> None:
         assert np.abs(gray).max() <= 1  # the 8-bit picture of the depth: rounding apart at most
 
 
+def write_depth_model(directory: str, family: str) -> tuple[torch.nn.Module, object]:
+    """A random GLPN (its processor rounds each side down to a multiple of 32) or Depth Anything (a Dinov2
+    backbone; its processor keeps the aspect ratio, sides multiples of 14): images of varying size."""
+    torch.manual_seed(0)
+    if family == "glpn":
+        config = transformers.GLPNConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16],
+                                         patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 1],
+                                         mlp_ratios=[2, 2], decoder_hidden_size=16, initializer_range=0.3)
+        return transformers.GLPNForDepthEstimation(config).eval(), transformers.GLPNImageProcessor(size_divisor=32)
+    backbone = transformers.Dinov2Config(hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
+                                         intermediate_size=32, patch_size=14, image_size=28, out_indices=[1, 2, 3, 4],
+                                         reshape_hidden_states=False)
+    config = transformers.DepthAnythingConfig(backbone_config=backbone, patch_size=14, reassemble_hidden_size=16,
+                                              neck_hidden_sizes=[8, 8, 16, 16], fusion_hidden_size=8,
+                                              head_hidden_size=8, initializer_range=0.3)
+    processor = transformers.DPTImageProcessor(size={"height": 42, "width": 42}, keep_aspect_ratio=True,
+                                               ensure_multiple_of=14, do_pad=False)
+    return transformers.DepthAnythingForDepthEstimation(config).eval(), processor
+
+
+# Depth Anything's head reads its output size with int(): only strict export keeps it dynamic (~15 s).
+@pytest.mark.parametrize("family", ["glpn", pytest.param("depth_anything", marks=pytest.mark.slow)])
+def test_depth_estimation_of_varying_image_sizes_equals_transformers_pipeline(family, tmp_path) -> None:
+    directory, out = str(tmp_path / family), tmp_path / "out"
+    model, processor = write_depth_model(directory, family)
+    prog, onnx, eager = exported_image_model(model, processor, directory, out, "depth-estimation")
+    shape = prog.model.graph.inputs[0].shape
+    assert [i.name for i in prog.model.graph.inputs] == ["pixel_values"]
+    assert [isinstance(n, int) for n in shape] == [False, True, False, False]  # height and width dynamic
+    pictures = images((70, 100), (100, 64), (40, 50))
+    sizes = {tuple(processor(p, return_tensors="pt")["pixel_values"].shape[-2:]) for p in pictures}
+    assert len(sizes) > 1, sizes
+    for result, wanted, picture in zip(onnx(pictures), eager(pictures), pictures):
+        depth = wanted["predicted_depth"].numpy()
+        assert depth.shape == (picture.height, picture.width) and np.ptp(depth) > 0
+        np.testing.assert_allclose(result["predicted_depth"].numpy(), depth, atol=1e-4 * np.abs(depth).max(), rtol=0)
+        gray = np.asarray(result["depth"], np.int16) - np.asarray(wanted["depth"], np.int16)
+        assert np.abs(gray).max() <= 1
+
+
+def test_dpt_semantic_segmentation_equals_transformers_pipeline(tmp_path) -> None:
+    directory, out = str(tmp_path / "dpt"), tmp_path / "out"
+    torch.manual_seed(0)
+    labels = {0: "sky", 1: "road", 2: "tree"}
+    config = transformers.DPTConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64,
+                                    image_size=32, patch_size=8, backbone_out_indices=[0, 1, 2, 3],
+                                    neck_hidden_sizes=[8, 16, 16, 32], fusion_hidden_size=16, head_in_index=-1,
+                                    use_auxiliary_head=False, num_labels=3, id2label=labels,
+                                    label2id={v: k for k, v in labels.items()}, initializer_range=0.3)
+    model = transformers.DPTForSemanticSegmentation(config).eval()
+    processor = transformers.DPTImageProcessor(size={"height": 32, "width": 32})
+    prog, onnx, eager = exported_image_model(model, processor, directory, out, "image-segmentation")
+    assert [o.name for o in prog.model.graph.outputs] == ["logits"]
+    assert [isinstance(n, int) for n in prog.model.graph.inputs[0].shape] == [False, True, True, True]  # one size
+    assert_same_segments(onnx, eager)
+
+
 AUDIO_LABELS = {0: "speech", 1: "music", 2: "noise", 3: "silence"}
 
 
@@ -239,6 +384,31 @@ def write_wav2vec2(directory: str, norm: str) -> torch.nn.Module:
     transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
                                           return_attention_mask=norm == "layer").save_pretrained(directory)
     return model
+
+
+def test_hubert_audio_classification_equals_transformers_pipeline(tmp_path) -> None:
+    directory, out = str(tmp_path / "hubert"), tmp_path / "out"
+    torch.manual_seed(0)
+    config = transformers.HubertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, conv_dim=(16, 16, 16),
+        conv_stride=(5, 4, 2), conv_kernel=(10, 8, 4), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+        classifier_proj_size=16, num_labels=4, id2label=AUDIO_LABELS, label2id={v: k for k, v in AUDIO_LABELS.items()},
+        initializer_range=0.3)
+    model = transformers.HubertForSequenceClassification(config).eval()
+    model.save_pretrained(directory)
+    transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+                                          return_attention_mask=False).save_pretrained(directory)
+    assert pick_task(directory).task == "audio-classification"
+    prog = export_hf(directory, "auto", out)
+    assert [i.name for i in prog.model.graph.inputs] == ["input_values"]
+    onnx = pipeline(out, top_k=None)
+    extractor = transformers.AutoFeatureExtractor.from_pretrained(directory)
+    eager = transformers.pipeline("audio-classification", model=model, feature_extractor=extractor, top_k=None)
+    rng = np.random.default_rng(0)
+    clips = [rng.standard_normal(n).astype(np.float32) for n in (3000, 5210)]
+    got = onnx(clips)
+    assert_same(got, eager(clips))
+    assert_same(onnx(clips, batch_size=2), eager(clips, batch_size=2))
 
 
 @pytest.mark.parametrize("norm", ["layer", "group"])
@@ -277,6 +447,7 @@ def test_auto_picks_the_image_and_audio_tasks(tmp_path) -> None:
         "SiglipModel": (transformers.SiglipConfig(), "zero-shot-image-classification"),
         "YolosForObjectDetection": (transformers.YolosConfig(), "object-detection"),
         "DetrForObjectDetection": (transformers.DetrConfig(use_timm_backbone=False), "object-detection"),
+        "RTDetrForObjectDetection": (transformers.RTDetrConfig(), "object-detection"),
         "SegformerForSemanticSegmentation": (transformers.SegformerConfig(), "image-segmentation"),
         "DPTForDepthEstimation": (transformers.DPTConfig(), "depth-estimation"),
         "GLPNForDepthEstimation": (transformers.GLPNConfig(), "depth-estimation"),

@@ -411,3 +411,37 @@ def test_other_sizes_keep_integer_values_valid():
     assert len(sets) == 2
     for (t,) in sets:
         assert t.dtype == ids.dtype and int(t.min()) >= int(ids.min()) and int(t.max()) <= int(ids.max())
+
+
+class _ResizeBack(torch.nn.Module):
+    """Pools, then resizes back to ``int()`` of the pooled size: non-strict export reads it as the example's."""
+
+    def forward(self, x):
+        y = torch.nn.functional.avg_pool2d(x, 2)
+        return torch.nn.functional.interpolate(y, size=(int(y.shape[2] * 2), int(y.shape[3] * 2)), mode="nearest")
+
+
+def test_a_size_pinned_by_a_guard_is_captured_strict() -> None:
+    import onnxport
+    from onnxport.capture.export import pinned_size_guards
+
+    x = torch.randn(1, 2, 12, 10)
+    dims = {"x": {2: Dim.DYNAMIC, 3: Dim.DYNAMIC}}
+    pinned = pinned_size_guards(export(_ResizeBack(), (x,), dynamic_shapes=dims, strict=False))
+    assert pinned == ["(2*(x.size()[2] // 2)) == 12", "(2*(x.size()[3] // 2)) == 10"]
+    prog = onnxport.export(_ResizeBack(), (x,), dynamic_shapes=dims)
+    assert [(a.ok, "dynamic size was fixed" in a.error) for a in prog.report.attempts] == [(False, True), (True, False)]
+    other = torch.randn(1, 2, 16, 6)  # another number of pooled rows and columns: the ONNX graph resizes to them
+    torch.testing.assert_close(torch.as_tensor(prog(other)), _ResizeBack()(other))
+
+
+def test_pinned_size_guards_leave_static_dims_relations_divisibility_and_sizes_0_and_1() -> None:
+    from types import SimpleNamespace
+
+    from onnxport.capture.export import pinned_size_guards
+
+    guards = ["L['x'].size()[1] == 8", "(L['x'][0].size()[1]) == 3", "(L['x'].size()[1] % 2) == 0",
+              "L['x'].size()[1] == L['y'].size()[1]", "((8*L['m'].size()[0]) // L['t'].size()[0]) == 8",
+              "(4*L['x'].size()[0]) == 4", "L['x'].size()[0] >= 2", "(14*(L['x'].size()[2] // 14)) == 84",
+              "(1 + (((-1) + L['x'].size()[3]) // 32)) == 1"]  # a ResNet's last map of a 32-pixel image
+    assert pinned_size_guards(SimpleNamespace(_guards_code=guards)) == ["(14*(x.size()[2] // 14)) == 84"]

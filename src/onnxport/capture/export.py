@@ -9,6 +9,7 @@ import inspect
 import io
 import linecache
 import logging
+import re
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -240,12 +241,16 @@ def _export_once(
             with _capturing(model, small, rewriter), blocks.applied():
                 ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
             _check_constants(ep)
+            _check_pinned_sizes(ep)
             return ep
+        except _PinnedSize:
+            raise  # the model's own reading of a size: the plain capture pins it too
         except Exception as exc:  # noqa: BLE001 - whatever it was, the plain capture decides
             reused = exc
     with _capturing(model, small, rewriter):
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     _check_constants(ep)
+    _check_pinned_sizes(ep)  # strict export may keep the size symbolic where non-strict pinned it
     if reuse:
         blocks.active = False
         blocks.notes.append(f"repeated blocks traced layer by layer: capturing them once failed ({_first_line(reused)})")
@@ -286,6 +291,47 @@ def _check_constants(ep: torch.export.ExportedProgram) -> None:
         raise _UntracedConstant(
             f"found a {_data_watch.MARKER}s ({', '.join(fake)}): values torch.export could not trace, such as "
             "tensors read through .data, frozen into the program"
+        )
+
+
+class _PinnedSize(RuntimeError):
+    """A capture that "worked" but holds a dynamic size as a constant: torch.export keeps it as a guard of its
+    program (checked when the program is called), which the ONNX graph has no place for."""
+
+
+# A guard holding an expression of input sizes equal to a number: ``(14*(L['x'].size()[2] // 14)) == 84``.
+_PINNED_GUARD = re.compile(r"^(?P<expr>.*\.size\(\)\[\d+\].*?)\s*==\s*(?P<value>-?\d+)$")
+_SIZE = re.compile(r"L(?:\[[^\]]+\])+\.size\(\)\[\d+\]")
+_BARE_SIZE = re.compile(r"\(*L(\[[^\]]+\])+\.size\(\)\[\d+\]\)*")
+
+
+def pinned_size_guards(ep: torch.export.ExportedProgram) -> list[str]:
+    """The guards of ``ep`` that pin a rounded expression of one dynamic input size to one value (``14*(h // 14)
+    == 84``: every height from 84 to 97): the model read a size as a Python number (``int(h // 14 * 14)``) and
+    computed the rest from the example's, so the graph answers for a few sizes only. A divisibility guard
+    (``x.size()[1] % 2 == 0``) holds for many sizes, one of several sizes relates them, and one that leaves a
+    single size (``4*b == 4``) is a size the model requires (``dynamic`` says so), and an intermediate size of 0 or
+    1 is torch's own specialisation of those sizes, not the model's reading: none is one."""
+    pinned = []
+    for guard in getattr(ep, "_guards_code", None) or ():
+        match = _PINNED_GUARD.match(guard.strip()) if isinstance(guard, str) else None
+        if match is None or "%" in match["expr"] or _BARE_SIZE.fullmatch(match["expr"].strip()):
+            continue  # a size itself equal to a number is a static dim of the program, which ONNX holds too
+        if len(set(_SIZE.findall(match["expr"]))) != 1 or "//" not in match["expr"]:
+            continue  # a relation between dims (8*m // t == 8), or one size required (4*b == 4: said elsewhere)
+        if int(match["value"]) in (0, 1):
+            continue  # an intermediate size of 0 or 1 (a ResNet's last map of a 32-pixel image: ceil(w / 32) == 1),
+            # which torch guards on for strides and broadcasting, where the graph stays right for other sizes
+        pinned.append(re.sub(r"L\['([^']+)'\]", r"\1", guard.strip()))
+    return pinned
+
+
+def _check_pinned_sizes(ep: torch.export.ExportedProgram) -> None:
+    pinned = pinned_size_guards(ep)
+    if pinned:
+        raise _PinnedSize(
+            f"a dynamic size was fixed at the example's: {'; '.join(pinned[:3])} (the model reads a size as a Python "
+            "number, int(size) say; torch.export checks that when its program is called, an ONNX graph cannot)"
         )
 
 

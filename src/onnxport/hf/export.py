@@ -11,7 +11,10 @@ so that onnxruntime-genai loads OUT/ as it is. The seq2seq tasks (``text2text-ge
 directory, its pooling and normalisation in the graph, ``onnxport.hf.sentence``) take ``token_type_ids`` too where
 the model has segment embeddings. The image tasks (``image-classification``, ``zero-shot-image-classification``:
 CLIP or SigLIP, its texts and images batched apart; ``object-detection``, ``image-segmentation`` (semantic),
-``depth-estimation``) take images of the config's ``image_size``, in a dynamic batch; ``audio-classification``
+``depth-estimation``) take images in a dynamic batch, of the size the model's image processor gives: where it
+gives images of varying size (DETR's and RT-DETR's shortest and longest edge, GLPN's multiple of 32, Depth Anything's
+kept aspect ratio) their height and width are dynamic too, with the ``pixel_mask`` of a padded batch where the
+processor gives one and the model takes it; otherwise the config's ``image_size``; ``audio-classification``
 takes raw audio (``input_values``, and ``attention_mask`` where the model's feature extractor gives one) of
 dynamic batch and length. ``task="auto"`` reads the task from the directory (``onnxport.hf.tasks``).
 
@@ -323,23 +326,111 @@ def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     return inputs
 
 
-def _image_size(config: Any) -> tuple[int, int]:
-    """The (height, width) the image processor is expected to give the model: the config's ``image_size``."""
-    side = getattr(config, "image_size", None) or 224
-    height, width = (side[0], side[-1]) if isinstance(side, (list, tuple)) else (side, side)
-    if not all(isinstance(n, int) and n > 0 for n in (height, width)):
+def _image_size(config: Any) -> tuple[int, int] | None:
+    """The (height, width) the config says the model's images have (its ``image_size``), or None."""
+    side = getattr(config, "image_size", None)
+    if side is None:
+        return None
+    height, width = (side[0], side[-1]) if isinstance(side, (list, tuple)) and side else (side, side)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in (height, width)):
         raise InvalidInputError(f"config.json's image_size {side!r} is not a size in pixels",
                                 fix="set image_size to the side (or [height, width]) the model's images have")
     return height, width
 
 
-def _image_inputs(model: torch.nn.Module, config: Any, batch: int = EXAMPLE_BATCH) -> dict[str, Any]:
-    """A batch of images of the config's size (a vision config's, for a text-and-image model)."""
+class ImageSizes(NamedTuple):
+    """The images an image task's model is exported for: an example's ``height`` and ``width``, whether the
+    sizes vary (the image processor resizes each image to a size of its own, keeping its aspect ratio: height
+    and width are then dynamic) and whether a ``pixel_mask`` comes with them (the processor pads a batch to
+    its largest image and the model's forward takes the mask)."""
+
+    height: int
+    width: int
+    varying: bool = False
+    mask: bool = False
+
+
+# Two images of other aspect ratios, for the image processor to size: if it gives them different sizes, it
+# gives images of varying size.
+_PROBES = ((48, 64), (64, 40))
+_STRIDE = 32  # an example of varying size is rounded up to this: the deepest stride of convolutional backbones
+_PROBED: dict[tuple[str, int], tuple[list[tuple[int, int]], tuple[int, int] | None, bool]] = {}
+
+
+def _probe_processor(directory: str) -> tuple[list[tuple[int, int]], tuple[int, int] | None, bool] | None:
+    """What the image processor in ``directory`` makes of ``_PROBES``: the (height, width) of each image alone,
+    that of the two batched (None when it cannot batch them: it does not pad) and whether the batch comes with
+    a ``pixel_mask``; None where the directory has no image processor transformers loads."""
+    path = os.path.join(directory, "preprocessor_config.json")
+    if not directory or not os.path.isfile(path):
+        return None
+    key = (os.path.abspath(path), os.stat(path).st_mtime_ns)
+    if key not in _PROBED:
+        import numpy as np
+        import transformers
+
+        try:
+            processor = transformers.AutoImageProcessor.from_pretrained(directory, local_files_only=True)
+            pictures = [np.full((h, w, 3), 128, dtype=np.uint8) for h, w in _PROBES]
+            alone = [tuple(processor(p, return_tensors="np")["pixel_values"].shape[-2:]) for p in pictures]
+        except Exception:  # noqa: BLE001 - not an image processor (a feature extractor), or one that needs more
+            return None
+        try:
+            batch = processor(pictures, return_tensors="np")
+            batched, mask = tuple(batch["pixel_values"].shape[-2:]), "pixel_mask" in batch
+        except Exception:  # noqa: BLE001 - images of different sizes it does not pad
+            batched, mask = None, False
+        _PROBED[key] = (alone, batched, mask)
+    return _PROBED[key]
+
+
+def _image_sizes(model: torch.nn.Module, config: Any) -> ImageSizes:
+    """The images the model is exported for, as its image processor gives them (its directory's
+    preprocessor_config.json): of varying size (height and width dynamic, an example rounded up to a multiple of
+    ``_STRIDE``, and a padded ``pixel_mask`` where the processor gives one and the model takes it), or of one
+    size: the config's ``image_size`` (a vision config's, for a text-and-image model), else the processor's,
+    else 224."""
     vision = getattr(config, "vision_config", None) or config
-    height, width = _image_size(vision)
+    probed = _probe_processor(getattr(config, "name_or_path", "") or "")
+    fixed = _image_size(vision)
+    if probed is not None and len(set(probed[0])) > 1:
+        height, width = (max(size[i] for size in probed[0]) for i in (0, 1))
+        height, width = (-(-n // _STRIDE) * _STRIDE for n in (height, width))
+        if width == height:  # not equal: export would take them for one dim
+            width += _STRIDE
+        forward = inspect.signature(model.forward).parameters
+        return ImageSizes(height, width, varying=True, mask=probed[2] and "pixel_mask" in forward)
+    if fixed is None and probed is not None:
+        fixed = probed[0][0]
+    return ImageSizes(*(fixed or (224, 224)))
+
+
+def _image_inputs(model: torch.nn.Module, config: Any, batch: int = EXAMPLE_BATCH) -> dict[str, Any]:
+    """A batch of images of the size ``_image_sizes`` gives, and their ``pixel_mask`` where the model is
+    exported with one (the last image padded on the right and bottom, as the processor pads a smaller one)."""
+    vision = getattr(config, "vision_config", None) or config
+    sizes = _image_sizes(model, config)
     channels = getattr(vision, "num_channels", 3)
     generator = torch.Generator().manual_seed(0)
-    return {"pixel_values": torch.randn(batch, channels, height, width, generator=generator)}
+    inputs = {"pixel_values": torch.randn(batch, channels, sizes.height, sizes.width, generator=generator)}
+    if sizes.mask:
+        mask = torch.ones(batch, sizes.height, sizes.width, dtype=torch.int64)
+        mask[-1, sizes.height * 3 // 4:] = 0
+        mask[-1, :, sizes.width * 3 // 4:] = 0
+        inputs["pixel_values"][-1] *= mask[-1]  # padding is zeros
+        inputs["pixel_mask"] = mask
+    return inputs
+
+
+def _image_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """Dynamic batch; height and width too (``pixel_mask``'s with ``pixel_values``') for images of varying size."""
+    dynamic = torch.export.Dim.DYNAMIC
+    if not _image_sizes(model, config).varying:
+        return {"pixel_values": {0: dynamic}}
+    shapes = {"pixel_values": {0: dynamic, 2: dynamic, 3: dynamic}}
+    if "pixel_mask" in _image_inputs(model, config):
+        shapes["pixel_mask"] = {0: dynamic, 1: dynamic, 2: dynamic}
+    return shapes
 
 
 def _zero_shot_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
@@ -354,9 +445,10 @@ def _zero_shot_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
 
 
 def _zero_shot_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    texts, length, images = (torch.export.Dim.DYNAMIC,) * 3
-    names = _zero_shot_inputs(model, config)
-    return {name: {0: images} if name == "pixel_values" else {0: texts, 1: length} for name in names}
+    texts, length = (torch.export.Dim.DYNAMIC,) * 2
+    images = _image_dynamic(model, config)
+    return {name: images[name] if name in images else {0: texts, 1: length}
+            for name in _zero_shot_inputs(model, config)}
 
 
 def _waveform_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
@@ -397,17 +489,16 @@ class Task(NamedTuple):
     vlm: bool = False
 
 
-_IMAGE_BATCH = {"pixel_values": {0: torch.export.Dim.DYNAMIC}}  # the image processor gives one size
 TASKS: dict[str, Task] = {
     "text-generation": Task("AutoModelForCausalLM", _generation_inputs),
     "feature-extraction": Task("AutoModel", _text_inputs),
     "text-classification": Task("AutoModelForSequenceClassification", _text_inputs),
-    "image-classification": Task("AutoModelForImageClassification", _image_inputs, _IMAGE_BATCH),
+    "image-classification": Task("AutoModelForImageClassification", _image_inputs, _image_dynamic),
     "zero-shot-image-classification": Task("AutoModelForZeroShotImageClassification", _zero_shot_inputs,
                                            _zero_shot_dynamic),
-    "object-detection": Task("AutoModelForObjectDetection", _image_inputs, _IMAGE_BATCH),
-    "image-segmentation": Task("AutoModelForSemanticSegmentation", _image_inputs, _IMAGE_BATCH),
-    "depth-estimation": Task("AutoModelForDepthEstimation", _image_inputs, _IMAGE_BATCH),
+    "object-detection": Task("AutoModelForObjectDetection", _image_inputs, _image_dynamic),
+    "image-segmentation": Task("AutoModelForSemanticSegmentation", _image_inputs, _image_dynamic),
+    "depth-estimation": Task("AutoModelForDepthEstimation", _image_inputs, _image_dynamic),
     "audio-classification": Task("AutoModelForAudioClassification", _waveform_inputs, "auto"),
     "text2text-generation": Task("AutoModelForSeq2SeqLM", _text_inputs, seq2seq=True),
     "automatic-speech-recognition": Task("AutoModelForSpeechSeq2Seq", _audio_inputs, seq2seq=True),

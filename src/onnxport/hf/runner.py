@@ -171,10 +171,12 @@ class OnnxRuntimeModel:
     the task's auto class loads (``BertForMaskedLM``...), which is what pipelines check a model by.
 
     Inputs are fed by name and cast to the model's types; ``token_type_ids`` are zeros where the tokenizer gives
-    none (an ``attention_mask`` ones, as a model reads a missing one: SigLIP's tokenizer gives none), and
+    none (an ``attention_mask`` ones, as a model reads a missing one: SigLIP's tokenizer gives none; a
+    ``pixel_mask`` ones too, for a model exported with one, DETR's, whose processor pads no batch), and
     dropped where the model takes none if they are all zeros (a single text), as is a ``pixel_mask`` of ones
     (no padding; YOLOS takes none): other inputs the model does not take are an ``InvalidInputError``, never
-    silently dropped.
+    silently dropped. Images of varying size (DETR's, RT-DETR's: dynamic height and width) go as the image
+    processor gives them; a model exported for one size refuses others.
     """
 
     main_input_name = "input_ids"
@@ -228,6 +230,9 @@ class OnnxRuntimeModel:
             elif spec.name in ("token_type_ids", "attention_mask") and "input_ids" in inputs:
                 fill = np.zeros if spec.name == "token_type_ids" else np.ones  # no mask: every token counts
                 feeds[spec.name] = fill(tuple(inputs["input_ids"].shape), dtype=_NUMPY.get(spec.type, np.int64))
+            elif spec.name == "pixel_mask" and "pixel_values" in inputs:  # not padded: every pixel counts
+                pixels = inputs["pixel_values"].shape
+                feeds[spec.name] = np.ones((pixels[0], *pixels[2:]), dtype=_NUMPY.get(spec.type, np.int64))
             else:
                 raise InvalidInputError(f"{self.path} takes {spec.name}, which the pipeline did not pass",
                                         fix=f"run it with the pipeline of its task ({self.task})")
@@ -261,14 +266,17 @@ class OnnxRuntimeModel:
 
 
 def _check_shape(array: np.ndarray, spec: Any, path: str) -> None:
-    """Refuse an input whose fixed sizes differ from the model's (images of the size it was exported for)."""
+    """Refuse an input whose fixed sizes differ from the model's (images of the one size it was exported for,
+    where its image processor gives one size; height and width are dynamic where it gives varying sizes)."""
     shape = list(spec.shape)
     if len(shape) == array.ndim and all(not isinstance(n, int) or n == m for n, m in zip(shape, array.shape)):
         return
     wanted = "[" + ", ".join(str(n) if isinstance(n, int) else "*" for n in shape) + "]"
     fix = ("give the image processor the model's size (its preprocessor_config.json's size as {'height': ..., "
-           "'width': ...}, the config's image_size)" if spec.name == "pixel_values" else
-           f"pass {spec.name} of the shape the model takes")
+           "'width': ...}, the config's image_size), or, for a model that takes images of any size, give the model "
+           "directory the image processor that sizes its images (its preprocessor_config.json) and "
+           f"{_EXPORT_AGAIN}: height and width are dynamic where the processor gives images of varying size"
+           if spec.name in ("pixel_values", "pixel_mask") else f"pass {spec.name} of the shape the model takes")
     raise InvalidInputError(f"{path} takes {spec.name} of shape {wanted}, not {list(array.shape)}", fix=fix)
 
 
