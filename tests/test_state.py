@@ -202,6 +202,32 @@ def test_eval_mode_batchnorm_exports_without_warning() -> None:
     torch.testing.assert_close(prog(x), model(x).detach())
 
 
+class MovesItsTable(torch.nn.Module):
+    """Writes its buffer back to itself at every call, moved to the input's device (as transformers' CTRL does):
+    no state changes. ``cast`` writes it back in another dtype, which does change it."""
+
+    def __init__(self, cast: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.randn(10, 4))
+        self.cast = cast
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        self.table = self.table.to(device=ids.device, dtype=self.cast)
+        return self.table[ids].float()
+
+
+def test_a_buffer_written_back_unchanged_is_no_update() -> None:
+    model = MovesItsTable()
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    prog = onnxport.export(model, (ids,), dynamic_shapes={"ids": {1: torch.export.Dim.DYNAMIC}})
+    torch.testing.assert_close(prog(ids[:, :2]), model(ids[:, :2]))
+
+
+def test_a_buffer_written_back_in_another_dtype_is_refused() -> None:
+    with pytest.raises(onnxport.CaptureError, match="updates the buffer 'table'"):
+        onnxport.export(MovesItsTable(torch.float16), (torch.tensor([[1, 2]]),))
+
+
 def test_user_input_mutation_is_left_alone() -> None:
     class WritesInput(torch.nn.Module):
         def forward(self, x: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:

@@ -493,8 +493,10 @@ def refuse_state_updates(
     the outputs use the batch's statistics, not them): returns the names of those updated so.
     """
     signature = ep.graph_signature
-    buffers = list(dict.fromkeys(signature.buffers_to_mutate.values()))
-    updated = buffers + [p for p in dict.fromkeys(signature.parameters_to_mutate.values()) if p not in buffers]
+    kept = _written_back_unchanged(ep)
+    buffers = [b for b in dict.fromkeys(signature.buffers_to_mutate.values()) if b not in kept]
+    updated = buffers + [p for p in dict.fromkeys(signature.parameters_to_mutate.values())
+                         if p not in buffers and p not in kept]
     allowed = [name for name in buffers if _train_statistic(model, name)]
     refused = [name for name in updated if name not in allowed]
     if not refused:
@@ -529,6 +531,33 @@ def refuse_state_updates(
         "(y, steps + 1)), and carry it from call to call yourself; or, if the update need not repeat, make it "
         "once before export and leave it out of forward",
     )
+
+
+# Ops whose result holds the values of their input, as a write-back of a buffer to itself passes through them.
+_SAME_VALUES = ("aten::alias", "aten::clone", "aten::detach", "aten::lift_fresh_copy", "aten::_to_copy",
+                "aten::to")
+
+
+def _written_back_unchanged(ep: torch.export.ExportedProgram) -> set[str]:
+    """The buffers and parameters forward "updates" with their own value (``self.table = self.table.to(device,
+    dtype)`` of the dtype it has, as some transformers models do at every call): no state changes, and the ONNX
+    model reading them as constants computes what eager does."""
+    signature = ep.graph_signature
+    sources = {**signature.inputs_to_buffers, **signature.inputs_to_parameters}  # placeholder -> its name
+    output = next(n for n in reversed(ep.graph.nodes) if n.op == "output")
+    kept = set()
+    for value, spec in zip(output.args[0], signature.output_specs):
+        if spec.target is None or not isinstance(value, torch.fx.Node):
+            continue
+        node = value
+        while node.op == "call_function" and getattr(node.target, "name", lambda: "")().split(".")[0] in _SAME_VALUES \
+                and node.args and isinstance(node.args[0], torch.fx.Node) \
+                and node.meta.get("val") is not None and node.args[0].meta.get("val") is not None \
+                and node.meta["val"].dtype == node.args[0].meta["val"].dtype:
+            node = node.args[0]
+        if node.op == "placeholder" and sources.get(node.name) == spec.target:
+            kept.add(spec.target)
+    return kept
 
 
 def _train_statistic(model: torch.nn.Module, name: str) -> bool:
