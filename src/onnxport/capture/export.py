@@ -322,8 +322,23 @@ def pinned_size_guards(ep: torch.export.ExportedProgram) -> list[str]:
         if int(match["value"]) in (0, 1):
             continue  # an intermediate size of 0 or 1 (a ResNet's last map of a 32-pixel image: ceil(w / 32) == 1),
             # which torch guards on for strides and broadcasting, where the graph stays right for other sizes
+        if _holds_for_large_sizes(match["expr"], int(match["value"])):
+            continue  # x // (x // 2) == 2: true of sizes without end, not one range the example fell in
         pinned.append(re.sub(r"L\['([^']+)'\]", r"\1", guard.strip()))
     return pinned
+
+
+def _holds_for_large_sizes(expr: str, value: int) -> bool:
+    """Whether ``expr == value``, an expression of one input size, holds for some size of 1000 or more (a
+    guard that pins the size holds for a bounded range: ``14*(h // 14) == 84`` for 84 to 97 alone). An
+    expression this cannot evaluate counts as holding: the capture is left as it was."""
+    code = _SIZE.sub("n", expr)
+    if not re.fullmatch(r"[\sn0-9()+\-*/%]*", code):
+        return True
+    try:
+        return any(eval(code, {"__builtins__": {}}, {"n": n}) == value for n in range(1000, 1100))  # noqa: S307
+    except (ArithmeticError, SyntaxError, TypeError):
+        return True
 
 
 def _check_pinned_sizes(ep: torch.export.ExportedProgram) -> None:

@@ -141,11 +141,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     written = [*(SEQ2SEQ_FILES if spec.seq2seq else VLM_FILES if spec.vlm else ("model.onnx",)),
                *(("genai_config.json",) if task == "text-generation" else ()),
                *(name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name)))]
+    check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
     config = read_config(model_dir)
     if spec.vlm:
         check_supported(config)
-        written += genai_names(config)
-    check_output_folder(out, written)
+        check_output_folder(out, genai_names(config))  # genai's files, for the types it runs
     scheme = prequantized.scheme_of(config)
     if scheme is not None:
         if sentence is not None:
