@@ -53,6 +53,11 @@ test-latest:
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/run.py --out bench/results.md
 
+# One row per transformers model type (tiny random config, static and dynamic export, verified); resumes.
+.PHONY: bench-census
+bench-census: $(VENV)/.installed
+	$(BIN)/python bench/census.py --resume
+
 bench-zoo: $(VENV)/.installed
 	$(BIN)/python bench/zoo.py --out bench/zoo.md
 
