@@ -132,15 +132,15 @@ def _example_inputs(model: torch.nn.Module, config: Any) -> dict[str, dict[str, 
     """Example inputs of the three models: two images, a batch of two prompts holding their image tokens,
     and a decode step of three tokens on a four-token past."""
     from onnxport.hf import stream
-    from onnxport.hf.export import EXAMPLE_BATCH, NEW, PAST, _ids
+    from onnxport.hf.export import EXAMPLE_BATCH, NEW, PAST, _ids, _image_size
     from onnxport.hf.signature import cache_argument, cache_of
 
     text = config.get_text_config()
     hidden = text.hidden_size
     vision = VisionModel(model)
     seen = config.vision_config
-    size = seen.image_size if isinstance(seen.image_size, (list, tuple)) else (seen.image_size,) * 2
-    shape = (EXAMPLE_BATCH, getattr(seen, "num_channels", 3), size[0], size[-1])
+    height, width = _image_size(seen) or (224, 224)  # the vision config's image_size, checked
+    shape = (EXAMPLE_BATCH, getattr(seen, "num_channels", 3), height, width)
     if per_image(model):  # one image of a size of its own: a multiple of the patches merged, not square
         side = seen.patch_size * getattr(config, "spatial_merge_size", 1)
         shape = (1, shape[1], 2 * side, 3 * side)
