@@ -226,10 +226,14 @@ def _any_all(ctx: Ctx, op: str, x: ir.Value, dim: int | Sequence[int] | None, ke
     b = _cast(ctx, x, ir.DataType.BOOL)
     if dim is not None and not isinstance(dim, int) and len(dim) == 0:
         return ctx.cast(b, ctx.out_dtype())  # any.dims with dim=[] reduces nothing in torch
-    # Reduced as uint8: over no element ReduceMax gives 0 (any: false) and ReduceMin 255 (all: true), as torch
-    # does; onnxruntime refuses an empty bool ReduceMax or ReduceMin.
-    flags = _cast(ctx, b, ir.DataType.UINT8)
-    return ctx.cast(_cast(ctx, _minmax(ctx, op, flags, dim, keepdim), ir.DataType.BOOL), ctx.out_dtype())
+    # Counted: any is "some true", all is "no false". A sum over no element is 0 in every onnxruntime (any:
+    # false, all: true, as torch), where an empty bool ReduceMax is refused and an empty ReduceMin is 0 or an
+    # error depending on the release.
+    if op == "ReduceMin":
+        b = ctx.op.Not(b)
+    count = _reduce(ctx, "ReduceSum", _cast(ctx, b, ir.DataType.INT64), dim, keepdim)
+    hit = ctx.op.Greater(count, ctx.const(0, like=count))
+    return ctx.cast(ctx.op.Not(hit) if op == "ReduceMin" else hit, ctx.out_dtype())
 
 
 @aten(aten_.any.default, aten_.any.dim, aten_.any.dims, aten_._is_any_true.default)
