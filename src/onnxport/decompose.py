@@ -62,25 +62,48 @@ def needs_functionalization(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
     return None
 
 
+def uses_vmap(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph (or a subgraph) holds ``torch.vmap``'s pre-dispatch markers
+    (``_add_batch_dim``, ``_remove_batch_dim``, ...): torch.export keeps vmap unexpanded until the
+    program is retraced, which ``run_decompositions`` does through functorch's batching rules."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and getattr(node.target, "__module__", "") == "torch._functorch.predispatch":
+            return True
+        sub = getattr(gm, node.target, None) if node.op == "get_attr" else None
+        if isinstance(sub, torch.fx.GraphModule) and uses_vmap(sub):
+            return True
+    return False
+
+
 def decompose(
     ep: torch.export.ExportedProgram, *, custom: Mapping[Any, Translator], opset: int, report: Report
 ) -> torch.export.ExportedProgram:
     """Decompose untranslated ops round by round; raise ``UnsupportedOpError`` listing what remains."""
     mutation = needs_functionalization(ep.graph_module)
-    if mutation is not None:
+    vmap = uses_vmap(ep.graph_module)
+    if mutation is not None or vmap:
         try:
             with warnings.catch_warnings(), _keep_small_dims_dynamic():
                 warnings.simplefilter("ignore")
                 ep = ep.run_decompositions({})  # functionalizes; decomposes nothing
         except Exception as exc:  # noqa: BLE001 - torch refuses some mutations (of constants, through .data)
+            why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            if mutation is None:
+                raise CaptureError(f"torch cannot expand the model's torch.vmap into batched ops: {why}",
+                                   fix="write the function over the batch directly (broadcasting, or a loop "
+                                   "over a static count) instead of torch.vmap") from None
             raise CaptureError(
                 f"torch cannot turn the in-place write {mutation.name} = {target_name(mutation.target)} into "
-                f"functional code: {str(exc).splitlines()[0][:300]}",
+                f"functional code: {why}",
                 location=location_from_stack_trace(mutation.meta.get("stack_trace")),
                 fix="write to a copy (y = x.clone(); y[...] = v) instead of writing through .data or into a "
                 "constant, or register the tensor as a buffer",
             ) from None
-        report.warn("in-place writes through views or into inputs: the graph was functionalized")
+        if mutation is not None:
+            report.warn("in-place writes through views or into inputs: the graph was functionalized")
+        if vmap:
+            report.notes.append("torch.vmap in the model: its batched functions were traced into plain "
+                                "ATen ops over the batch (torch's own batching rules)")
     untraceable: dict[Any, str] = {}  # custom op -> why its implementation cannot be traced
     for _ in range(_MAX_ROUNDS):
         missing = untranslated_ops(ep.graph_module, custom)
