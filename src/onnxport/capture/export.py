@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from onnxport.capture import _data_watch, _runtime, dynamic, integrations
+from onnxport.capture import _dim_constraints, _data_watch, _runtime, dynamic, integrations
 from onnxport.capture import quantized, rewrite_data, rewrite_loop
 from onnxport.capture._data_watch import reads_data
 from onnxport.capture.patch import ControlFlowRewriter
@@ -376,7 +376,22 @@ def _with_dims(
     if captured.size_oblivious:  # what verification's error says, should the capture not hold at other sizes
         captured.narrowed = dynamic.narrowed_dims(ep, captured.specs, input_names)
     captured.dim_names = dynamic.dim_names(ep, captured.specs, input_names)
+    report.notes.extend(_dim_constraints.step_notes(ep, *_symbol_groups(ep, captured.dim_names)))
     return captured
+
+
+def _symbol_groups(ep: torch.export.ExportedProgram, names: dict[str, str]) -> tuple[list[tuple[str, list[Any]]], dict[Any, int]]:
+    """Each shape symbol of the inputs as its own group, named as the ONNX model names it, and the
+    example's value of each (torch's record of it)."""
+    groups, example, recorded = [], {}, _dim_constraints.recorded_values(ep)
+    for row in dynamic.tensor_input_shapes(ep):
+        for expr in row:
+            for symbol in sorted(expr.free_symbols, key=str) if expr is not None else ():
+                value = recorded.get(symbol)
+                if value is not None and symbol not in example:
+                    example[symbol] = value
+                    groups.append((names.get(str(symbol), str(symbol)), [symbol]))
+    return groups, example
 
 
 def is_data_dependent(exc: BaseException) -> bool:

@@ -41,6 +41,7 @@ from onnxport.capture.dynamic import (
     tensor_input_shapes,
     user_named_symbols,
 )
+from onnxport.capture._dim_constraints import guards_hold, modular_guards, size_step
 from onnxport.errors import InvalidInputError
 
 __all__ = ["GroupSizes", "SampleSets", "other_sizes", "resize_keeping_ends", "sizes_by_group"]
@@ -72,6 +73,7 @@ class _Dims:
         self.roots = list(dict.fromkeys(
             s for row in self.shapes for e in row if e is not None for s in sorted(e.free_symbols, key=str)
         ))
+        self.guards = modular_guards(ep)
         self.example: dict[Any, int] = {}
         self.groups: list[list[Any]] = []
         self.names: dict[str, str] = {}
@@ -138,7 +140,7 @@ def other_sizes(
             value = _pick(example[group[0]], dims.bounds(group), offset)
             values.update(dict.fromkeys(group, value))
         key = tuple(values[r] for r in roots)
-        if key in seen or not _fits(ep, values):
+        if key in seen or not _fits(ep, values, guards=dims.guards):
             continue
         seen.add(key)
         result.append(dims.resized(values))
@@ -191,12 +193,15 @@ def sizes_by_group(
         candidates.group, candidates.symbols = dims.name(group), list(group)
         candidates.descriptions, candidates.sizes, candidates.below_range = [], [], []
         one = {**dims.example, **dict.fromkeys(group, 1)}
-        if start >= 2 and all(declared.get(str(s), 2) <= 1 for s in group) and _fits(ep, one, declared=group):
+        if (start >= 2 and all(declared.get(str(s), 2) <= 1 for s in group)
+                and _fits(ep, one, declared=group, guards=dims.guards)):
             candidates.add(dims.resized(one), 1, below_range=True)
-        for offset in _NEAREST:
+        step = size_step(dims.guards, group, dims.example)
+        offsets = _NEAREST if step is None else tuple(k * step[0] for k in (-1, 1, 2, 3))
+        for offset in offsets:
             value = _pick(start, dims.bounds(group), offset)
             values = {**dims.example, **dict.fromkeys(group, value)}
-            if value == start or value in candidates.sizes or not _fits(ep, values):
+            if value == start or value in candidates.sizes or not _fits(ep, values, guards=dims.guards):
                 continue
             candidates.add(dims.resized(values), value)
             if len(candidates) == tries:
@@ -265,10 +270,14 @@ def _pick(example: int, bounds: tuple[int, int], offset: int) -> int:
     return min(max(example + offset, lower), upper)
 
 
-def _fits(ep: torch.export.ExportedProgram, values: dict[Any, int], declared: Sequence[Any] = ()) -> bool:
-    """Whether every range torch.export recorded (derived ones included) holds at ``values``; the own
-    ranges of the ``declared`` symbols are left out (their lower bound of 2 for ``Dim.DYNAMIC`` is
-    torch's setting sizes 0 and 1 apart, which the caller knows the user's spec allows)."""
+def _fits(ep: torch.export.ExportedProgram, values: dict[Any, int], declared: Sequence[Any] = (),
+          guards: Sequence[Any] = ()) -> bool:
+    """Whether every range torch.export recorded (derived ones included) holds at ``values``, and every
+    guard of ``guards`` (what the model requires of sizes: multiples of a chunk); the own ranges of the
+    ``declared`` symbols are left out (their lower bound of 2 for ``Dim.DYNAMIC`` is torch's setting sizes
+    0 and 1 apart, which the caller knows the user's spec allows)."""
+    if guards and not declared and not guards_hold(guards, values):
+        return False
     for expr, vr in ep.range_constraints.items():
         if not expr.free_symbols <= set(values) or expr in declared:
             continue

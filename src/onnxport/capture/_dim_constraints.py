@@ -1,0 +1,141 @@
+"""What a model requires of its dynamic dims beyond their ranges: a size that must be a multiple of a
+chunk length (``x.view(b, s // 64, 64, d)``), or one more than a multiple (``(s - 1) % 4 == 0``).
+
+Under ``Dim.DYNAMIC`` or ``Dim.AUTO`` torch.export keeps such a dim dynamic and writes the requirement
+nowhere but in the guards of its shape environment (``Eq(Mod(s, 64), 0)``, or the same said through
+floor divisions). The ONNX model is then right at the sizes the model takes and fails, as eager PyTorch
+does, at the others. onnxport says so in the report (``x.shape[1] takes multiples of 64``, with the user's
+line that requires it), and verification resizes such a dim only to sizes that keep every guard, so it
+checks the dim at another size instead of trying sizes the model refuses.
+
+Only guards with a ``Mod`` or a floor division are read: ranges and equalities torch.export already keeps
+in the program (``range_constraints``, one symbol for equal dims). A size is checked against the guards
+whose symbols it sets, the others taking the example's values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sympy
+import torch
+from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
+
+from onnxport.errors import SourceLocation, location_from_stack_trace
+
+__all__ = ["guards_hold", "modular_guards", "recorded_values", "size_step", "step_notes"]
+
+_SCAN = 512  # sizes scanned above the example's to find the step of a dim (a chunk of up to 256 shows twice)
+_MAX_GUARDS = 2000
+
+
+def modular_guards(ep: torch.export.ExportedProgram) -> list[sympy.Expr]:
+    """The guards of the program's shape environment that hold a ``Mod`` or a floor division, each once."""
+    env = _shape_env(ep)
+    if env is None:
+        return []
+    found: dict[sympy.Expr, None] = {}
+    for guard in getattr(env, "guards", [])[:_MAX_GUARDS * 10]:
+        expr = getattr(guard, "expr", None)
+        if isinstance(expr, sympy.Basic) and expr.free_symbols and expr.has(FloorDiv, Mod, PythonMod):
+            found.setdefault(expr, None)
+            if len(found) == _MAX_GUARDS:
+                break
+    return list(found)
+
+
+def guards_hold(guards: Sequence[sympy.Expr], values: Mapping[Any, int]) -> bool:
+    """Whether every guard whose symbols ``values`` all set holds at those sizes."""
+    for expr in guards:
+        if not expr.free_symbols <= set(values):
+            continue
+        try:
+            result = expr.xreplace({s: sympy.Integer(values[s]) for s in expr.free_symbols})
+        except (ZeroDivisionError, TypeError, ValueError):
+            return False
+        if result is sympy.false or result == sympy.false:
+            return False
+    return True
+
+
+def size_step(guards: Sequence[sympy.Expr], symbols: Sequence[Any], example: Mapping[Any, int]) -> tuple[int, int] | None:
+    """``(step, residue)`` when the guards let the ``symbols`` (moving together, the rest at the example's
+    sizes) take only sizes ``step * k + residue`` above the example's, step >= 2; None when any size goes
+    (two sizes in a row keep the guards) or no pattern shows in the sizes scanned."""
+    own = [g for g in guards if g.free_symbols & set(symbols)]
+    if not own:
+        return None
+    start = example[symbols[0]]
+
+    def holds(size: int) -> bool:
+        return guards_hold(own, {**example, **dict.fromkeys(symbols, size)})
+
+    if holds(start + 1) and holds(start + 2):
+        return None
+    hits = [n for n in range(start + 1, start + 1 + _SCAN) if holds(n)]
+    if len(hits) < 2:
+        return None
+    step = math.gcd(*(b - a for a, b in zip(hits, hits[1:])))
+    residue = hits[0] % step
+    if step < 2 or any(holds(n) != (n % step == residue) for n in range(hits[0], start + 1 + _SCAN)):
+        return None
+    return step, residue
+
+
+def step_notes(
+    ep: torch.export.ExportedProgram, groups: Sequence[tuple[str, Sequence[Any]]], example: Mapping[Any, int]
+) -> list[str]:
+    """One line per group of dims (``(name, symbols)``) that the model lets take only some sizes: which,
+    and the user's line that requires it when the graph shows it."""
+    guards = modular_guards(ep)
+    if not guards:
+        return []
+    notes = []
+    for name, symbols in groups:
+        found = size_step(guards, symbols, example)
+        if found is None:
+            continue
+        step, residue = found
+        which = f"multiples of {step}" if residue == 0 else f"sizes {step}*k + {residue}"
+        where = _first_use(ep, symbols)
+        notes.append(f"{name} takes {which} only (the ONNX model keeps it dynamic and, like eager PyTorch, fails "
+                     f"at other sizes){f'; required at {where}' if where else ''}")
+    return notes
+
+
+def _first_use(ep: torch.export.ExportedProgram, symbols: Sequence[Any]) -> SourceLocation | None:
+    """The user's line of the first node with a size that divides one of ``symbols`` (a floor division or a ``Mod``)."""
+    wanted = set(symbols)
+    for node in ep.graph.nodes:
+        if node.op != "call_function":
+            continue
+        val = node.meta.get("val")
+        sizes = [val] if isinstance(val, torch.SymInt) else list(val.shape) if isinstance(val, torch.Tensor) else []
+        for size in sizes:
+            expr = size.node.expr if isinstance(size, torch.SymInt) else None
+            if expr is not None and expr.has(FloorDiv, Mod, PythonMod) and expr.free_symbols & wanted:
+                where = location_from_stack_trace(node.meta.get("stack_trace"))
+                if where is not None:
+                    return where
+    return None
+
+
+def _shape_env(ep: torch.export.ExportedProgram) -> Any:
+    for node in ep.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        for size in getattr(val, "shape", ()):
+            if isinstance(size, torch.SymInt):
+                return getattr(size.node, "shape_env", None)
+    return None
+
+
+def recorded_values(ep: torch.export.ExportedProgram) -> dict[Any, int]:
+    """torch's record of each shape symbol's value in the example."""
+    env = _shape_env(ep)
+    known = getattr(env, "backed_var_to_val", None)  # var_to_val before torch 2.10; deprecated since
+    known = known if known is not None else getattr(env, "var_to_val", {})
+    return {symbol: int(value) for symbol, value in (known or {}).items() if getattr(value, "is_integer", False)}
