@@ -388,3 +388,15 @@ def test_every_error_onnxport_raises_has_a_next_step() -> None:
 
 def _subclasses(cls: type) -> list[type]:
     return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+
+
+def test_a_library_file_of_the_models_own_code_counts_as_the_users() -> None:
+    """transformers' modeling files live in site-packages; a data-dependent line there is still the
+    model's own, where the rewrite must look, when the caller names the model's files."""
+    from onnxport.errors import location_from_exception
+
+    lib = "/env/lib/python3.11/site-packages/transformers/models/tts/modeling_tts.py"
+    exc = RuntimeError(f'Could not guard\n  File "{lib}", line 108, in length_regulator\n    if d.sum() == 0:\n')
+    assert location_from_exception(exc) is None
+    found = location_from_exception(exc, {lib})
+    assert (found.file, found.line, found.function, found.code) == (lib, 108, "length_regulator", "if d.sum() == 0:")

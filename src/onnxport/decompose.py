@@ -42,6 +42,18 @@ def _is_view(target: Any) -> bool:
     return bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
 
 
+def _aliases(node: torch.fx.Node) -> bool:
+    """Whether ``node``'s value may share its input's storage: a view, save a ``to`` that changes the dtype
+    (its schema says it may alias; it aliases only when it changes nothing)."""
+    if not _is_view(node.target):
+        return False
+    if node.target in (torch.ops.aten.to.dtype, torch.ops.aten.to.dtype_layout) and node.args:
+        before, after = getattr(node.args[0], "meta", {}).get("val"), node.meta.get("val")
+        if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and before.dtype != after.dtype:
+            return False
+    return True
+
+
 def needs_functionalization(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
     """The first in-place op that writes through a view, into an input or state, or into a tensor that a
     view reads later. The translator handles the other in-place ops (``relu_`` on a fresh value) by
@@ -51,7 +63,7 @@ def needs_functionalization(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
         if not (isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable and node.args):
             continue
         base = node.args[0]
-        if not isinstance(base, torch.fx.Node) or base.op != "call_function" or _is_view(base.target):
+        if not isinstance(base, torch.fx.Node) or base.op != "call_function" or _aliases(base):
             return node
         if any(_is_view(user.target) for user in base.users if user is not node):
             return node

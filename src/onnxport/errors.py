@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 __all__ = [
     "BUG_FIX",
@@ -149,27 +149,29 @@ def _is_user_file(path: str) -> bool:
 _DEMO_FILE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "demo.py")
 
 
-def _pick(frames: list[SourceLocation]) -> SourceLocation | None:
-    """The innermost frame in the user's code; else the innermost frame at all."""
+def _pick(frames: list[SourceLocation], files: Collection[str] = ()) -> SourceLocation | None:
+    """The innermost frame in the user's code, or in one of ``files`` (a model's own source files, in a
+    library: transformers' modeling files); None if no frame is."""
     for frame in reversed(frames):
-        if _is_user_file(frame.file):
+        if _is_user_file(frame.file) or frame.file in files:
             return frame
     return None
 
 
 def location_from_stack_trace(stack_trace: str | None) -> SourceLocation | None:
     """The user's line from an FX node's ``meta["stack_trace"]``."""
-    if not stack_trace:
-        return None
-    frames = [
-        SourceLocation(m["file"], int(m["line"]), m["func"].strip(), (m["code"] or "").strip())
-        for m in _FRAME_RE.finditer(stack_trace)
-    ]
-    return _pick(frames)
+    return _pick(_message_frames(stack_trace or ""))
 
 
-def location_from_exception(exc: BaseException) -> SourceLocation | None:
-    """The user's line that led to ``exc``: from its message (torch.export quotes it), else its traceback."""
+def _message_frames(text: str) -> list[SourceLocation]:
+    """The frames a text quotes as Python prints them (``File "...", line N, in f``), outermost first."""
+    return [SourceLocation(m["file"], int(m["line"]), m["func"].strip(), (m["code"] or "").strip())
+            for m in _FRAME_RE.finditer(text)]
+
+
+def location_from_exception(exc: BaseException, files: Collection[str] = ()) -> SourceLocation | None:
+    """The user's line that led to ``exc``: from its message (torch.export quotes it), else its traceback.
+    A line of one of ``files`` counts as the user's too (see ``_pick``)."""
     frames: list[SourceLocation] = []
     seen: set[int] = set()
     chain: BaseException | None = exc
@@ -178,8 +180,8 @@ def location_from_exception(exc: BaseException) -> SourceLocation | None:
         for fs in traceback.extract_tb(chain.__traceback__):
             frames.append(SourceLocation(fs.filename, fs.lineno or 0, fs.name, (fs.line or "").strip()))
         chain = chain.__cause__ or chain.__context__
-    from_message = location_from_stack_trace(str(exc))
-    return from_message or _pick(frames)
+    from_message = _pick(_message_frames(str(exc)), files)
+    return from_message or _pick(frames, files)
 
 
 def user_frame_here() -> SourceLocation | None:

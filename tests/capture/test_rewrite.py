@@ -304,6 +304,32 @@ def test_rewrite_can_be_turned_off() -> None:
     assert info.value.location.line == line_of(IfElseReturn, "if x.sum() > 0")
 
 
+def fill_empty_rows(d):
+    """A helper writing into its argument in place, in a branch (as transformers' FastSpeech2 does)."""
+    if d.sum() == 0:
+        d[d.sum(dim=1).eq(0)] = 1
+    return d.cumsum(1)
+
+
+class WritesItemsInBranch(torch.nn.Module):
+    def forward(self, x):
+        d = torch.relu(x).round().long()
+        total = fill_empty_rows(d)
+        return total, d  # d as fill_empty_rows left it: written in place when every entry was 0
+
+
+def test_item_writes_in_a_branch_reach_the_callers_tensor() -> None:
+    model = WritesItemsInBranch()
+    zeros, mixed = -torch.rand(2, 5), torch.cat([-torch.rand(1, 5), torch.rand(1, 5) * 3])
+    prog = onnxport.export(model, (zeros,), dynamic_shapes=({0: onnxport.Dim.DYNAMIC},))
+    assert "write_back" in prog.report.rewrites[0].after
+    assert prog.report.verification.branches.complete
+    for x in (zeros, mixed, torch.rand(3, 5) * 3):
+        for got, want in zip(prog(x), model(x)):
+            assert torch.equal(got, want)
+    assert model(zeros)[1].eq(1).all()  # eager wrote the caller's tensor: the ONNX model must too
+
+
 # -- refusals ------------------------------------------------------------------------------------
 
 

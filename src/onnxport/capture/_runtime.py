@@ -105,6 +105,21 @@ def cond(test: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], e
     return torch.cond(pred, bind(true_fn), bind(false_fn), tuple(env[n] for n in names))
 
 
+def own_copy(value: Any) -> Any:
+    """A branch's own copy of a tensor whose items it writes (torch.cond branches must not write their
+    inputs); any other value as it is."""
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def write_back(before: Any, after: Any) -> Any:
+    """``before`` holding what a rewritten ``if`` computed into ``after`` (its items written in a branch):
+    the tensor eager PyTorch would have written in place, which the caller may hold too."""
+    if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and after is not before:
+        before.copy_(after)
+        return before
+    return after
+
+
 def data(value: Any) -> Any:
     """``value.data`` as torch.export can trace it: ``detach()`` for a tensor (same storage, no autograd
     history); any other object's own ``.data`` attribute as it is."""

@@ -410,7 +410,7 @@ _DATA_DEPENDENT = (
 
 
 def _rewrite_or_raise(model: torch.nn.Module, rewriter: ControlFlowRewriter, exc: BaseException) -> None:
-    location = location_from_exception(exc)
+    location = location_from_exception(exc, rewriter.source_files())  # transformers' own code is the model's too
     if location is None:
         raise _capture_error(model, [("non-strict", exc)], rewriter) from None
     try:

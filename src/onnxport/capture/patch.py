@@ -124,6 +124,10 @@ class ControlFlowRewriter:
         self._log.append(rewrite)
         return rewrite
 
+    def source_files(self) -> set[str]:
+        """The files of the model's own code (its modules' classes, their helpers), in a library or not."""
+        return {fn.__code__.co_filename for fn in candidate_functions(self.model)}
+
     def function_at(self, location: SourceLocation) -> types.FunctionType | None:
         """The innermost function of the model's code whose lines hold ``location`` (None if none does)."""
         patched = [fr.fn for fr in self._rewrites.values()]

@@ -19,7 +19,7 @@ import types
 from typing import Any
 
 from onnxport.capture import rewrite_data, rewrite_loop
-from onnxport.capture._syntax import Rewrite, RewriteRefused, loaded, predicate, rt, stored, walk_scope
+from onnxport.capture._syntax import RT, Rewrite, RewriteRefused, loaded, predicate, rt, stored, walk_scope
 
 __all__ = ["FunctionRewrite", "Rewrite", "RewriteRefused"]
 
@@ -39,6 +39,38 @@ def _always_returns(body: list[ast.stmt]) -> bool:
 
 def _has_return(body: list[ast.stmt]) -> bool:
     return any(isinstance(n, ast.Return) for stmt in body for n in [stmt, *walk_scope(stmt)])
+
+
+def _written_items(branches: list[ast.stmt], defined: set[str]) -> list[str]:
+    """Variables from before the ``if`` whose items a branch writes (``x[mask] = 1``, ``x[i] += v``) and
+    which that branch does not rebind: the rewrite gives the branch its own copy and writes it back."""
+    rebound = set(stored(branches))
+    found: dict[str, None] = {}
+    for stmt in branches:
+        for n in [stmt, *walk_scope(stmt)]:
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
+                base = n.value
+                while isinstance(base, ast.Subscript):
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id in defined and base.id not in rebound:
+                    found.setdefault(base.id)
+    return list(found)
+
+
+def _owning(branch: list[ast.stmt], written: list[str]) -> list[ast.stmt]:
+    """``branch`` starting with its own copy of each ``written`` variable whose items it writes."""
+    own = [w for w in written
+           if any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) for s in branch for n in [s, *walk_scope(s)]
+                  if _root_name(n) == w)]
+    copies = [ast.parse(f"{w} = {RT}.own_copy({w})").body[0] for w in own]
+    return copies + branch if copies else branch
+
+
+def _root_name(n: ast.AST) -> str | None:
+    base = n.value if isinstance(n, ast.Subscript) else None
+    while isinstance(base, ast.Subscript):
+        base = base.value
+    return base.id if isinstance(base, ast.Name) else None
 
 
 class FunctionRewrite:
@@ -139,15 +171,17 @@ class FunctionRewrite:
                 orelse = orelse + moved
             else:
                 body = body + moved
-        for branch, name in ((body, "true"), (orelse, "false")):
-            self._check_branch(branch, name, node.lineno)
         mode = "return" if _always_returns(body) and _always_returns(orelse) else "assign"
+        defined = self._defined_before(scope, node)
+        written = [] if mode == "return" else _written_items(body + orelse, defined)
+        for branch, name in ((body, "true"), (orelse, "false")):
+            self._check_branch(branch, name, node.lineno, written)
         if mode == "assign" and (_has_return(body) or _has_return(orelse)):
             raise RewriteRefused("a branch returns on some paths only", node.lineno, self._suggest(node))
-        defined = self._defined_before(scope, node)
         outputs: list[str] = []
         if mode == "assign":
-            outputs = self._outputs(scope, node, body, orelse, defined)
+            outputs = self._outputs(scope, node, body, orelse, defined, written)
+            body, orelse = _owning(body, written), _owning(orelse, written)
         inputs = self._inputs(scope, loaded(body + orelse) | set(outputs), defined)
         site = f"{self.file}:{line}"
         true_def = self._branch_def(f"__onnxport_true_{node.lineno}", inputs, body, outputs)
@@ -159,7 +193,11 @@ class FunctionRewrite:
             result = ast.Assign([ast.Name(outputs[0], ast.Store())], call)
         else:
             result = ast.Assign([ast.Tuple([ast.Name(o, ast.Store()) for o in outputs], ast.Store())], call)
-        new = [true_def, false_def, result]
+        # an item written in a branch (``x[mask] = 1``) goes back into the tensor it was written into, which
+        # the caller may hold too: what eager PyTorch's in-place write leaves there
+        keep = [ast.parse(f"__onnxport_before_{w} = {w}").body[0] for w in written]
+        back = [ast.parse(f"{w} = {RT}.write_back(__onnxport_before_{w}, {w})").body[0] for w in written]
+        new = [true_def, false_def, *keep, result, *back]
         for stmt in new:
             ast.copy_location(stmt, node)
         block[index : index + 1 + len(moved)] = new
@@ -176,10 +214,10 @@ class FunctionRewrite:
             return [*rest, ast.Return(ast.Constant(None))]
         raise RewriteRefused("an early return inside a nested block falls through to code outside it", line)
 
-    def _check_branch(self, branch: list[ast.stmt], name: str, line: int) -> None:
+    def _check_branch(self, branch: list[ast.stmt], name: str, line: int, written: list[str] = ()) -> None:
         loops = [n for s in branch for n in [s, *walk_scope(s)] if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
         in_loop = {id(n) for loop in loops for n in ast.walk(loop)}
-        local = set(stored(branch))
+        local = set(stored(branch)) | set(written)
         for stmt in branch:
             for n in [stmt, *walk_scope(stmt)]:
                 problem = ""
@@ -226,9 +264,11 @@ class FunctionRewrite:
         return [p for p in params if p in names] + sorted(names - set(params))
 
     def _outputs(
-        self, scope: ast.AST, node: ast.If, body: list[ast.stmt], orelse: list[ast.stmt], defined: set[str]
+        self, scope: ast.AST, node: ast.If, body: list[ast.stmt], orelse: list[ast.stmt], defined: set[str],
+        written: list[str] = (),
     ) -> list[str]:
-        """Names the branches assign that code after the ``if`` (or a loop around it) reads."""
+        """Names the branches assign that code after the ``if`` (or a loop around it) reads, and the
+        variables whose items they write (``written``)."""
         in_body, in_else = stored(body), stored(orelse)
         after = {
             n.id
@@ -240,7 +280,7 @@ class FunctionRewrite:
         for loop in (n for n in walk_scope(scope) if isinstance(n, (ast.For, ast.While))):
             if any(n is node for n in ast.walk(loop)):
                 after |= loaded([loop])
-        outputs = [n for n in dict.fromkeys(in_body + in_else) if n in after]
+        outputs = [n for n in dict.fromkeys(in_body + in_else) if n in after and n not in written] + list(written)
         for name in outputs:
             if name not in defined and (name not in in_body or name not in in_else):
                 branch = "true" if name in in_body else "false"
