@@ -55,3 +55,11 @@ def test_any_size_gets_no_note() -> None:
     prog = onnxport.export(Halves(), (torch.randn(2, 8),), dynamic_shapes="auto")
     assert not [n for n in prog.report.notes if "takes" in n]
     assert "x_dim1=1" in prog.report.sizes_verified
+
+
+def test_a_named_dim_is_refused_with_one_line_and_the_derived_dim_to_use() -> None:
+    with pytest.raises(onnxport.CaptureError) as info:
+        onnxport.export(Chunks(4), (torch.randn(2, 8, 3),), dynamic_shapes=({1: Dim("s")},))
+    message = str(info.value)
+    assert message.count("not all values of s = x.shape[1]") == 1, message  # torch gives one line per guard
+    assert "4*_s" in info.value.fix

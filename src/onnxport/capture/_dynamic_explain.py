@@ -53,7 +53,7 @@ def explain_constraint_violation(exc: BaseException, model: Any, dynamic_shapes:
         return None
     names = _param_names(model)
     fixes, paths, notes = _fixes(text, names, dynamic_shapes)
-    problems = list(dict.fromkeys(_clean(b) for b in re.findall(r"^\s+- (.*)$", text, re.M))) or notes
+    problems = _merge_guards(list(dict.fromkeys(_clean(b) for b in re.findall(r"^\s+- (.*)$", text, re.M)))) or notes
     if not (fixes or paths):
         return CaptureError(
             f"torch.export rejected the dynamic_shapes given for {type(model).__name__}:\n  - "
@@ -90,6 +90,29 @@ def _param_names(model: Any) -> list[str]:
         return list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return []
+
+
+_GUARD_RE = re.compile(r"^Not all values of (\w+ = \S+) in the specified range satisfy the generated guard (.*?)\.?$")
+
+
+def _merge_guards(problems: list[str]) -> list[str]:
+    """torch's one line per guard a dim's range breaks (a reshape by 4 gives a dozen) as one line per dim."""
+    guards: dict[str, list[str]] = {}
+    for line in problems:
+        if m := _GUARD_RE.match(line):
+            guards.setdefault(m.group(1), []).append(m.group(2))
+    merged, done = [], set()
+    for line in problems:
+        m = _GUARD_RE.match(line)
+        if m is None:
+            merged.append(line)
+        elif m.group(1) not in done:
+            done.add(m.group(1))
+            found = guards[m.group(1)]
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            merged.append(f"not all values of {m.group(1)} in the range given satisfy what the model requires: "
+                          f"{found[0]}{more}")
+    return merged
 
 
 def _clean(line: str) -> str:
