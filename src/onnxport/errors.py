@@ -149,7 +149,7 @@ def _is_user_file(path: str) -> bool:
 _DEMO_FILE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "demo.py")
 
 
-def _pick(frames: list[SourceLocation], files: Collection[str] = ()) -> SourceLocation | None:
+def pick_frame(frames: list[SourceLocation], files: Collection[str] = ()) -> SourceLocation | None:
     """The innermost frame in the user's code, or in one of ``files`` (a model's own source files, in a
     library: transformers' modeling files); None if no frame is."""
     for frame in reversed(frames):
@@ -160,7 +160,7 @@ def _pick(frames: list[SourceLocation], files: Collection[str] = ()) -> SourceLo
 
 def location_from_stack_trace(stack_trace: str | None) -> SourceLocation | None:
     """The user's line from an FX node's ``meta["stack_trace"]``."""
-    return _pick(_message_frames(stack_trace or ""))
+    return pick_frame(_message_frames(stack_trace or ""))
 
 
 def _message_frames(text: str) -> list[SourceLocation]:
@@ -171,7 +171,7 @@ def _message_frames(text: str) -> list[SourceLocation]:
 
 def location_from_exception(exc: BaseException, files: Collection[str] = ()) -> SourceLocation | None:
     """The user's line that led to ``exc``: from its message (torch.export quotes it), else its traceback.
-    A line of one of ``files`` counts as the user's too (see ``_pick``)."""
+    A line of one of ``files`` counts as the user's too (see ``pick_frame``)."""
     frames: list[SourceLocation] = []
     seen: set[int] = set()
     chain: BaseException | None = exc
@@ -180,8 +180,8 @@ def location_from_exception(exc: BaseException, files: Collection[str] = ()) -> 
         for fs in traceback.extract_tb(chain.__traceback__):
             frames.append(SourceLocation(fs.filename, fs.lineno or 0, fs.name, (fs.line or "").strip()))
         chain = chain.__cause__ or chain.__context__
-    from_message = _pick(_message_frames(str(exc)), files)
-    return from_message or _pick(frames, files)
+    from_message = pick_frame(_message_frames(str(exc)), files)
+    return from_message or pick_frame(frames, files)
 
 
 def user_frame_here() -> SourceLocation | None:
@@ -190,4 +190,4 @@ def user_frame_here() -> SourceLocation | None:
         SourceLocation(f.filename, f.lineno or 0, f.name, (f.line or "").strip())
         for f in traceback.extract_stack(sys._getframe(1))
     ]
-    return _pick(frames)
+    return pick_frame(frames)

@@ -63,3 +63,21 @@ def test_a_named_dim_is_refused_with_one_line_and_the_derived_dim_to_use() -> No
     message = str(info.value)
     assert message.count("not all values of s = x.shape[1]") == 1, message  # torch gives one line per guard
     assert "4*_s" in info.value.fix
+
+
+class Recurrent(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        state, out = torch.zeros_like(x[:, 0]), []
+        for t in range(x.shape[1]):  # unrolled at the example's length: the dim cannot stay dynamic
+            state = state * 0.5 + x[:, t]
+            out.append(state)
+        return torch.stack(out, 1)
+
+
+def test_a_dim_fixed_by_the_model_names_the_line_that_fixed_it() -> None:
+    with pytest.raises(onnxport.CaptureError) as info:
+        onnxport.export(Recurrent(), (torch.randn(2, 5, 3),), dynamic_shapes=({0: Dim.DYNAMIC, 1: Dim.DYNAMIC},))
+    err = info.value
+    assert err.location is not None and err.location.file == __file__
+    assert err.location.code.startswith("for t in range(x.shape[1])")
+    assert "a Python loop over a size" in str(err) and "1: 5" in err.fix

@@ -21,7 +21,7 @@ from torch.export import Dim
 from torch.export.dynamic_shapes import _DerivedDim, _DimHint, _StaticDim
 from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
-from onnxport.errors import CaptureError, location_from_exception
+from onnxport.errors import CaptureError, SourceLocation, location_from_exception
 
 __all__ = ["explain_constraint_violation"]
 
@@ -42,23 +42,30 @@ class _Expr:
     text: str
 
 
-def explain_constraint_violation(exc: BaseException, model: Any, dynamic_shapes: Any) -> CaptureError | None:
+def explain_constraint_violation(
+    exc: BaseException, model: Any, dynamic_shapes: Any, fixed_at: Mapping[str, SourceLocation] | None = None
+) -> CaptureError | None:
     """A ``CaptureError`` for torch.export's constraint violation ``exc``, or None for any other error.
 
-    The message lists the conflicting dims; ``fix`` is the corrected ``dynamic_shapes=`` argument
-    in the user's own form (dict or tuple, dict or tuple per tensor), with the Dims it uses defined.
+    The message lists the conflicting dims, each fixed one with the line that fixed it where ``fixed_at``
+    (torch's name of the dim, ``L['x'].size()[1]``: the line) knows it; ``fix`` is the corrected
+    ``dynamic_shapes=`` argument in the user's own form (dict or tuple, dict or tuple per tensor), with the
+    Dims it uses defined.
     """
     text = _violation_text(exc)
     if text is None:
         return None
     names = _param_names(model)
     fixes, paths, notes = _fixes(text, names, dynamic_shapes)
-    problems = _merge_guards(list(dict.fromkeys(_clean(b) for b in re.findall(r"^\s+- (.*)$", text, re.M)))) or notes
+    where = {_clean(name): line for name, line in (fixed_at or {}).items()}
+    lines = [_fixed_where(_clean(b), where) for b in re.findall(r"^\s+- (.*)$", text, re.M)]
+    problems = _merge_guards(list(dict.fromkeys(lines))) or notes
+    located = next((where[m.group(1)] for p in problems if (m := _FIXED_RE.match(p)) and m.group(1) in where), None)
     if not (fixes or paths):
         return CaptureError(
             f"torch.export rejected the dynamic_shapes given for {type(model).__name__}:\n  - "
             + "\n  - ".join(problems or [_clean(text.splitlines()[0])]),
-            location=location_from_exception(exc),
+            location=located or location_from_exception(exc),
             fix="make dynamic_shapes agree with what the model requires (see above), or use Dim.AUTO "
             "to let torch.export work it out",
         )
@@ -67,7 +74,7 @@ def explain_constraint_violation(exc: BaseException, model: Any, dynamic_shapes:
     return CaptureError(
         f"the dynamic_shapes given for {type(model).__name__} conflict with what the model requires:\n  - "
         + "\n  - ".join(problems),
-        location=location_from_exception(exc),
+        location=located or location_from_exception(exc),
         fix=fix,
     )
 
@@ -90,6 +97,21 @@ def _param_names(model: Any) -> list[str]:
         return list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return []
+
+
+_FIXED_RE = re.compile(r"^You marked (\S+) as dynamic but your code specialized it to be a constant")
+
+
+def _fixed_where(line: str, where: Mapping[str, SourceLocation]) -> str:
+    """``line`` saying which line of the model fixed the dim it names, when that is known."""
+    m = _FIXED_RE.match(line)
+    at = where.get(m.group(1)) if m else None
+    if at is None:
+        return line
+    code = f": {at.code}" if at.code else ""
+    loop = (" (a Python loop over a size runs once per step while torch.export traces it, so the graph holds "
+            "the example's count)") if re.match(r"(async\s+)?for\b.*\brange\(", at.code or "") else ""
+    return f"{line.rstrip('.')}, at {at.file}:{at.line} in {at.function}{code}{loop}"
 
 
 _GUARD_RE = re.compile(r"^Not all values of (\w+ = \S+) in the specified range satisfy the generated guard (.*?)\.?$")

@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from onnxport.capture import _dim_constraints, _data_watch, _runtime, dynamic, integrations
+from onnxport.capture import _data_watch, _dim_constraints, _runtime, _specialised, dynamic, integrations
 from onnxport.capture import quantized, rewrite_data, rewrite_loop
 from onnxport.capture._data_watch import reads_data
-from onnxport.capture.patch import ControlFlowRewriter
+from onnxport.capture.patch import ControlFlowRewriter, model_files
 from onnxport.capture.rewrite import RewriteRefused
 from onnxport.errors import (
     CaptureError,
@@ -172,6 +172,7 @@ def capture(
     attempts; an attempt that fails so runs again without it.
     """
     _warn_training(model, report)
+    _specialised.reset()
     rewriter = ControlFlowRewriter(model) if rewrite_control_flow else None
     # Malformed dynamic_shapes fail here, once, rather than once per strategy inside torch.export.
     specs = dynamic.input_dim_specs(model, args, kwargs, dynamic_shapes) if dynamic_shapes is not None else []
@@ -212,7 +213,8 @@ def capture(
             return _with_dims(captured, model, args, kwargs, dynamic_shapes, input_names, report)
         _, last = errors[-1]
         for _, exc in errors:
-            explained = dynamic.explain_constraint_violation(exc, model, dynamic_shapes) if dynamic_shapes else None
+            explained = (dynamic.explain_constraint_violation(exc, model, dynamic_shapes, _specialised.last())
+                         if dynamic_shapes else None)
             if explained is not None:
                 raise explained from None
         if any(reads_data(e) for _, e in errors):
@@ -276,6 +278,7 @@ def _capturing(model: torch.nn.Module, small: list[str], rewriter: ControlFlowRe
     stack.enter_context(_quiet())
     stack.enter_context(_size_oblivious(bool(small)))
     stack.enter_context(integrations.patched(model))
+    stack.enter_context(_specialised.recording(model_files(model)))
     if rewriter is not None:
         stack.enter_context(rewriter.applied())
     return stack

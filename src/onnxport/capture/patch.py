@@ -13,7 +13,7 @@ from onnxport.capture import _runtime
 from onnxport.capture.rewrite import FunctionRewrite, Rewrite, RewriteRefused
 from onnxport.errors import SourceLocation
 
-__all__ = ["ControlFlowRewriter"]
+__all__ = ["ControlFlowRewriter", "model_files"]
 
 
 def _code_lines(code: types.CodeType) -> tuple[int, int]:
@@ -67,6 +67,11 @@ def candidate_functions(model: torch.nn.Module) -> list[types.FunctionType]:
                 for inner in _functions_of(cell.cell_contents):
                     add(inner)
     return list(found.values())
+
+
+def model_files(model: torch.nn.Module) -> set[str]:
+    """The files of the model's own code (its modules' classes, their helpers), in a library or not."""
+    return {fn.__code__.co_filename for fn in candidate_functions(model)}
 
 
 class ControlFlowRewriter:
@@ -126,7 +131,7 @@ class ControlFlowRewriter:
 
     def source_files(self) -> set[str]:
         """The files of the model's own code (its modules' classes, their helpers), in a library or not."""
-        return {fn.__code__.co_filename for fn in candidate_functions(self.model)}
+        return model_files(self.model)
 
     def function_at(self, location: SourceLocation) -> types.FunctionType | None:
         """The innermost function of the model's code whose lines hold ``location`` (None if none does)."""
