@@ -1,14 +1,15 @@
 """transformers' KV caches as pytree nodes, while onnxport captures, verifies or runs a model, and only then.
 
 Written for transformers 5.x against the cache classes' public attributes (``layers``, each layer's ``keys``,
-``values``, ``is_initialized``, ``sliding_window``, ``cumulative_length``). torch.export flattens a model's inputs and outputs with
-pytree; a ``DynamicCache`` is no pytree node, so capture fails with "Unsupported input type DynamicCache".
-:func:`registered` makes it one for the duration of a ``with`` block and restores the registry as it was
+``values``, ``is_initialized``, ``sliding_window``, ``cumulative_length``; ``conv_states``,
+``recurrent_states`` and ``indexer_keys`` for the other layer kinds). torch.export flattens a model's inputs
+and outputs with pytree; a ``DynamicCache`` is no pytree node, so capture fails with "Unsupported input type
+DynamicCache". :func:`registered` makes it one for the duration of a ``with`` block and restores the registry as it was
 on exit, whatever happened (a registration someone else made, transformers' own
 ``register_dynamic_cache_export_support`` included, is put back).
 
-A cache flattens to one ``(key, value)`` tuple per layer, each ``[batch, kv_heads, past, head_dim]``,
-so a ``dynamic_shapes`` spec for the cache argument is a list of per-layer ``(key_spec, value_spec)``
+A cache of attention layers flattens to one ``(key, value)`` tuple per layer, each ``[batch, kv_heads, past,
+head_dim]``, so a ``dynamic_shapes`` spec for the cache argument is a list of per-layer ``(key_spec, value_spec)``
 tuples. The layer keys (:class:`CacheLayerKey`) name the ONNX values the way onnxruntime-genai and optimum
 do: inputs ``past_key_values.{i}.key``/``.value``, outputs ``present.{i}.key``/``.value``, whatever the
 model calls its cache argument (``past_key_values``, or ``cache`` from transformers 5.24 on).
@@ -18,11 +19,24 @@ like a full one, and the model's sliding mask leaves out those beyond the window
 past length, and a present is always the past plus the new tokens (what onnxruntime-genai feeds back).
 The example cache must therefore still hold every token (a past shorter than the window).
 
+Other layers of a ``DynamicCache`` flatten generically (:class:`_Layout`), each to a tuple of the tensors it
+holds, named after them: a linear-attention layer (``LinearAttentionLayer``: Mamba, Mamba 2, gated delta-net
+hybrids as Qwen3-Next and OLMo hybrid) to ``past_key_values.{i}.conv_state`` and ``.recurrent_state``
+(``conv_state.{j}`` ... where a layer holds several states), ``[batch, ...]`` of fixed sizes; an indexed one
+(``DynamicIndexedLayer``: DeepSeek V3.2) to ``.key``, ``.value`` and ``.indexer_key`` (``[batch, past, dim]``);
+a hybrid layer to its keys and values, then its states. Outputs are named ``present.{i}.conv_state`` ...
+alike, and a ``dynamic_shapes`` spec for such a layer is a tuple of one spec per tensor, in that order. The
+layer's class and its other attributes (``has_previous_state``, ``conv_kernel_size`` ...) go in the pytree
+context, so unflattening rebuilds a layer of the same class in the same state. A layer that holds no tensors
+(not filled yet, or a ``DummyLayer``) flattens to no leaves; a cache argument none of whose layers holds any
+is refused during capture (:func:`mask_spans_cache`): the ONNX model would take no past at all.
+
 An ``EncoderDecoderCache`` (seq2seq models: a self-attention and a cross-attention ``DynamicCache``)
 flattens to one ``(decoder key, decoder value, encoder key, encoder value)`` tuple per layer, named as
 optimum names them: ``past_key_values.{i}.decoder.key`` ... ``past_key_values.{i}.encoder.value`` in,
 ``present.{i}.decoder.key`` ... out. Unflattened, every cross-attention layer counts as filled
-(``is_updated``), so the decoder reads the encoder's keys and values from the cache.
+(``is_updated``), so the decoder reads the encoder's keys and values from the cache. Its layers must be
+filled attention layers.
 """
 
 from __future__ import annotations
@@ -58,9 +72,14 @@ class CacheLayerKey(pytree.SequenceKey):
     It prints as a ``SequenceKey`` (``[0]``): torch.export writes its guards with that form
     (``L['past_key_values'][0][0]``) and matches them to the inputs' key paths as text."""
 
+    # The names of the layer's tensors, in order: ``key``, ``value`` for an attention layer; a linear-attention
+    # layer's ``conv_state``, ``recurrent_state``; an indexed one's ``key``, ``value``, ``indexer_key`` ...
+    kinds: tuple[str, ...] = _KINDS
+
     def leaf_name(self, rest: tuple[Any, ...], output: bool) -> str:
         """``past_key_values.{i}.key`` for an input, ``present.{i}.key`` for an output."""
-        kind = _KINDS[rest[0].idx] if rest and isinstance(rest[0], pytree.SequenceKey) else "_".join(map(str, rest))
+        isseq = rest and isinstance(rest[0], pytree.SequenceKey) and rest[0].idx < len(self.kinds)
+        kind = self.kinds[rest[0].idx] if isseq else "_".join(map(str, rest))
         return f"{'present' if output else 'past_key_values'}.{self.idx}.{kind}"
 
 
@@ -68,10 +87,13 @@ class CacheLayerKey(pytree.SequenceKey):
 class Seq2SeqLayerKey(pytree.SequenceKey):
     """The key of layer ``idx`` of an ``EncoderDecoderCache``; names its four tensors as optimum does."""
 
+    # The names of the layer's tensors, in order: fewer where a self- or cross-attention layer holds none yet.
+    kinds: tuple[str, ...] = _SEQ2SEQ_KINDS
+
     def leaf_name(self, rest: tuple[Any, ...], output: bool) -> str:
         """``past_key_values.{i}.decoder.key`` for an input, ``present.{i}.encoder.value`` for an output."""
-        isseq = rest and isinstance(rest[0], pytree.SequenceKey)
-        kind = _SEQ2SEQ_KINDS[rest[0].idx] if isseq else "_".join(map(str, rest))
+        isseq = rest and isinstance(rest[0], pytree.SequenceKey) and rest[0].idx < len(self.kinds)
+        kind = self.kinds[rest[0].idx] if isseq else "_".join(map(str, rest))
         return f"{'present' if output else 'past_key_values'}.{self.idx}.{kind}"
 
 
@@ -129,55 +151,154 @@ def _node(cls: type, flatten: Any, unflatten: Any, with_keys: Any) -> Iterator[N
             pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[saved_serialized.serialized_type_name] = cls
 
 
-def _flatten(cache: Any) -> tuple[list[tuple[Any, Any]], tuple[int | None, ...]]:
-    """One ``(keys, values)`` child per layer; the context holds each layer's sliding window (None: full)."""
+def _flatten(cache: Any) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]]:
+    """One child per layer, a tuple of its tensors; the context holds, per layer, its sliding window (None:
+    full attention) for a key/value layer, or the :class:`_Layout` that rebuilds any other kind of layer."""
     from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
-    children, windows = [], []
+    children, context = [], []
     for i, layer in enumerate(cache.layers):
-        if type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer, _window_layer_class()):
-            raise InvalidInputError(
-                f"past_key_values layer {i} is a {type(layer).__name__}; onnxport exports DynamicCache layers "
-                "(DynamicLayer, DynamicSlidingWindowLayer)",
-                fix="pass the DynamicCache of a forward pass (use_cache=True), or export the model without a cache",
-            )
-        if layer.keys is None:
-            raise InvalidInputError(
-                f"past_key_values layer {i} holds no key/value tensors yet: the ONNX model needs them as inputs",
-                fix="pass a cache filled by a forward pass, or one built with empty tensors: "
-                "DynamicCache([(torch.zeros(batch, kv_heads, 0, head_dim),) * 2 for _ in range(num_layers)])",
-            )
-        window = getattr(layer, "sliding_window", None)
-        if type(layer) is DynamicSlidingWindowLayer and layer.cumulative_length > layer.keys.shape[-2]:
-            raise InvalidInputError(
-                f"past_key_values layer {i} is a sliding-window layer that has dropped its oldest tokens "
-                f"({layer.cumulative_length} seen, {layer.keys.shape[-2]} kept): the ONNX model keeps every past "
-                "token and masks the window, so its cache must hold them all",
-                fix=f"export from a cache of fewer than {window} tokens (the sliding window)",
-            )
-        children.append((layer.keys, layer.values))
-        windows.append(window)
-    return children, tuple(windows)
+        if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer, _window_layer_class()) and layer.keys is not None:
+            children.append(_attention_tensors(i, layer))
+            context.append(getattr(layer, "sliding_window", None))
+        else:
+            layout, tensors = _Layout.of(i, layer)
+            children.append(tensors)
+            context.append(layout)
+    return children, tuple(context)
 
 
-def _flatten_with_keys(cache: Any) -> tuple[list[tuple[Any, Any]], tuple[int | None, ...]]:
+def _attention_tensors(i: int, layer: Any) -> tuple[Any, Any]:
+    """The ``(keys, values)`` of a full or sliding-window attention layer that holds every token seen."""
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+
+    if type(layer) is DynamicSlidingWindowLayer and layer.cumulative_length > layer.keys.shape[-2]:
+        raise InvalidInputError(
+            f"past_key_values layer {i} is a sliding-window layer that has dropped its oldest tokens "
+            f"({layer.cumulative_length} seen, {layer.keys.shape[-2]} kept): the ONNX model keeps every past "
+            "token and masks the window, so its cache must hold them all",
+            fix=f"export from a cache of fewer than {layer.sliding_window} tokens (the sliding window)",
+        )
+    return layer.keys, layer.values
+
+
+def _flatten_with_keys(cache: Any) -> tuple[list[tuple[Any, Any]], tuple[Any, ...]]:
     children, context = _flatten(cache)
-    return [(CacheLayerKey(i), child) for i, child in enumerate(children)], context
+    keys = [CacheLayerKey(i, e.kinds) if isinstance(e, _Layout) else CacheLayerKey(i) for i, e in enumerate(context)]
+    return list(zip(keys, children)), context
 
 
-def _unflatten(children: Any, context: tuple[int | None, ...]) -> Any:
+def _unflatten(children: Any, context: tuple[Any, ...]) -> Any:
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
     layers = []
-    for (keys, values), window in zip(children, context):
+    for tensors, entry in zip(children, context):
+        if isinstance(entry, _Layout):
+            layers.append(entry.build(tensors))
+            continue
+        keys, values = tensors
         # Filled directly, not through update(): no concatenation with an empty tensor in the graph.
-        layer = DynamicLayer() if window is None else _window_layer_class()(window)
+        layer = DynamicLayer() if entry is None else _window_layer_class()(entry)
         layer.dtype, layer.device = getattr(keys, "dtype", None), getattr(keys, "device", None)
         layer.keys, layer.values, layer.is_initialized = keys, values, True
         layers.append(layer)
     cache = DynamicCache()
     cache.layers = layers
     return cache
+
+
+# A layer's tensor attributes and the names of their ONNX values (``past_key_values.{i}.{name}``).
+_TENSORS = (("keys", "key"), ("values", "value"), ("indexer_keys", "indexer_key"),
+            ("indexer_position_ids", "indexer_position_ids"))
+# A linear-attention layer's states: dicts of one tensor per state index (``conv_state``, or ``conv_state.{j}``
+# where the layer has several states).
+_STATES = (("conv_states", "conv_state"), ("recurrent_states", "recurrent_state"))
+# Tensors that are no state, computed from the settings when a layer is rebuilt: a sliding layer's window.
+_DERIVED = {"_sliding_window_tensor"}
+
+
+class _Items(tuple):
+    """A dict attribute of a layer (``has_previous_state``, ``conv_kernel_size`` ...) as its items, hashable in a
+    pytree context; :meth:`_Layout.build` turns it back into a dict."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """How a cache layer that is not a filled key/value one flattens and is rebuilt: a linear-attention layer
+    (conv and recurrent states: Mamba, gated delta-net), an indexed one (DeepSeek V3.2's extra indexer keys), a
+    hybrid of both, or one that holds no tensors (uninitialised, or a ``DummyLayer``: no leaves).
+
+    ``kinds`` names its tensors in flattening order; ``slots`` says where each goes (attribute, and state index
+    for a dict of states); ``settings`` holds the layer's attributes, the tensors' places left None, so the layer
+    rebuilt has its class, its flags (``has_previous_state`` ...) and its sizes (``conv_kernel_size`` ...); its
+    ``dtype`` and ``device`` are those of the tensors it is given."""
+
+    cls: type
+    kinds: tuple[str, ...]
+    slots: tuple[tuple[str, int | None], ...]
+    settings: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, i: int, layer: Any) -> tuple[_Layout, tuple[Any, ...]]:
+        """The layout of layer ``i`` and its tensors, in the order of ``kinds``. A tensor is whatever is not None
+        in a tensor attribute: the leaves may be stand-ins (torch.export flattens a tree of ints to name them)."""
+        attributes = vars(layer)
+        kinds, slots, tensors = [], [], []
+        for attribute, kind in _TENSORS:
+            if attributes.get(attribute) is not None:
+                kinds.append(kind)
+                slots.append((attribute, None))
+                tensors.append(attributes[attribute])
+        count = attributes.get("number_of_states", 1)
+        for j in range(count) if isinstance(attributes.get("conv_states"), dict) else ():
+            for attribute, kind in _STATES:
+                if attributes[attribute].get(j) is not None:
+                    kinds.append(kind if count == 1 else f"{kind}.{j}")
+                    slots.append((attribute, j))
+                    tensors.append(attributes[attribute][j])
+        places = {attribute for attribute, _ in _TENSORS + _STATES}
+        settings = []
+        for name, value in attributes.items():
+            if name in places:  # where the tensors go, filled by build()
+                value = _Items((k, None) for k in value) if isinstance(value, dict) else None
+            elif name in _DERIVED:
+                value = None
+            elif any(isinstance(v, torch.Tensor) for v in _nested(value)):
+                raise InvalidInputError(
+                    f"past_key_values layer {i} is a {type(layer).__name__} that holds tensors in {name!r}, "
+                    "which onnxport does not know how to name",
+                    fix="export the model without a cache (use_cache=False)",
+                )
+            elif isinstance(value, dict):
+                value = _Items(value.items())
+            settings.append((name, value))
+        return cls(type(layer), tuple(kinds), tuple(slots), tuple(settings)), tuple(tensors)
+
+    def build(self, tensors: tuple[Any, ...]) -> Any:
+        """A layer of this layout holding ``tensors``: the class's own instance, without calling its ``__init__``
+        (whose arguments differ by class), its attributes set as they were."""
+        layer = self.cls.__new__(self.cls)
+        for name, value in self.settings:
+            setattr(layer, name, dict(value) if isinstance(value, _Items) else value)
+        for (attribute, j), tensor in zip(self.slots, tensors):
+            if j is None:
+                setattr(layer, attribute, tensor)
+            else:
+                getattr(layer, attribute)[j] = tensor
+        if tensors and hasattr(layer, "dtype"):  # the dtype and device of the tensors given, not the example's
+            layer.dtype, layer.device = getattr(tensors[0], "dtype", None), getattr(tensors[0], "device", None)
+        indexer = getattr(layer, "indexer_keys", None)
+        if indexer is not None and hasattr(layer, "indexer_dtype"):
+            layer.indexer_dtype = getattr(indexer, "dtype", None)
+            layer.indexer_device = getattr(indexer, "device", None)
+        if hasattr(layer, "_sliding_window_tensor"):
+            layer._sliding_window_tensor = torch.tensor(layer.sliding_window, dtype=torch.long, device=layer.device)
+        return layer
+
+
+def _nested(value: Any) -> list[Any]:
+    """``value``, or its values where it is a dict."""
+    return list(value.values()) if isinstance(value, dict) else [value]
 
 
 @functools.cache
@@ -197,8 +318,19 @@ def _window_layer_class() -> type:
 
 
 def _flatten_seq2seq(cache: Any) -> tuple[list[tuple[Any, ...]], tuple[Any, Any]]:
+    """One ``(decoder key, decoder value, encoder key, encoder value)`` child per layer, less the pair of a
+    layer that holds none yet (a model may return a cross-attention cache it has not filled); the context
+    holds both caches' contexts."""
     decoder, decoder_windows = _flatten(cache.self_attention_cache)
     encoder, encoder_windows = _flatten(cache.cross_attention_cache)
+    for windows in (decoder_windows, encoder_windows):  # attention layers only, filled or empty
+        i, layout = next(((i, e) for i, e in enumerate(windows) if isinstance(e, _Layout) and e.kinds), (0, None))
+        if layout is not None:
+            raise InvalidInputError(
+                f"past_key_values layer {i} is a {layout.cls.__name__}; onnxport exports EncoderDecoderCache layers "
+                "of attention (DynamicLayer, DynamicSlidingWindowLayer)",
+                fix="pass the EncoderDecoderCache of a forward pass, or export the model without a cache",
+            )
     if len(decoder) != len(encoder):
         raise InvalidInputError(
             f"past_key_values has {len(decoder)} self-attention layers and {len(encoder)} cross-attention layers",
@@ -210,17 +342,25 @@ def _flatten_seq2seq(cache: Any) -> tuple[list[tuple[Any, ...]], tuple[Any, Any]
 
 def _flatten_seq2seq_with_keys(cache: Any) -> tuple[list[tuple[Any, Any]], tuple[Any, Any]]:
     children, context = _flatten_seq2seq(cache)
-    return [(Seq2SeqLayerKey(i), child) for i, child in enumerate(children)], context
+    keys = []
+    for i, (decoder, encoder) in enumerate(zip(*context)):
+        kinds = [f"{part}.{kind}" for part, entry in (("decoder", decoder), ("encoder", encoder))
+                 for kind in (entry.kinds if isinstance(entry, _Layout) else _KINDS)]
+        keys.append(Seq2SeqLayerKey(i, tuple(kinds)))
+    return list(zip(keys, children)), context
 
 
 def _unflatten_seq2seq(children: Any, context: tuple[Any, Any]) -> Any:
     from transformers.cache_utils import EncoderDecoderCache
 
+    # Each child's decoder pair first: two tensors, none where the layer held none.
+    split = [0 if isinstance(entry, _Layout) else 2 for entry in context[0]]
     cache = EncoderDecoderCache(_unflatten([], ()), _unflatten([], ()))
-    cache.self_attention_cache = _unflatten([layer[:2] for layer in children], context[0])
-    cache.cross_attention_cache = _unflatten([layer[2:] for layer in children], context[1])
-    # Set, not computed from the lengths as __init__ does: no guard on a symbolic encoder length.
-    cache.is_updated = dict.fromkeys(range(len(children)), True)
+    cache.self_attention_cache = _unflatten([layer[:n] for layer, n in zip(children, split)], context[0])
+    cache.cross_attention_cache = _unflatten([layer[n:] for layer, n in zip(children, split)], context[1])
+    # Set, not computed from the lengths as __init__ does: no guard on a symbolic encoder length. A
+    # cross-attention layer that holds nothing is not filled: the decoder computes it from the encoder's output.
+    cache.is_updated = {i: not isinstance(entry, _Layout) for i, entry in enumerate(context[1])}
     return cache
 
 
@@ -277,13 +417,15 @@ _DIM_NAMES = (
     (re.compile(r"input_ids|position_ids"), {0: "batch_size", 1: "sequence_length"}),
     (re.compile(r"attention_mask"), {0: "batch_size", 1: "total_sequence_length"}),
     (_CACHE_INPUT, {0: "batch_size", 2: "past_sequence_length"}),
+    (re.compile(r"(past_key_values|cache)\.\d+\.indexer_key"), {0: "batch_size", 1: "past_sequence_length"}),
+    (re.compile(r"(past_key_values|cache)\.\d+\.(conv_state|recurrent_state)(\.\d+)?"), {0: "batch_size"}),
 )
 
 
 def conventional_dim_names(input_names: list[str]) -> list[dict[int, str]] | None:
     """Per input, the conventional names of its dims when the inputs are an LLM call with a KV cache
     (``batch_size``, ``sequence_length``, ``past_sequence_length``); None otherwise."""
-    if not any(_CACHE_INPUT.fullmatch(name) for name in input_names):
+    if not any(pattern.fullmatch(name) for name in input_names for pattern, _ in _DIM_NAMES[2:]):
         return None
     return [next((dims for pattern, dims in _DIM_NAMES if pattern.fullmatch(name)), {}) for name in input_names]
 
@@ -294,7 +436,9 @@ def mask_spans_cache(model: Any) -> Iterator[None]:
     That is what ``generate`` passes; transformers pads a shorter mask silently, so nothing in the model
     ties the sizes together, and ``"auto"`` would make the mask's length a size of its own that the
     ONNX model mishandles when it differs. With the check, it is ``past_sequence_length + sequence_length``;
-    likewise every layer's cache has the batch of ``input_ids`` (or ``inputs_embeds``) and one past length.
+    likewise every layer's cache has the batch of ``input_ids`` (or ``inputs_embeds``) and one past length,
+    and a linear-attention layer's states that batch too. A ``DynamicCache`` argument none of whose layers
+    holds a tensor is refused here (an input), not when flattened (a model may return one, as an output).
     """
     from transformers.cache_utils import DynamicCache, StaticCache
 
@@ -303,10 +447,22 @@ def mask_spans_cache(model: Any) -> Iterator[None]:
         if ids is None:  # a decoder fed embeddings (a vision-language model's): [batch, tokens, hidden]
             ids = kwargs.get("inputs_embeds")
         cache = next((kwargs[name] for name in CACHE_ARGUMENTS if kwargs.get(name) is not None), None)
-        if ids is None or mask is None or mask.dim() != 2 or not isinstance(cache, (DynamicCache, StaticCache)):
+        if isinstance(cache, DynamicCache) and cache.layers and not any(_flatten(cache)[0]):
+            raise InvalidInputError(
+                "past_key_values holds no tensors yet (no layer has been filled): the ONNX model needs them as inputs",
+                fix="pass a cache filled by a forward pass, or one built with empty tensors: "
+                "DynamicCache([(torch.zeros(batch, kv_heads, 0, head_dim),) * 2 for _ in range(num_layers)])",
+            )
+        if ids is None or not isinstance(cache, (DynamicCache, StaticCache)):
             return
-        tensors = [t for layer in cache.layers for t in (layer.keys, layer.values) if t is not None and t.dim() == 4]
-        if not tensors:
+        for layer in cache.layers:  # a linear-attention layer's states have the batch of the tokens
+            for name, _ in _STATES:
+                for t in (getattr(layer, name, None) or {}).values():
+                    if isinstance(t, torch.Tensor):
+                        torch._check(t.shape[0] == ids.shape[0])
+        tensors = [t for layer in cache.layers for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                   if t is not None and t.dim() == 4]
+        if mask is None or mask.dim() != 2 or not tensors:
             return
         torch._check(mask.shape[0] == ids.shape[0])
         for t in tensors:  # one batch for every layer
@@ -331,7 +487,8 @@ def mask_spans_cache(model: Any) -> Iterator[None]:
 
 def auto_spec(value: Any) -> Any:
     """``"auto"``'s spec for a KV cache: batch and past length dynamic, heads and head size static
-    (they are fixed by the weights); None for anything else."""
+    (they are fixed by the weights), and a linear-attention layer's states dynamic in their batch only;
+    None for anything else."""
     kind = type(value).__name__
     if not supported() or kind not in SUPPORTED:
         return None
@@ -342,4 +499,9 @@ def auto_spec(value: Any) -> Any:
     layer = {0: Dim.AUTO, 2: Dim.AUTO}
     if kind == "EncoderDecoderCache":
         return [(layer,) * 4 for _ in value.self_attention_cache.layers]
-    return [(layer, layer) for _ in value.layers]
+    _, context = _flatten(value)
+    # Other layers' tensors: batch and past length dynamic where they have them, the states' sizes static.
+    dims = {"key": layer, "value": layer, "indexer_key": {0: Dim.AUTO, 1: Dim.AUTO},
+            "indexer_position_ids": {1: Dim.AUTO, 2: Dim.AUTO}}
+    return [tuple(dims.get(kind, {0: Dim.AUTO}) for kind in entry.kinds) if isinstance(entry, _Layout)
+            else (layer, layer) for entry in context]

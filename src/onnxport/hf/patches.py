@@ -9,6 +9,10 @@ duration of the capture and undone on every path; the user's model is left as it
 Attention masks that combine mask functions are built without ``torch.vmap`` during the capture
 (:func:`_masks_without_vmap`): functorch's batching ops have no ONNX form.
 
+Linear-attention layers (Mamba, gated delta-net hybrids) pad a prompt's conv states to the kernel size in
+Python, only for a prompt shorter than the kernel; during the capture they pad by ``max(kernel - length,
+0)`` (:func:`_conv_states_padded`), so one graph serves every prompt length.
+
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
 behind ``.contiguous()``) fix a length whose example is 1 for the rest of the graph. So such a step is
@@ -52,7 +56,7 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
             saved.append((config, config._experts_implementation))
             config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
-        with _cache.mask_spans_cache(model), _masks_without_vmap():
+        with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded():
             yield
     finally:
         for config, value in saved:
@@ -90,6 +94,40 @@ def _masks_without_vmap() -> Iterator[None]:
     finally:
         mapping.clear()
         mapping.update(saved)
+
+
+@contextlib.contextmanager
+def _conv_states_padded() -> Iterator[None]:
+    """A linear-attention layer (Mamba, gated delta-net) pads a prompt's conv states to the kernel size only
+    when the prompt is shorter (``if shape[-1] < conv_kernel_size``): captured from a longer example, the
+    graph holds a guard (prompt >= kernel) and no padding, and a shorter prompt differs from eager PyTorch.
+    For the capture the states are padded by ``max(kernel - length, 0)``, nothing for a longer prompt: one
+    graph for every length. Decode steps (a previous state) and recorded pasts go through transformers' own."""
+    try:
+        from transformers.cache_utils import LinearAttentionLayer
+    except ImportError:  # a transformers without linear-attention caches
+        yield
+        return
+
+    original = LinearAttentionLayer.update_conv_state
+
+    def update_conv_state(self: Any, conv_states: torch.Tensor, state_idx: int = 0,
+                          conv_kernel_size: int | None = None, **kwargs: Any) -> torch.Tensor:
+        if self.has_previous_state[state_idx] or self.record_past:
+            return original(self, conv_states, state_idx, conv_kernel_size, **kwargs)
+        if not self.is_conv_states_initialized[state_idx]:
+            self.lazy_initialization(conv_states=conv_states, state_idx=state_idx, conv_kernel_size=conv_kernel_size)
+        self.has_previous_state[state_idx] = True
+        kernel = self.conv_kernel_size[state_idx]
+        full = torch.nn.functional.pad(conv_states, (torch.sym_max(kernel - conv_states.shape[-1], 0), 0))
+        self.conv_states[state_idx].copy_(full[..., -kernel:])
+        return full
+
+    LinearAttentionLayer.update_conv_state = update_conv_state
+    try:
+        yield
+    finally:
+        LinearAttentionLayer.update_conv_state = original
 
 
 # Inputs of a causal LM's step that run along the new tokens: how each widens from one token to two.
