@@ -81,3 +81,53 @@ def test_a_dim_fixed_by_the_model_names_the_line_that_fixed_it() -> None:
     assert err.location is not None and err.location.file == __file__
     assert err.location.code.startswith("for t in range(x.shape[1])")
     assert "a Python loop over a size" in str(err) and "1: 5" in err.fix
+
+
+class ChunkLoop(torch.nn.Module):
+    """Loops in Python over chunks of 4: traced from 3 steps, the graph holds one chunk (sizes up to 4)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x[:, i * 4:(i + 1) * 4].cumsum(1) for i in range((x.shape[1] + 3) // 4)], 1)
+
+
+class PositionTable(torch.nn.Module):
+    """Adds a table of 6 positions: eager PyTorch itself refuses more than 6 steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(6, 5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.table[: x.shape[1]]
+
+
+def test_a_range_the_graph_holds_is_checked_above_its_bound() -> None:
+    x = torch.randn(2, 3, 5)
+    with pytest.raises(onnxport.VerificationError) as info:  # the ONNX model would be wrong from 5 steps
+        onnxport.export(ChunkLoop(), (x,), dynamic_shapes=({0: Dim.DYNAMIC, 1: Dim.DYNAMIC},))
+    assert "x_dim1=9, above the sizes 2 to 4" in info.value.fix
+    prog = onnxport.export(ChunkLoop(), (x,), dynamic_shapes=({1: Dim("steps", max=4)},))  # what it holds
+    assert "steps=9" not in str(prog.report)
+    prog = onnxport.export(PositionTable(), (x,), dynamic_shapes=({1: Dim.DYNAMIC},))
+    assert "x_dim1 takes sizes up to 6 only" in "\n".join(prog.report.notes)
+
+
+class PaddedChunks(torch.nn.Module):
+    """Pads to a multiple of 4, then loops over the chunks: torch.export keeps the chunk count of the example
+    (one) as a guard only, no range, so the bound comes from the guards."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = x.shape[1]
+        pad = (4 - s % 4) % 4
+        chunks = torch.nn.functional.pad(x, (0, 0, 0, pad)).reshape(x.shape[0], (s + pad) // 4, 4, x.shape[-1])
+        state, out = torch.zeros_like(chunks[:, 0, 0]), []
+        for i in range((s + pad) // 4):
+            state = state * 0.5 + chunks[:, i].sum(1)
+            out.append(chunks[:, i] + state[:, None])
+        return torch.cat(out, 1)[:, :s]
+
+
+def test_a_bound_kept_as_a_guard_only_is_checked_too() -> None:
+    with pytest.raises(onnxport.VerificationError) as info:
+        onnxport.export(PaddedChunks(), (torch.randn(2, 3, 5),), dynamic_shapes=({0: Dim.DYNAMIC, 1: Dim.DYNAMIC},))
+    assert "x_dim1=7, above the sizes 2 to 3" in info.value.fix

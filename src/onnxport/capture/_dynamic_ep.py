@@ -22,6 +22,7 @@ from onnxport.errors import CaptureError, InvalidInputError
 
 __all__ = [
     "check_specialization",
+    "declared_maximums",
     "declared_minimums",
     "dim_names",
     "example_symbol_values",
@@ -130,6 +131,29 @@ def declared_minimums(ep: torch.export.ExportedProgram, specs: list[dict[int, An
                 continue
             found[str(expr)] = min(found.get(str(expr), lowest), lowest)
     return {symbol: lowest for symbol, lowest in found.items() if symbol not in excluded}
+
+
+def declared_maximums(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]]) -> dict[str, int | None]:
+    """``{symbol: the largest size the user's specs allow}`` (None: no limit) for the symbols that every input
+    dim holds alone: a ``Dim``'s ``max``, none for ``Dim.AUTO``/``DYNAMIC``; as ``declared_minimums``."""
+    found: dict[str, int | None] = {}
+    excluded: set[str] = set()
+    for i, (_, val) in enumerate(_tensor_placeholders(ep)):
+        for k, size in enumerate(val.shape):
+            expr, spec = _expr(size), (specs[i] if i < len(specs) else {}).get(k)
+            if expr is None:
+                continue
+            if isinstance(expr, sympy.Symbol) and _is_named(spec):
+                largest = int(spec.max) if isinstance(spec.max, int) and spec.max < (1 << 62) else None
+            elif isinstance(expr, sympy.Symbol) and isinstance(spec, _DimHint) and spec.type != _DimHintType.STATIC:
+                largest = None
+            else:
+                excluded.update(str(s) for s in expr.free_symbols)
+                continue
+            before = found.get(str(expr), largest)
+            found[str(expr)] = None if before is None and largest is None else min(
+                x for x in (before, largest) if x is not None)
+    return {symbol: largest for symbol, largest in found.items() if symbol not in excluded}
 
 
 def rename_expr(expr: Any, names: Mapping[str, str]) -> str:

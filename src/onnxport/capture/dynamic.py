@@ -21,6 +21,7 @@ from torch.utils import _pytree as pytree
 
 from onnxport.capture._dynamic_ep import (
     check_specialization,
+    declared_maximums,
     declared_minimums,
     dim_names,
     example_symbol_values,
@@ -38,6 +39,7 @@ __all__ = [
     "check_example_sizes",
     "check_specialization",
     "complete_dynamic_shapes",
+    "declared_maximums",
     "declared_minimums",
     "dim_names",
     "dim_range",

@@ -23,6 +23,16 @@ captured without that path. Yet size 1 is the size most deployments run. So wher
 allows 1 (a ``Dim``'s default ``min`` is 0) and every recorded range holds, size 1 comes first,
 whatever the example's size, marked ``below_range``: eager PyTorch always decides it, and a
 difference there fails the export (see ``stage``).
+
+Above a range torch.export bounded lies the same risk: a model that loops in Python over chunks of a dim
+runs the loop once per chunk of the example, and torch.export keeps the dim dynamic only up to the
+example's chunk count (``(s + 63) // 64 == 1``: sizes up to 64), as a range or only as a guard. Where the
+user's spec allows more, the group gets one set above the bound, at twice it (``GroupSizes.above``, bounds
+under 4096): eager PyTorch refusing it too is the model's own limit; eager running it says whether the ONNX
+model holds there.
+
+Sizes that keep the model's modular guards are the only ones tried (a dim the model takes only at
+multiples of a chunk length, see ``onnxport.capture._dim_constraints``).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import torch
 from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
 from onnxport.capture.dynamic import (
+    declared_maximums,
     declared_minimums,
     dim_names,
     example_symbol_values,
@@ -47,6 +58,7 @@ from onnxport.errors import InvalidInputError
 __all__ = ["GroupSizes", "SampleSets", "other_sizes", "resize_keeping_ends", "sizes_by_group"]
 
 _OFFSETS = (-1, 1, 3, 2, -2, 5, 4, 7, -3, 9)
+_ABOVE_LIMIT = 4096  # a range torch.export bounded below this is checked just above its bound
 _NEAREST = (-1, 1, 2, -2, 3, 4, -3, 5, 6, 7, 9)  # one group moving alone: nearest first, smaller first
 
 
@@ -151,12 +163,14 @@ def other_sizes(
 class GroupSizes(SampleSets):
     """Candidate input sets for one group of symbols (the first to try first): ``group`` names it,
     ``symbols`` are torch's, ``sizes[i]`` is the group's size in set i and ``below_range[i]`` says whether
-    it lies below the range torch.export recorded (size 1)."""
+    it lies below the range torch.export recorded (size 1). ``above`` is a set just above that range, when
+    torch.export bounded it where the user's spec does not (see ``sizes_by_group``), or None."""
 
     group: str
     symbols: list[Any]
     sizes: list[int]
     below_range: list[bool]
+    above: tuple[list[Any], int, tuple[int, int]] | None = None  # (inputs, size, the range recorded)
 
     def add(self, inputs: list[Any], size: int, *, below_range: bool = False) -> None:
         self.append(inputs)
@@ -184,6 +198,7 @@ def sizes_by_group(
     dims = _Dims(ep, example_flat_inputs, specs, input_names)
     observed = [dims.observed(flat) for flat in given]
     declared = declared_minimums(ep, specs) if dims.roots else {}
+    ceilings = declared_maximums(ep, specs) if dims.roots else {}
     result = []
     for group in dims.groups:
         lead, start = group[0], dims.example[group[0]]
@@ -206,9 +221,42 @@ def sizes_by_group(
             candidates.add(dims.resized(values), value)
             if len(candidates) == tries:
                 break
-        if candidates:
+        candidates.above = _above_range(dims, group, ceilings)
+        if candidates or candidates.above:
             result.append(candidates)
     return result
+
+
+def _above_range(dims: _Dims, group: list[Any], ceilings: dict[str, int | None]) -> tuple[list[Any], int, tuple[int, int]] | None:
+    """The example with ``group`` above the range torch.export recorded for it (twice its bound, or the
+    next size the model's guards allow), or above the bound its guards set, where the user's spec
+    allows larger sizes (``Dim.DYNAMIC``, ``Dim.AUTO``, or a ``Dim`` with a larger ``max``): a model that
+    fixes its graph to sizes up to a bound (a Python loop over chunks, run once per chunk of the example)
+    computes other sizes wrong, unless it refuses them in eager PyTorch too; verification lets eager say."""
+    if not all(str(s) in ceilings for s in group):
+        return None
+    def at(size: int) -> dict[Any, int]:
+        return {**dims.example, **dict.fromkeys(group, size)}
+
+    lower, upper = dims.bounds(group)
+    if upper >= _ABOVE_LIMIT:  # no range recorded; the model's guards may still bound it
+        upper = _guard_bound([g for g in dims.guards if g.free_symbols & set(group)], dims.example[group[0]], at)
+    allowed = min((c for s in group if (c := ceilings[str(s)]) is not None), default=None)
+    if upper is None or upper >= _ABOVE_LIMIT or (allowed is not None and allowed <= upper):
+        return None  # unbounded, declared so, or so large that an eager run above it would cost too much
+
+    # twice the bound and more: past the sizes next to it, where torch's shape checks single out some (a
+    # contiguity rule at one size), and where a loop over chunks of the example runs twice
+    above = range(2 * upper + 1, 2 * upper + 513)
+    # the guards that bound the range itself ((s + 3) // 4 == 1: one chunk) hold nowhere above it; the others
+    # (a multiple of a chunk length) say which sizes above it the model takes
+    kept = [g for g in dims.guards if g.free_symbols & set(group) and any(guards_hold([g], at(n)) for n in above)]
+    for size in above[:64]:
+        if allowed is not None and size > allowed:
+            return None
+        if guards_hold(kept, at(size)):
+            return dims.resized(at(size)), size, (lower, upper)
+    return None
 
 
 def _groups(roots: list[Any], example: dict[Any, int], named: dict[str, str]) -> list[list[Any]]:
@@ -261,6 +309,25 @@ def _finite_or(value: Any, default: int) -> int:
     if isinstance(value, (IntInfinity, NegativeIntInfinity)) or value in (sympy.oo, -sympy.oo):
         return default
     return int(value)
+
+
+def _guard_bound(guards: Sequence[Any], start: int, at: Any) -> int | None:
+    """The largest size the ``guards`` allow when they allow none above it, though no range says so:
+    torch.export keeps ``(s + pad) // 64 == 1`` (a chunk count fixed to the example's) as a guard only.
+    Probed at the sizes just above ``start`` and at powers of two; None when every probe holds, or when
+    sizes hold again above one that fails (a dim taking multiples of a chunk length)."""
+    if not guards:
+        return None
+    probes = sorted({start + d for d in range(1, 9)} | {(1 << k) + e for k in range(2, 13) for e in (0, 1)})
+    probes = [p for p in probes if start < p < _ABOVE_LIMIT]
+    failing = [p for p in probes if not guards_hold(guards, at(p))]
+    if not failing or any(guards_hold(guards, at(p)) for p in probes if p > failing[0]):
+        return None
+    low, high = max((p for p in probes if p < failing[0]), default=start), failing[0]
+    while high - low > 1:  # low holds, high fails
+        mid = (low + high) // 2
+        low, high = (mid, high) if guards_hold(guards, at(mid)) else (low, mid)
+    return low
 
 
 def _pick(example: int, bounds: tuple[int, int], offset: int) -> int:

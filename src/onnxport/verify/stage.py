@@ -73,6 +73,7 @@ def _verify(checker: Checker, program: Any, model: Any, given: list[InputSet], c
         if checker.check(label, inputs) == "unrunnable":
             return checker.finish()
     tried, verified, size_one = _check_other_sizes(checker, captured, groups, resized)
+    above = _check_above_ranges(checker, groups, spec, program.report, verified)
     program.report.sizes_verified = verified
     if captured.rewriter is not None:  # after the sizes: its search is open-ended, theirs is not
         explored, checker.result.branches = explore_branches(
@@ -84,7 +85,8 @@ def _verify(checker: Checker, program: Any, model: Any, given: list[InputSet], c
     try:
         result = checker.finish(raise_on_mismatch=raise_on_mismatch)
     except VerificationError as exc:
-        fix = _size_one_fix(size_one) if size_one else _size_oblivious_fix(captured) if captured.size_oblivious else None
+        fix = (_size_one_fix(size_one) if size_one else _size_oblivious_fix(captured) if captured.size_oblivious
+               else _above_fix(above) if above else None)
         if fix is None or checker.onnxruntime_fault:  # said as such (see Checker)
             raise
         raise VerificationError(exc.message, verification=exc.verification, fix=fix) from None
@@ -160,6 +162,36 @@ def _check_other_sizes(
             if outcome not in ("refused", "unrunnable"):
                 break
     return tried, verified, size_one
+
+
+def _check_above_ranges(checker: Checker, groups: list[GroupSizes], spec: Any, report: Any, verified: list[str]) -> str:
+    """Run each group just above the range torch.export recorded for it, where the user's spec allows more
+    (see ``sizes._above_range``): eager PyTorch refusing it too is a bound of the model, said in the report;
+    the ONNX model differing there is a graph fixed to the example's range. The first such, described."""
+    differs = ""
+    for candidates in groups:
+        if candidates.above is None:
+            continue
+        flat, size, (lower, upper) = candidates.above
+        description = f"{candidates.group}={size}"
+        outcome = checker.check(f"example taken above the sizes {lower} to {upper} that torch.export captured, to "
+                                f"{description}", pytree.tree_unflatten(flat, spec), generated=True, required=True)
+        if outcome == "checked":
+            verified.append(description)
+        elif outcome == "refused":
+            report.notes.append(f"{candidates.group} takes sizes up to {upper} only: torch.export bounded it "
+                                f"there, and eager PyTorch refuses {size} too")
+        elif outcome == "mismatch" and not differs:
+            differs = f"{description}, above the sizes {lower} to {upper} that torch.export captured for {candidates.group}"
+    return differs
+
+
+def _above_fix(above: str) -> str:
+    """A size above the captured range differs: the graph holds the example's range, eager goes on."""
+    return (f"at {above}, the ONNX model differs from eager PyTorch: the model fixed its graph to that range while "
+            "torch.export traced it (a Python loop over chunks of the dim runs once per chunk of the example), and "
+            "eager PyTorch runs larger sizes another way; export from an example as large as the largest size you "
+            "will run, declare the dim's range (Dim(name, max=...)) to what the graph holds, or keep it static")
 
 
 def _rows_resized(reference: Any, axes: list[int | None] | None, size: int) -> Any:
