@@ -13,6 +13,12 @@ Linear-attention layers (Mamba, gated delta-net hybrids) pad a prompt's conv sta
 Python, only for a prompt shorter than the kernel; during the capture they pad by ``max(kernel - length,
 0)`` (:func:`_conv_states_padded`), so one graph serves every prompt length.
 
+Gated delta-net layers (Qwen3-Next, Qwen3.5, OLMo hybrid) compute a prompt with transformers'
+``torch_chunk_gated_delta_rule``, which under capture inverts each chunk by a Python loop of slice ops
+(slow) and walks the chunks in a Python loop that fixes their number (wrong beyond 64 tokens). During the
+capture it is replaced (:func:`_delta_rule_scanned`) by :func:`onnxport.hf._delta_rule.chunk_gated_delta_rule`:
+a loop-free inverse, and a ``scan`` over a symbolic number of chunks.
+
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
 behind ``.contiguous()``) fix a length whose example is 1 for the rest of the graph. So such a step is
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,7 +63,8 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
             saved.append((config, config._experts_implementation))
             config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
-        with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded():
+        with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
+                _delta_rule_scanned(model):
             yield
     finally:
         for config, value in saved:
@@ -128,6 +136,50 @@ def _conv_states_padded() -> Iterator[None]:
         yield
     finally:
         LinearAttentionLayer.update_conv_state = original
+
+
+@contextlib.contextmanager
+def _delta_rule_scanned(model: torch.nn.Module) -> Iterator[None]:
+    """Every loaded transformers module that defines ``torch_chunk_gated_delta_rule`` gets onnxport's
+    :func:`~onnxport.hf._delta_rule.chunk_gated_delta_rule` in its place, and so does every submodule of
+    ``model`` whose ``chunk_gated_delta_rule`` attribute holds transformers' function (or the kernel
+    wrapper around it); everything is put back on exit."""
+    from onnxport.hf._delta_rule import chunk_gated_delta_rule
+
+    globals_saved = []
+    originals: set[int] = set()
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("transformers.") or module is None:
+            continue
+        function = vars(module).get("torch_chunk_gated_delta_rule")
+        if not callable(function) or function is chunk_gated_delta_rule:
+            continue
+        globals_saved.append((module, function))
+        while function is not None:  # the kernel wrapper and what it wraps
+            originals.add(id(function))
+            function = getattr(function, "__wrapped__", None)
+    attributes_saved = []
+    for layer in model.modules():
+        held = getattr(layer, "chunk_gated_delta_rule", None)
+        if held is not None and id(held) in originals:
+            attributes_saved.append((layer, vars(layer).get("chunk_gated_delta_rule", _ABSENT)))
+    try:
+        for module, _ in globals_saved:
+            module.torch_chunk_gated_delta_rule = chunk_gated_delta_rule
+        for layer, _ in attributes_saved:
+            layer.chunk_gated_delta_rule = chunk_gated_delta_rule
+        yield
+    finally:
+        for module, function in globals_saved:
+            module.torch_chunk_gated_delta_rule = function
+        for layer, held in attributes_saved:
+            if held is _ABSENT:
+                del layer.chunk_gated_delta_rule
+            else:
+                layer.chunk_gated_delta_rule = held
+
+
+_ABSENT = object()
 
 
 # Inputs of a causal LM's step that run along the new tokens: how each widens from one token to two.
