@@ -75,7 +75,7 @@ def classify(exc: BaseException) -> dict[str, Any]:
     else:
         out["status"] = "other"
         text += "\n" + "".join(traceback.format_exception(exc)[-6:])
-    out["text"] = text[:4000]
+    out["text"] = text if len(text) <= 4000 else text[:3000] + "\n...\n" + text[-1000:]  # the fix comes last
     return out
 
 
@@ -309,7 +309,7 @@ CAUSES = [
     ("data-dependent `if`/size in transformers code (not turned into torch.cond)",
      r"data.dependent|GuardOnDataDependent|Could not guard on data|Could not extract specialized integer|"
      r"unbacked|u\d+ [<>=!]|Eq\(u\d|nonzero|item\(\)"),
-    ("constrained dynamic dims (a multiple of a chunk length, equal sizes, specialised)",
+    ("dims the model fixes to the example's size (a Python loop over the sequence, a fixed-size table)",
      r"Constraints violated|must be specialized|specialized to|multiple of|Mod\(|satisfy the generated guard|"
      r"inferred to be equal|must be equal|relationship between|specializ"),
     ("torch.vmap `_add_batch_dim`", r"_add_batch_dim|_remove_batch_dim|vmap"),
@@ -349,6 +349,8 @@ def failure_cause(r: dict[str, Any]) -> str:
     if r["status"] == "timeout":
         return "slow: ran past the time limit"
     if r["status"] == "verify mismatch":
+        if re.search(r"above the sizes \d+ to \d+ that torch.export captured", r.get("text", "") + r.get("fix", "")):
+            return "graph bound to the example's range (a Python loop over chunks), wrong above it: verification fails"
         return "verification mismatch"
     text = (r.get("message", "") + "\n" + r.get("text", ""))
     for label, pattern in CAUSES:
