@@ -110,50 +110,44 @@ def user_named_symbols(ep: torch.export.ExportedProgram, specs: list[dict[int, A
     return named
 
 
-def declared_minimums(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]]) -> dict[str, int]:
-    """``{symbol: the smallest size the user's specs allow}`` for the symbols that every input dim holds
-    alone: a ``Dim``'s ``min`` (0 by default), 0 for ``Dim.AUTO``/``DYNAMIC``. torch.export's own lower
-    bound is 2 for most of them (it takes sizes 0 and 1 apart); a symbol that some dim holds in an
+def _declared(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]]) -> dict[str, list[Any]]:
+    """``{symbol: the user's specs of the dims that hold it}`` for the symbols that every input dim holds
+    alone, each given a named ``Dim`` or ``Dim.AUTO``/``DYNAMIC``; a symbol that some dim holds in an
     expression (a derived ``Dim``), or that a spec does not declare, is left out."""
-    found: dict[str, int] = {}
+    found: dict[str, list[Any]] = {}
     excluded: set[str] = set()
     for i, (_, val) in enumerate(_tensor_placeholders(ep)):
         for k, size in enumerate(val.shape):
             expr, spec = _expr(size), (specs[i] if i < len(specs) else {}).get(k)
             if expr is None:
                 continue
-            if isinstance(expr, sympy.Symbol) and _is_named(spec):
-                lowest = int(spec.min) if isinstance(spec.min, int) else 0
-            elif isinstance(expr, sympy.Symbol) and isinstance(spec, _DimHint) and spec.type != _DimHintType.STATIC:
-                lowest = 0
+            hint = isinstance(spec, _DimHint) and spec.type != _DimHintType.STATIC
+            if isinstance(expr, sympy.Symbol) and (_is_named(spec) or hint):
+                found.setdefault(str(expr), []).append(spec)
             else:
                 excluded.update(str(s) for s in expr.free_symbols)
-                continue
-            found[str(expr)] = min(found.get(str(expr), lowest), lowest)
-    return {symbol: lowest for symbol, lowest in found.items() if symbol not in excluded}
+    return {symbol: given for symbol, given in found.items() if symbol not in excluded}
+
+
+def declared_minimums(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]]) -> dict[str, int]:
+    """``{symbol: the smallest size the user's specs allow}`` (see ``_declared``): a ``Dim``'s ``min`` (0 by
+    default), 0 for ``Dim.AUTO``/``DYNAMIC``. torch.export's own lower bound is 2 for most of them (it takes
+    sizes 0 and 1 apart)."""
+    def lowest(spec: Any) -> int:
+        return int(spec.min) if _is_named(spec) and isinstance(spec.min, int) else 0
+
+    return {symbol: min(map(lowest, given)) for symbol, given in _declared(ep, specs).items()}
 
 
 def declared_maximums(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]]) -> dict[str, int | None]:
-    """``{symbol: the largest size the user's specs allow}`` (None: no limit) for the symbols that every input
-    dim holds alone: a ``Dim``'s ``max``, none for ``Dim.AUTO``/``DYNAMIC``; as ``declared_minimums``."""
-    found: dict[str, int | None] = {}
-    excluded: set[str] = set()
-    for i, (_, val) in enumerate(_tensor_placeholders(ep)):
-        for k, size in enumerate(val.shape):
-            expr, spec = _expr(size), (specs[i] if i < len(specs) else {}).get(k)
-            if expr is None:
-                continue
-            if isinstance(expr, sympy.Symbol) and _is_named(spec):
-                largest = int(spec.max) if isinstance(spec.max, int) and spec.max < (1 << 62) else None
-            elif isinstance(expr, sympy.Symbol) and isinstance(spec, _DimHint) and spec.type != _DimHintType.STATIC:
-                largest = None
-            else:
-                excluded.update(str(s) for s in expr.free_symbols)
-                continue
-            before = found.get(str(expr), largest)
-            found[str(expr)] = None if before is None and largest is None else min(
-                x for x in (before, largest) if x is not None)
-    return {symbol: largest for symbol, largest in found.items() if symbol not in excluded}
+    """``{symbol: the largest size the user's specs allow}`` (see ``_declared``; None: no limit): the smallest
+    ``max`` of a ``Dim`` that holds it, none for ``Dim.AUTO``/``DYNAMIC``."""
+    def largest(spec: Any) -> int | None:
+        bounded = _is_named(spec) and isinstance(spec.max, int) and spec.max < (1 << 62)
+        return int(spec.max) if bounded else None
+
+    return {symbol: min((m for m in map(largest, given) if m is not None), default=None)
+            for symbol, given in _declared(ep, specs).items()}
 
 
 def rename_expr(expr: Any, names: Mapping[str, str]) -> str:
