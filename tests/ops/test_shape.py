@@ -52,6 +52,8 @@ def tile_fn(x): return x.tile(2)
 def repeat_interleave_dim(x): return x.repeat_interleave(3, dim=1)
 def repeat_interleave_sym(x): return x.repeat_interleave(x.shape[0], dim=-1)
 def repeat_interleave_flat(x): return x.repeat_interleave(2)
+def repeat_interleave_counts(r): return torch.repeat_interleave(r)
+def repeat_interleave_by(x, r): return x.repeat_interleave(r, dim=0) * 2
 def diff_twice(x): return torch.diff(x, n=2, dim=0)
 def diff_pre_app(x, p, a): return torch.diff(x, dim=-1, prepend=p, append=a)
 def repeat_sym(x): return x.repeat(2, 1, 1)
@@ -183,6 +185,11 @@ CASES = [
            dynamic_shapes=dyn({0: Dim("n", min=2), 2: Dim("m", min=2)})),
     OpCase(repeat_interleave_sym, args=lambda: (randn(3, 4),), name="sym_repeats", dynamic_shapes=N0),
     OpCase(repeat_interleave_flat, args=lambda: (randn(2, 3),)),
+    # counts known at run time only (packed sequences' lengths); zero counts first, between and last
+    OpCase(repeat_interleave_counts, args=lambda: (torch.tensor([0, 2, 0, 3, 1, 0, 0]),), name="counts"),
+    OpCase(repeat_interleave_counts, args=lambda: (torch.tensor([0, 0], dtype=torch.int32),), name="all_zero"),
+    OpCase(repeat_interleave_by, args=lambda: (randn(4, 3), torch.tensor([1, 3, 0, 2])), name="by_tensor",
+           dynamic_shapes=dyn({0: Dim("n", min=2, max=64)}, {0: Dim("n", min=2, max=64)})),
     OpCase(diff_twice, args=lambda: (randn(5, 3),)),
     OpCase(torch.diff, args=lambda: (randn(5, 3),), kwargs={"dim": 0}, name="dyn",
            dynamic_shapes=dyn({0: Dim("n", min=3, max=64), 1: Dim("m", min=2)})),

@@ -297,6 +297,29 @@ def repeat_interleave(ctx: Ctx, x: ir.Value, repeats: Size, dim: int | None = No
     return ctx.op.Reshape(tiled, ctx.sizes([_shape(ctx, x, 0, dim), -1, _shape(ctx, x, dim + 1, r)]))
 
 
+@aten(aten_.repeat_interleave.Tensor)
+def repeat_interleave_counts(ctx: Ctx, repeats: ir.Value, *, output_size: Size | None = None) -> ir.Value:
+    """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
+
+    ``i`` repeated ``repeats[i]`` times, for every ``i`` in order; the length, ``repeats.sum()``, is known
+    only at run time. Output ``p`` is the number of ends ``cumsum(repeats)`` at or before ``p``: a 1 is added
+    at each end (ends that coincide, where a count is 0, add up) and a running sum reads it, in
+    ``O(len + sum)``. (``repeat_interleave(x, repeats, dim)`` reaches here through torch's decomposition,
+    which then gathers ``x`` at these indices.)"""
+    counts = ctx.cast(ctx.op.Reshape(repeats, ctx.const([-1], INT64)), INT64)
+    ends = ctx.op.CumSum(counts, ctx.const(0, INT64))
+    total = ctx.op.ReduceSum(counts, ctx.const([0], INT64), keepdims=1)  # [sum], 0 for no counts
+    # one slot past the last position takes the ends equal to the total (the trailing zero counts)
+    marks = ctx.op.ConstantOfShape(ctx.op.Add(total, ctx.const([1], INT64)),
+                                   value=ir.tensor([0], dtype=INT64))
+    ones = ctx.op.ConstantOfShape(ctx.op.Shape(counts), value=ir.tensor([1], dtype=INT64))
+    marks = ctx.op.ScatterElements(marks, ends, ones, axis=0, reduction="add")
+    index = ctx.op.CumSum(marks, ctx.const(0, INT64))
+    out = ctx.cast(ctx.op.Slice(index, ctx.const([0], INT64), total, ctx.const([0], INT64)), repeats.dtype)
+    out.shape = ir.Shape([None])
+    return out
+
+
 @aten(aten_.diff.default)
 def diff(ctx: Ctx, x: ir.Value, n: int = 1, dim: int = -1, prepend: ir.Value | None = None,
          append: ir.Value | None = None) -> ir.Value:
