@@ -25,7 +25,7 @@ from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from onnxport.errors import SourceLocation, location_from_stack_trace
 
-__all__ = ["guards_hold", "modular_guards", "recorded_values", "size_step", "step_notes"]
+__all__ = ["data_bound", "guards_hold", "modular_guards", "recorded_values", "size_step", "step_notes"]
 
 _SCAN = 512  # sizes scanned above the example's to find the step of a dim (a chunk of up to 256 shows twice)
 _MAX_GUARDS = 2000
@@ -44,6 +44,26 @@ def modular_guards(ep: torch.export.ExportedProgram) -> list[sympy.Expr]:
             if len(found) == _MAX_GUARDS:
                 break
     return list(found)
+
+
+def data_bound(ep: torch.export.ExportedProgram) -> dict[Any, sympy.Expr]:
+    """The input dims that the model requires to equal a size computed from input values, each with the
+    requirement: ``Eq(s0, u0*u1 + u2*u3)`` where a vision tower's patch count must be the sum over its
+    ``grid_thw`` rows of ``t*h*w``. torch.export checks it at run time (a deferred assertion); no size of
+    the dim alone, the values kept, is an input the model takes."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    env = _shape_env(ep)
+    found: dict[Any, sympy.Expr] = {}
+    for asserts in getattr(env, "deferred_runtime_asserts", {}).values():
+        for item in asserts:
+            expr = getattr(item, "expr", None)
+            if not isinstance(expr, sympy.Eq):
+                continue
+            unbacked = free_unbacked_symbols(expr)
+            for symbol in sorted(expr.free_symbols - unbacked, key=str) if unbacked else ():
+                found.setdefault(symbol, expr)
+    return found
 
 
 def guards_hold(guards: Sequence[sympy.Expr], values: Mapping[Any, int]) -> bool:

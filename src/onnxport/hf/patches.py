@@ -19,6 +19,10 @@ Gated delta-net layers (Qwen3-Next, Qwen3.5, OLMo hybrid) compute a prompt with 
 capture it is replaced (:func:`_delta_rule_scanned`) by :func:`onnxport.hf._delta_rule.chunk_gated_delta_rule`:
 a loop-free inverse, and a ``scan`` over a symbolic number of chunks.
 
+Vision towers that pack every image's patches in one sequence (Qwen2-VL and the families built like it)
+split it per image by sizes that are data (``torch.split(t, lengths.tolist())``); during the capture they
+attend once, with a mask that keeps each image to itself (:mod:`onnxport.hf._packed_attention`).
+
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
 behind ``.contiguous()``) fix a length whose example is 1 for the rest of the graph. So such a step is
@@ -37,6 +41,7 @@ from typing import Any
 import torch
 
 from onnxport.hf import cache as _cache
+from onnxport.hf._packed_attention import packed_attention_on
 from onnxport.hf.signature import cache_argument
 
 __all__ = ["patched", "widened_decode_step"]
@@ -64,7 +69,7 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
             config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
         with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
-                _delta_rule_scanned(model):
+                _delta_rule_scanned(model), packed_attention_on(model):
             yield
     finally:
         for config, value in saved:

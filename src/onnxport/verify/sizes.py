@@ -32,7 +32,10 @@ under 4096): eager PyTorch refusing it too is the model's own limit; eager runni
 model holds there.
 
 Sizes that keep the model's modular guards are the only ones tried (a dim the model takes only at
-multiples of a chunk length, see ``onnxport.capture._dim_constraints``).
+multiples of a chunk length, see ``onnxport.capture._dim_constraints``). A dim the model requires to equal a
+size computed from input values (a vision tower's patch count, the sum of its images' ``t*h*w``) is not
+resized at all: no size of it alone is an input the model takes (eager PyTorch may even run one, broadcasting
+a size 1); the report says it was checked at the example's size, or at those of ``verify_inputs``.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from onnxport.capture.dynamic import (
     tensor_input_shapes,
     user_named_symbols,
 )
-from onnxport.capture._dim_constraints import guards_hold, modular_guards, size_step
+from onnxport.capture._dim_constraints import data_bound, guards_hold, modular_guards, size_step
 from onnxport.errors import InvalidInputError
 
 __all__ = ["GroupSizes", "SampleSets", "other_sizes", "resize_keeping_ends", "sizes_by_group"]
@@ -171,6 +174,7 @@ class GroupSizes(SampleSets):
     sizes: list[int]
     below_range: list[bool]
     above: tuple[list[Any], int, tuple[int, int]] | None = None  # (inputs, size, the range recorded)
+    bound_by_data: sympy.Expr | None = None  # the group must equal a size computed from input values
 
     def add(self, inputs: list[Any], size: int, *, below_range: bool = False) -> None:
         self.append(inputs)
@@ -199,6 +203,7 @@ def sizes_by_group(
     observed = [dims.observed(flat) for flat in given]
     declared = declared_minimums(ep, specs) if dims.roots else {}
     ceilings = declared_maximums(ep, specs) if dims.roots else {}
+    bound = data_bound(ep) if dims.roots else {}
     result = []
     for group in dims.groups:
         lead, start = group[0], dims.example[group[0]]
@@ -207,6 +212,10 @@ def sizes_by_group(
         candidates = GroupSizes()
         candidates.group, candidates.symbols = dims.name(group), list(group)
         candidates.descriptions, candidates.sizes, candidates.below_range = [], [], []
+        if any(s in bound for s in group):  # resized alone it is no input the model takes
+            candidates.bound_by_data = next(bound[s] for s in group if s in bound)
+            result.append(candidates)
+            continue
         one = {**dims.example, **dict.fromkeys(group, 1)}
         if (start >= 2 and all(declared.get(str(s), 2) <= 1 for s in group)
                 and _fits(ep, one, declared=group, guards=dims.guards)):

@@ -74,6 +74,7 @@ def _verify(checker: Checker, program: Any, model: Any, given: list[InputSet], c
             return checker.finish()
     tried, verified, size_one = _check_other_sizes(checker, captured, groups, resized)
     above = _check_above_ranges(checker, groups, spec, program.report, verified)
+    _note_bound_by_data(groups, program.report)
     program.report.sizes_verified = verified
     if captured.rewriter is not None:  # after the sizes: its search is open-ended, theirs is not
         explored, checker.result.branches = explore_branches(
@@ -184,6 +185,16 @@ def _check_above_ranges(checker: Checker, groups: list[GroupSizes], spec: Any, r
         elif outcome == "mismatch" and not differs:
             differs = f"{description}, above the sizes {lower} to {upper} that torch.export captured for {candidates.group}"
     return differs
+
+
+def _note_bound_by_data(groups: list[GroupSizes], report: Any) -> None:
+    """Dims no made-up set can move (see ``sizes``): checked at the example's size, said in the report."""
+    for candidates in groups:
+        if candidates.bound_by_data is not None:
+            report.notes.append(
+                f"{candidates.group} is checked at the example's size only: the model requires it to equal a size "
+                f"computed from input values ({candidates.bound_by_data}), which no resized example keeps; pass "
+                "verify_inputs=[...] with inputs of other sizes to check it there")
 
 
 def _above_fix(above: str) -> str:
