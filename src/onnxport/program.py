@@ -6,6 +6,7 @@ import copy
 import functools
 import json
 import os
+import re
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,6 +30,8 @@ from onnxport.translate.driver import (
     RANDOM_OUTPUTS_KEY,
 )
 from onnxport.verify.session import initializer_bytes
+
+_UNBACKED = re.compile(r"\bu\d+\b")  # a size torch.export knows only at run time (u0, 256*u0)
 
 __all__ = ["OnnxProgram"]
 
@@ -336,6 +339,18 @@ class OnnxProgram:
         """Names of the outputs that depend on random ops: verification compares only their shape and dtype."""
         names = self.model.metadata_props.get(RANDOM_OUTPUTS_KEY)
         return json.loads(names) if names else []
+
+    @property
+    def random_sizes(self) -> dict[str, list[int]]:
+        """Per output that random ops feed, the axes whose size depends on data (a length drawn at random: a
+        speech model's noisy durations), where eager PyTorch and the ONNX model may differ."""
+        found = {}
+        for value in self.model.graph.outputs:
+            if value.name in self.random_outputs and value.shape is not None:
+                axes = [i for i, d in enumerate(value.shape) if _UNBACKED.search(str(getattr(d, "value", d) or ""))]
+                if axes:
+                    found[value.name] = axes
+        return found
 
     @property
     def float64_as_float32(self) -> list[str]:

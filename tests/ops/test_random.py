@@ -255,3 +255,20 @@ def test_only_outputs_fed_by_random_ops_skip_value_comparison(opset: int) -> Non
     assert "shape and dtype only" in str(prog.report.verification)
     x = torch.randn(6, 3)
     torch.testing.assert_close(prog(x)[0], x * 2)
+
+
+def test_a_length_drawn_at_random_is_not_compared() -> None:
+    """A model that draws its output's length (as a speech model's noisy durations do): eager PyTorch and
+    onnxruntime draw different lengths, which verification does not take for a mismatch; the other dims and
+    the rank still count."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        length = (torch.rand(()) * 1000).long().item() + 1
+        return x.sum() + torch.zeros(x.shape[0], length)
+
+    prog = _export(fn, torch.randn(4, 3), DEFAULT_OPSET, dynamic=False)
+    assert prog.random_sizes == {prog.output_names[0]: [1]}
+    lengths = {prog(torch.randn(4, 3)).shape[1] for _ in range(3)}
+    assert len(lengths) > 1, "the length is drawn at every run"
+    check = next(iter(prog.report.verification.outputs))
+    assert check.ok and check.random

@@ -121,11 +121,13 @@ def compare(
     actual: Sequence[torch.Tensor],
     *,
     random: Collection[str] = (),
+    random_sizes: Mapping[str, Collection[int]] | None = None,
     float64_as_float32: bool = False,
     computed: Mapping[str, torch.dtype] | None = None,
 ) -> list[OutputCheck]:
     """Compare output by output. A Python number expected (a symbolic size the model returns) is compared
-    with a 0-d output; for the outputs named in ``random`` only the shape and dtype are compared. With
+    with a 0-d output; for the outputs named in ``random`` only the shape and dtype are compared, and of the
+shape not the axes ``random_sizes`` names (sizes drawn at random). With
     ``float64_as_float32`` (the model computes some float64 nodes in float32) float64 outputs are held to
     float32's tolerances. ``computed`` gives, per output, the least precise float dtype it is computed
     through (a bfloat16 softmax cast up to float32): a float output is held to that dtype's tolerance
@@ -134,14 +136,15 @@ def compare(
     for name, exp, act in zip(names, expected, actual):
         through = (computed or {}).get(name)
         checks.append(_compare_one(name, exp, act, random=name in random, float64_as_float32=float64_as_float32,
-                                   through=through))
+                                   through=through, free_axes=(random_sizes or {}).get(name, ())))
     if len(expected) != len(actual):
         checks.append(OutputCheck("<count>", "", (), 0, 0, 0, 0, False, f"{len(expected)} expected, {len(actual)} produced"))
     return checks
 
 
 def _compare_one(name: str, exp: torch.Tensor | float, act: torch.Tensor, *, random: bool = False,
-                 float64_as_float32: bool = False, through: torch.dtype | None = None) -> OutputCheck:
+                 float64_as_float32: bool = False, through: torch.dtype | None = None,
+                 free_axes: Collection[int] = ()) -> OutputCheck:
     exp = torch.as_tensor(exp).detach().cpu()
     act = torch.as_tensor(act).detach().cpu()
     narrowed = float64_as_float32 and exp.dtype == torch.float64
@@ -150,7 +153,10 @@ def _compare_one(name: str, exp: torch.Tensor | float, act: torch.Tensor, *, ran
         atol, rtol = max(atol, tolerance(through)[0]), max(rtol, tolerance(through)[1])
     dtype = str(exp.dtype).replace("torch.", "")
     check = OutputCheck(name, dtype, tuple(exp.shape), 0.0, 0.0, atol, rtol, True, random=random)
-    if tuple(exp.shape) != tuple(act.shape):
+    def kept(shape: Sequence[int]) -> list[int | None]:
+        return [None if random and i in free_axes else n for i, n in enumerate(shape)]
+
+    if exp.dim() != act.dim() or kept(exp.shape) != kept(act.shape):
         check.ok, check.problem = False, f"shape {list(act.shape)} != {list(exp.shape)}"
         return check
     if act.dtype != exp.dtype:

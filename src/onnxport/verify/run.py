@@ -240,6 +240,7 @@ class Checker:
             checks = [OutputCheck(name, "", (), 0, 0, 0, 0, False, problem) for name in names]
         else:
             checks = compare(names, self.program.onnx_leaves(expected), actual, random=self.program.random_outputs,
+                             random_sizes=self.program.random_sizes,
                              float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed())
         self._split["comparison"] += time.perf_counter() - start
         return checks
@@ -267,6 +268,7 @@ class Checker:
                 session.close()
             checks = compare(names, self.program.onnx_leaves(expected), actual,
                              random=self.program.random_outputs,
+                             random_sizes=self.program.random_sizes,
                              float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed())
             self.lower_levels[level] = "matches" if all(c.ok for c in checks) else "differs"
             if self.lower_levels[level] == "matches":
