@@ -140,3 +140,24 @@ def test_layers_round_trip_with_names() -> None:
     assert fourth.indexer_keys is indexed.indexer_keys and fourth.indexer_position_ids is None
     with torch.no_grad():  # and they work on as transformers' own would
         assert fourth.update_indexer(torch.randn(1, 1, 8)).shape == (1, 4, 8)
+
+
+def test_a_sliding_window_cache_beyond_its_window_bounds_the_sequence() -> None:
+    """AFMoE's graph holds sequences shorter than its sliding window (torch.export bounds the dim there), and
+    beyond the window eager PyTorch's cache drops tokens, which the ONNX model's cache outputs cannot hold:
+    verification's check above the bound is skipped as refused, and the report says where the dim stops."""
+    torch.manual_seed(0)
+    config = transformers.AfmoeConfig(
+        **TINY, intermediate_size=64, moe_intermediate_size=32, num_dense_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, head_dim=16, num_experts=4, num_experts_per_tok=2, num_shared_experts=1,
+        sliding_window=16, layer_types=["sliding_attention", "full_attention"])
+    model = transformers.AfmoeModel(config).eval()
+    with torch.no_grad():  # spread weights: at the default init the experts' router scores nearly tie
+        for p in model.parameters():
+            p.normal_(0.0, p[0].numel() ** -0.5) if p.dim() > 1 else p.normal_(1.0, 0.2)
+    ids = torch.randint(0, 128, (2, 8))
+    dynamic = {0: Dim.DYNAMIC, 1: Dim.DYNAMIC}
+    prog = onnxport.export(model, (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+                           dynamic_shapes={"input_ids": dynamic, "attention_mask": dynamic})
+    assert any("no ONNX form" in run and "sliding-window" in run for run in prog.report.verification.runs)
+    assert any("takes sizes up to" in note for note in prog.report.notes), prog.report.notes

@@ -23,7 +23,7 @@ import onnx_ir as ir
 import torch
 from torch.utils import _pytree as pytree
 
-from onnxport.errors import InvalidInputError, VerificationError
+from onnxport.errors import InvalidInputError, OnnxportError, VerificationError
 from onnxport.verify.ahead import EagerAhead
 from onnxport.verify.budget import Budget
 from onnxport.verify.child import Crashed, SessionProcess
@@ -159,6 +159,11 @@ class Checker:
             if not generated:
                 raise _eager_fails(label, described, exc) from exc
             self.result.runs.append(f"{described} (skipped: eager PyTorch refuses it: {_first_line(exc)})")
+            return "refused"
+        formless = _no_onnx_form(self.program, expected) if generated else None
+        if formless:  # e.g. a sliding-window cache past its window, which the ONNX model's outputs cannot hold
+            self.result.runs.append(f"{described} (skipped: eager PyTorch's outputs there have no ONNX form: "
+                                    f"{formless})")
             return "refused"
         eager_s = time.perf_counter() - start
         if self.reference is None:
@@ -334,6 +339,16 @@ def _eager_fails(label: str, described: str, exc: BaseException) -> InvalidInput
         fix="pass inputs the model runs on as they are (dtypes and shapes it takes: call model(*args, **kwargs) "
         "to see the failure in your code)" + ("" if label == "example" else "; or leave that set out of verify_inputs"),
     )
+
+
+def _no_onnx_form(program: Any, outputs: Any) -> str | None:
+    """Why eager PyTorch's ``outputs`` have no form among the ONNX model's outputs (onnxport's own refusal
+    to flatten them), or None when they have one."""
+    try:
+        program.onnx_leaves(outputs)
+    except OnnxportError as exc:
+        return _first_line(exc)
+    return None
 
 
 def _first_line(exc: BaseException) -> str:
