@@ -14,6 +14,7 @@ from onnxport.hf._packed_attention import packed_attention, packed_attention_on
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.glm4v import modeling_glm4v  # noqa: E402
+from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl  # noqa: E402
 from transformers.models.qwen2_vl import modeling_qwen2_vl  # noqa: E402
 
 pytestmark = pytest.mark.transformers
@@ -33,6 +34,14 @@ def _glm4v_tower() -> torch.nn.Module:
     return modeling_glm4v.Glm4vVisionModel(config).eval()
 
 
+def _qwen2_5_vl_tower() -> torch.nn.Module:
+    """Windows of 2 x 2 merged patches in its first layer, full attention in its second."""
+    config = transformers.Qwen2_5_VLConfig().vision_config.__class__(
+        depth=2, hidden_size=32, intermediate_size=64, num_heads=2, in_channels=3, patch_size=4,
+        spatial_merge_size=2, temporal_patch_size=2, window_size=16, fullatt_block_indexes=[1], out_hidden_size=32)
+    return modeling_qwen2_5_vl.Qwen2_5_VisionTransformerPretrainedModel(config).eval()
+
+
 def _patches(tower: torch.nn.Module, grid: list[list[int]]) -> dict[str, torch.Tensor]:
     config = tower.config
     width = config.in_channels * config.temporal_patch_size * config.patch_size**2
@@ -40,27 +49,63 @@ def _patches(tower: torch.nn.Module, grid: list[list[int]]) -> dict[str, torch.T
     return {"hidden_states": torch.randn(count, width), "grid_thw": torch.tensor(grid)}
 
 
-@pytest.mark.parametrize("build", [_qwen2_vl_tower, _glm4v_tower], ids=["qwen2_vl", "glm4v"])
-def test_images_of_other_sizes_than_the_example(build) -> None:
-    """Captured from two 4x4-patch images with a dynamic patch count, the graph matches eager for two
-    images of other sizes (4x2 and 6x6): each image's bounds are read at run time, not baked in."""
+@pytest.mark.parametrize("build", [_qwen2_vl_tower, _glm4v_tower, _qwen2_5_vl_tower],
+                         ids=["qwen2_vl", "glm4v", "qwen2_5_vl"])
+def test_images_of_other_sizes_and_counts_than_the_example(build) -> None:
+    """Captured from two 4x4-patch images with a dynamic patch count and image count, the graph matches
+    eager for two images of other sizes (4x2 and 6x6), for three and for one: each image's bounds and
+    positions are computed at run time, not baked in (and Qwen2.5-VL's windows: 1 to 9 of them, full and
+    partial, where the example has 1 each). Verification, which cannot resize those dims alone, says so."""
     ort = pytest.importorskip("onnxruntime")
     torch.manual_seed(0)
     tower = build()
     example = _patches(tower, [[1, 4, 4], [1, 4, 4]])
     prog = onnxport.export(tower, (), example, dynamic_shapes={"hidden_states": {0: Dim.DYNAMIC},
-                                                                 "grid_thw": {0: 2}})
+                                                                 "grid_thw": {0: Dim.DYNAMIC}})
     assert tower.config._attn_implementation == "sdpa"  # the user's model is left as it was
     session = ort.InferenceSession(prog.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    other = _patches(tower, [[1, 4, 2], [1, 6, 6]])
-    with torch.no_grad():
-        expected = tower(**other)
-    got = session.run(None, {i.name: other[i.name].numpy() for i in session.get_inputs()})
     names = [o.name for o in session.get_outputs()]
     assert names == ["last_hidden_state", "pooler_output"]
-    for name, value in zip(names, got):
-        np.testing.assert_allclose(value, expected[name].numpy(), atol=1e-4, rtol=0)
-    assert any("checked at the example's size only" in note for note in prog.report.notes)
+    for grid in ([[1, 4, 2], [1, 6, 6]], [[1, 2, 2], [1, 4, 4], [1, 8, 6]], [[1, 10, 10]]):
+        other = _patches(tower, grid)
+        with torch.no_grad():
+            expected = tower(**other)
+        got = session.run(None, {i.name: other[i.name].numpy() for i in session.get_inputs()})
+        for name, value in zip(names, got):
+            np.testing.assert_allclose(value, expected[name].numpy(), atol=1e-4, rtol=0)
+    checked_once = [note for note in prog.report.notes if "checked at the example's size only" in note]
+    assert len(checked_once) == 2, prog.report.notes  # the patch count and the image count
+
+
+@pytest.mark.parametrize("grid", [[[1, 4, 4], [1, 4, 4]], [[1, 16, 12], [2, 8, 20], [1, 2, 2]], [[3, 14, 6]]])
+@pytest.mark.parametrize("window", [(112, 14, 2), (16, 4, 2)], ids=["qwen_default", "small"])
+def test_window_order_as_transformers_computes_it(grid, window) -> None:
+    """The window order from sort keys equals transformers' loop over images, and so do the window bounds
+    once the empty windows' repeated bounds are dropped (as transformers drops them)."""
+    from transformers import vision_utils
+
+    from onnxport.hf._vision_windows import window_index
+
+    window_size, patch_size, merge = window
+    grid_thw = torch.tensor(grid)
+    expected = vision_utils.get_vision_window_index(grid_thw, merge, window_size, patch_size)
+    got = window_index(grid_thw, merge, window_size, patch_size)
+    assert torch.equal(got[0], expected[0])
+    assert torch.equal(torch.unique_consecutive(got[1]), expected[1])
+
+
+@pytest.mark.parametrize("grid", [[[1, 4, 4], [1, 4, 4]], [[1, 16, 12], [2, 8, 20], [1, 2, 2]], [[3, 14, 6]]])
+def test_positions_as_transformers_computes_them(grid) -> None:
+    """Every patch's (frame,) row and column, for one merge size and for one per image."""
+    from transformers import vision_utils
+
+    from onnxport.hf._vision_windows import position_ids
+
+    grid_thw = torch.tensor(grid)
+    for merge in (2, torch.tensor([2, 1, 2][: len(grid)])):
+        for temporal in (False, True):
+            expected = vision_utils.get_vision_position_ids(grid_thw, merge, include_temporal=temporal)
+            assert torch.equal(position_ids(grid_thw, merge, include_temporal=temporal), expected)
 
 
 def test_same_as_splitting_per_sequence() -> None:

@@ -47,10 +47,12 @@ def modular_guards(ep: torch.export.ExportedProgram) -> list[sympy.Expr]:
 
 
 def data_bound(ep: torch.export.ExportedProgram) -> dict[Any, sympy.Expr]:
-    """The input dims that the model requires to equal a size computed from input values, each with the
-    requirement: ``Eq(s0, u0*u1 + u2*u3)`` where a vision tower's patch count must be the sum over its
-    ``grid_thw`` rows of ``t*h*w``. torch.export checks it at run time (a deferred assertion); no size of
-    the dim alone, the values kept, is an input the model takes."""
+    """The input dims tied to input values by a requirement of the model, each with the requirement:
+    ``Eq(s0, u0*u1 + u2*u3)`` where a vision tower's patch count (``s0``) must be the sum over its
+    ``grid_thw`` rows of ``t*h*w``. torch.export checks it at run time (a deferred assertion). Tied are the
+    dims in it (the patch count) and the dims of the inputs whose values set its sizes taken from data
+    (the number of ``grid_thw`` rows, any input read as sizes): no size of one of them alone, the values kept, is an input the model
+    takes."""
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
     env = _shape_env(ep)
@@ -61,9 +63,35 @@ def data_bound(ep: torch.export.ExportedProgram) -> dict[Any, sympy.Expr]:
             if not isinstance(expr, sympy.Eq):
                 continue
             unbacked = free_unbacked_symbols(expr)
-            for symbol in sorted(expr.free_symbols - unbacked, key=str) if unbacked else ():
+            if not unbacked:
+                continue
+            tied = set(expr.free_symbols - unbacked) | _input_dims_read_as_sizes(ep)
+            for symbol in sorted(tied, key=str):
                 found.setdefault(symbol, expr)
     return found
+
+
+def _input_dims_read_as_sizes(ep: torch.export.ExportedProgram) -> set[Any]:
+    """The shape symbols of the user inputs whose values the graph reads as sizes (``.item()``, ``.tolist()``,
+    ``repeat_interleave`` by counts: its nodes that bind sizes known only at run time). Which input a given
+    such size comes from is not kept: torch replaces a size it finds equal to an input dim by that dim."""
+    defining = [node for node in ep.graph.nodes if node.meta.get("unbacked_bindings")]
+    users = {spec.arg.name for spec in ep.graph_signature.input_specs
+             if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT and hasattr(spec.arg, "name")}
+    seen: set[Any] = set()
+    dims: set[Any] = set()
+    stack = list(defining)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op == "placeholder" and node.name in users:
+            for size in getattr(node.meta.get("val"), "shape", ()):
+                if isinstance(size, torch.SymInt):
+                    dims |= size.node.expr.free_symbols
+        stack.extend(node.all_input_nodes)
+    return dims
 
 
 def guards_hold(guards: Sequence[sympy.Expr], values: Mapping[Any, int]) -> bool:

@@ -21,7 +21,9 @@ a loop-free inverse, and a ``scan`` over a symbolic number of chunks.
 
 Vision towers that pack every image's patches in one sequence (Qwen2-VL and the families built like it)
 split it per image by sizes that are data (``torch.split(t, lengths.tolist())``); during the capture they
-attend once, with a mask that keeps each image to itself (:mod:`onnxport.hf._packed_attention`).
+attend once, with a mask that keeps each image to itself (:mod:`onnxport.hf._packed_attention`); Qwen2.5-VL's
+window order and every tower's patch positions are computed with tensor ops instead of a Python loop over the
+images (:mod:`onnxport.hf._vision_windows`).
 
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
@@ -42,6 +44,7 @@ import torch
 
 from onnxport.hf import cache as _cache
 from onnxport.hf._packed_attention import packed_attention_on
+from onnxport.hf._vision_windows import layout_as_tensors
 from onnxport.hf.signature import cache_argument
 
 __all__ = ["patched", "widened_decode_step"]
@@ -69,7 +72,7 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
             config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
         with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
-                _delta_rule_scanned(model), packed_attention_on(model):
+                _delta_rule_scanned(model), packed_attention_on(model), layout_as_tensors():
             yield
     finally:
         for config, value in saved:

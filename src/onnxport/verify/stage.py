@@ -192,8 +192,8 @@ def _note_bound_by_data(groups: list[GroupSizes], report: Any) -> None:
     for candidates in groups:
         if candidates.bound_by_data is not None:
             report.notes.append(
-                f"{candidates.group} is checked at the example's size only: the model requires it to equal a size "
-                f"computed from input values ({candidates.bound_by_data}), which no resized example keeps; pass "
+                f"{candidates.group} is checked at the example's size only: the model ties it to sizes read from "
+                f"input values ({candidates.bound_by_data}), which no example resized alone keeps; pass "
                 "verify_inputs=[...] with inputs of other sizes to check it there")
 
 

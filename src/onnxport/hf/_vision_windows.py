@@ -1,0 +1,116 @@
+"""Qwen-VL-style vision towers' patch layout (positions, Qwen2.5-VL's windows), computed with tensor ops so
+that torch.export can capture it for any number of images.
+
+transformers' ``get_vision_position_ids`` loops over ``grid_thw.tolist()``, one image at a time, which fixes
+the number of images to the example's; :func:`position_ids` computes every patch's row and column (and frame)
+from its index at once. A patch's index within its frame runs over blocks of ``merge x merge`` patches, the
+blocks row by row: block ``b``, place ``j`` in it, give row ``(b // (w / merge)) * merge + j // merge`` and
+column ``(b % (w / merge)) * merge + j % merge``.
+
+Qwen2.5-VL's vision tower (and Qwen2.5-Omni's, EXAONE 4.5's) attends within windows of merged patches in
+most layers. transformers' ``get_vision_window_index`` lays each image's merged patches out window by
+window in a Python loop over ``grid_thw.tolist()``, drops the padding by a boolean mask, and turns the window
+sizes into Python numbers (``cu_seqlens.tolist()``), sizes torch.export cannot follow. During the capture
+:func:`window_index` computes the same order from sort keys instead, for all images at once.
+
+A merged patch of image ``i`` at frame ``f``, row ``r`` and column ``c`` lies in window
+``(f, r // W, c // W)`` of that image, ``W`` being the window's side in merged patches; the windows of an
+image run row by row, ``r // W + 1`` of them down and ``c // W + 1`` across (transformers pads every image
+by ``W - side % W``, a whole empty window where the side divides). Sorting the patches by (window, row and
+column within it) gives the order; counting the patches before each window gives the window bounds. Empty
+windows give equal bounds, which the attention (onnxport's packed attention during the capture) takes as
+empty sequences; transformers' ``unique_consecutive`` drops them, to the same effect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["layout_as_tensors", "position_ids", "window_index"]
+
+_REPLACED = ("get_vision_window_index", "get_vision_position_ids")  # transformers' helpers, by name
+
+
+def _image_of_each(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For ``counts[i]`` items of each image ``i``, one after the other: each item's image and its index
+    among its image's items."""
+    image = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
+    first = torch.cumsum(counts, 0) - counts
+    return image, torch.arange(image.shape[0], device=counts.device) - first[image]
+
+
+def position_ids(grid_thw: torch.Tensor, spatial_merge_size: int | torch.Tensor, include_temporal: bool = False,
+                 kwargs: dict | None = None) -> torch.Tensor:
+    """``[patches, 2]`` (row, column), or ``[patches, 3]`` (frame, row, column) with ``include_temporal``, as
+    transformers' ``get_vision_position_ids`` returns them."""
+    if kwargs is not None and (given := kwargs.pop("position_ids", None)) is not None:
+        return given
+    grid = grid_thw.to(torch.int64)
+    frames, rows, cols = grid.unbind(1)
+    merge = torch.as_tensor(spatial_merge_size, device=grid.device).to(torch.int64).expand(grid.shape[0])
+    image, local = _image_of_each(frames * rows * cols)
+    per_frame = rows[image] * cols[image]
+    frame, at = local // per_frame, local % per_frame
+    m = merge[image]
+    block, place = at // (m * m), at % (m * m)
+    blocks_across = cols[image] // m
+    row = (block // blocks_across) * m + place // m
+    col = (block % blocks_across) * m + place % m
+    return torch.stack([frame, row, col] if include_temporal else [row, col], dim=-1)
+
+
+def window_index(grid_thw: torch.Tensor, spatial_merge_size: int, window_size: int, patch_size: int,
+                 kwargs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(window_index, cu_window_seqlens)`` as transformers' ``get_vision_window_index`` returns them:
+    the merged patches' indices in window order, and the windows' cumulative bounds in patches (int32)."""
+    if kwargs is not None:
+        index, bounds = kwargs.pop("window_index", None), kwargs.pop("cu_window_seqlens", None)
+        if index is not None and bounds is not None:
+            return index, bounds
+    side = window_size // spatial_merge_size // patch_size  # a window's side, in merged patches
+    unit = spatial_merge_size**2  # patches per merged patch
+    grid = grid_thw.to(torch.int64)
+    frames, rows, cols = grid[:, 0], grid[:, 1] // spatial_merge_size, grid[:, 2] // spatial_merge_size
+    patches = frames * rows * cols  # merged patches per image
+    across = cols // side + 1
+    windows = frames * (rows // side + 1) * across  # per image, the padding windows counted
+    first_window = torch.cumsum(windows, 0) - windows
+
+    image, local = _image_of_each(patches)
+    per_frame = rows[image] * cols[image]
+    frame, at = local // per_frame, local % per_frame
+    row, col = at // cols[image], at % cols[image]
+    window = first_window[image] + (frame * (rows[image] // side + 1) + row // side) * across[image] + col // side
+    order = torch.argsort(window * side * side + (row % side) * side + col % side)
+
+    starts = torch.arange(windows.sum().item() + 1, device=grid.device)
+    bounds = torch.searchsorted(window[order].contiguous(), starts)  # patches before each window
+    return order, (bounds * unit).to(torch.int32)
+
+
+@contextlib.contextmanager
+def layout_as_tensors() -> Iterator[None]:
+    """Every loaded transformers module that imported ``get_vision_window_index`` or
+    ``get_vision_position_ids`` uses :func:`window_index` or :func:`position_ids` inside the context;
+    restored on exit."""
+    ours = {"get_vision_window_index": window_index, "get_vision_position_ids": position_ids}
+    saved: list[tuple[Any, str, Any]] = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("transformers.") or module is None:
+            continue
+        for helper in _REPLACED:
+            function = vars(module).get(helper)
+            if callable(function) and function is not ours[helper]:
+                saved.append((module, helper, function))
+    try:
+        for module, helper, _ in saved:
+            setattr(module, helper, ours[helper])
+        yield
+    finally:
+        for module, helper, function in saved:
+            setattr(module, helper, function)
