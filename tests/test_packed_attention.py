@@ -16,6 +16,7 @@ transformers = pytest.importorskip("transformers")
 from transformers.models.glm4v import modeling_glm4v  # noqa: E402
 from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl  # noqa: E402
 from transformers.models.qwen2_vl import modeling_qwen2_vl  # noqa: E402
+from transformers.models.qwen3_vl import modeling_qwen3_vl  # noqa: E402
 
 pytestmark = pytest.mark.transformers
 
@@ -42,6 +43,15 @@ def _qwen2_5_vl_tower() -> torch.nn.Module:
     return modeling_qwen2_5_vl.Qwen2_5_VisionTransformerPretrainedModel(config).eval()
 
 
+def _qwen3_vl_tower() -> torch.nn.Module:
+    """Learned positions (an 8 x 8 table) interpolated to each image's grid."""
+    config = transformers.Qwen3VLConfig().vision_config.__class__(
+        depth=2, hidden_size=32, intermediate_size=64, num_heads=2, in_channels=3, patch_size=4,
+        spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=32, num_position_embeddings=64,
+        deepstack_visual_indexes=[0])
+    return modeling_qwen3_vl.Qwen3VLVisionModel(config).eval()
+
+
 def _patches(tower: torch.nn.Module, grid: list[list[int]]) -> dict[str, torch.Tensor]:
     config = tower.config
     width = config.in_channels * config.temporal_patch_size * config.patch_size**2
@@ -49,8 +59,8 @@ def _patches(tower: torch.nn.Module, grid: list[list[int]]) -> dict[str, torch.T
     return {"hidden_states": torch.randn(count, width), "grid_thw": torch.tensor(grid)}
 
 
-@pytest.mark.parametrize("build", [_qwen2_vl_tower, _glm4v_tower, _qwen2_5_vl_tower],
-                         ids=["qwen2_vl", "glm4v", "qwen2_5_vl"])
+@pytest.mark.parametrize("build", [_qwen2_vl_tower, _glm4v_tower, _qwen2_5_vl_tower, _qwen3_vl_tower],
+                         ids=["qwen2_vl", "glm4v", "qwen2_5_vl", "qwen3_vl"])
 def test_images_of_other_sizes_and_counts_than_the_example(build) -> None:
     """Captured from two 4x4-patch images with a dynamic patch count and image count, the graph matches
     eager for two images of other sizes (4x2 and 6x6), for three and for one: each image's bounds and
@@ -65,13 +75,13 @@ def test_images_of_other_sizes_and_counts_than_the_example(build) -> None:
     assert tower.config._attn_implementation == "sdpa"  # the user's model is left as it was
     session = ort.InferenceSession(prog.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    assert names == ["last_hidden_state", "pooler_output"]
+    assert names[:2] == ["last_hidden_state", "pooler_output"]
     for grid in ([[1, 4, 2], [1, 6, 6]], [[1, 2, 2], [1, 4, 4], [1, 8, 6]], [[1, 10, 10]]):
         other = _patches(tower, grid)
         with torch.no_grad():
             expected = tower(**other)
         got = session.run(None, {i.name: other[i.name].numpy() for i in session.get_inputs()})
-        for name, value in zip(names, got):
+        for name, value in zip(names[:2], got):
             np.testing.assert_allclose(value, expected[name].numpy(), atol=1e-4, rtol=0)
     checked_once = [note for note in prog.report.notes if "checked at the example's size only" in note]
     assert len(checked_once) == 2, prog.report.notes  # the patch count and the image count
@@ -106,6 +116,23 @@ def test_positions_as_transformers_computes_them(grid) -> None:
         for temporal in (False, True):
             expected = vision_utils.get_vision_position_ids(grid_thw, merge, include_temporal=temporal)
             assert torch.equal(position_ids(grid_thw, merge, include_temporal=temporal), expected)
+
+
+@pytest.mark.parametrize("options", [{}, {"spatial_merge_size": 2},
+                                     {"mode": "bicubic", "align_corners": True, "spatial_merge_size": 2,
+                                      "padding": "zeros"}], ids=["raster", "merged", "bicubic"])
+def test_interpolated_positions_as_transformers_computes_them(options) -> None:
+    """Each patch's taps into the learned position table, and their weights (Qwen3-VL and its kin)."""
+    from transformers import vision_utils
+
+    from onnxport.hf._vision_windows import interpolation_indices_and_weights
+
+    for grid in ([[1, 4, 4], [1, 4, 8]], [[2, 6, 10], [1, 2, 2], [1, 8, 2]]):
+        grid_thw = torch.tensor(grid)
+        expected = vision_utils.get_vision_interpolation_indices_and_weights(grid_thw, 48, **options)
+        got = interpolation_indices_and_weights(grid_thw, 48, **options)
+        assert torch.equal(got[0], expected[0])
+        torch.testing.assert_close(got[1], expected[1], atol=0, rtol=0)
 
 
 def test_same_as_splitting_per_sequence() -> None:

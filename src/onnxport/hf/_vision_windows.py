@@ -31,9 +31,10 @@ from typing import Any
 
 import torch
 
-__all__ = ["layout_as_tensors", "position_ids", "window_index"]
+__all__ = ["interpolation_indices_and_weights", "layout_as_tensors", "position_ids", "window_index"]
 
-_REPLACED = ("get_vision_window_index", "get_vision_position_ids")  # transformers' helpers, by name
+_REPLACED = ("get_vision_window_index", "get_vision_position_ids",  # transformers' helpers, by name
+             "get_vision_interpolation_indices_and_weights")
 
 
 def _image_of_each(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -50,6 +51,35 @@ def position_ids(grid_thw: torch.Tensor, spatial_merge_size: int | torch.Tensor,
     transformers' ``get_vision_position_ids`` returns them."""
     if kwargs is not None and (given := kwargs.pop("position_ids", None)) is not None:
         return given
+    return _layout(grid_thw, spatial_merge_size, include_temporal)[0]
+
+
+def interpolation_indices_and_weights(grid_thw: torch.Tensor, num_grid_per_side: int, mode: str = "bilinear",
+                                      align_corners: bool = False, spatial_merge_size: int = 1,
+                                      padding: str = "border", kwargs: dict | None = None
+                                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """transformers' ``get_vision_interpolation_indices_and_weights`` (each patch's taps into a square table
+    of learned positions, and their weights), its rows and columns from :func:`position_ids`: transformers'
+    own pads a cumulative sum (``F.pad(counts.cumsum(0)[:-1], (1, 0))``), which fixes the number of images."""
+    from transformers import vision_utils
+
+    if kwargs is not None:
+        indices, weights = kwargs.pop("interp_indices", None), kwargs.pop("interp_weights", None)
+        if indices is not None and weights is not None:
+            return indices, weights
+    (rows_cols, heights, widths) = _layout(grid_thw, spatial_merge_size, False)
+    axis = vision_utils._interpolation_axis_taps_weights
+    h_taps, h_weights = axis(rows_cols[:, 0], heights, num_grid_per_side, mode, align_corners, padding)
+    w_taps, w_weights = axis(rows_cols[:, 1], widths, num_grid_per_side, mode, align_corners, padding)
+    taps = h_taps.shape[1]
+    indices = (h_taps[:, :, None] * num_grid_per_side + w_taps[:, None, :]).reshape(-1, taps * taps)
+    weights = (h_weights[:, :, None] * w_weights[:, None, :]).reshape(-1, taps * taps)
+    return indices, weights
+
+
+def _layout(grid_thw: torch.Tensor, spatial_merge_size: int | torch.Tensor, include_temporal: bool
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each patch's (frame,) row and column, and its image's height and width, in patches."""
     grid = grid_thw.to(torch.int64)
     frames, rows, cols = grid.unbind(1)
     merge = torch.as_tensor(spatial_merge_size, device=grid.device).to(torch.int64).expand(grid.shape[0])
@@ -61,7 +91,7 @@ def position_ids(grid_thw: torch.Tensor, spatial_merge_size: int | torch.Tensor,
     blocks_across = cols[image] // m
     row = (block // blocks_across) * m + place // m
     col = (block % blocks_across) * m + place % m
-    return torch.stack([frame, row, col] if include_temporal else [row, col], dim=-1)
+    return torch.stack([frame, row, col] if include_temporal else [row, col], dim=-1), rows[image], cols[image]
 
 
 def window_index(grid_thw: torch.Tensor, spatial_merge_size: int, window_size: int, patch_size: int,
@@ -95,10 +125,10 @@ def window_index(grid_thw: torch.Tensor, spatial_merge_size: int, window_size: i
 
 @contextlib.contextmanager
 def layout_as_tensors() -> Iterator[None]:
-    """Every loaded transformers module that imported ``get_vision_window_index`` or
-    ``get_vision_position_ids`` uses :func:`window_index` or :func:`position_ids` inside the context;
-    restored on exit."""
-    ours = {"get_vision_window_index": window_index, "get_vision_position_ids": position_ids}
+    """Every loaded transformers module that imported one of the helpers ``_REPLACED`` names uses onnxport's
+    inside the context; restored on exit."""
+    ours = {"get_vision_window_index": window_index, "get_vision_position_ids": position_ids,
+            "get_vision_interpolation_indices_and_weights": interpolation_indices_and_weights}
     saved: list[tuple[Any, str, Any]] = []
     for name, module in list(sys.modules.items()):
         if not name.startswith("transformers.") or module is None:
