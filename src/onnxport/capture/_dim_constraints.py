@@ -71,11 +71,19 @@ def data_bound(ep: torch.export.ExportedProgram) -> dict[Any, sympy.Expr]:
     return found
 
 
+# ops whose output sizes are values of their inputs
+_READ_AS_SIZES = {torch.ops.aten.item, torch.ops.aten._local_scalar_dense, torch.ops.aten.repeat_interleave.Tensor,
+                  torch.ops.aten.repeat_interleave.self_Tensor, torch.ops.aten.nonzero, torch.ops.aten.masked_select,
+                  torch.ops.aten.bincount}
+
+
 def _input_dims_read_as_sizes(ep: torch.export.ExportedProgram) -> set[Any]:
     """The shape symbols of the user inputs whose values the graph reads as sizes (``.item()``, ``.tolist()``,
     ``repeat_interleave`` by counts: its nodes that bind sizes known only at run time). Which input a given
-    such size comes from is not kept: torch replaces a size it finds equal to an input dim by that dim."""
-    defining = [node for node in ep.graph.nodes if node.meta.get("unbacked_bindings")]
+    such size comes from is not kept: torch replaces a size it finds equal to an input dim by that dim, in
+    the nodes' records too, so the ops that read values as sizes are looked for by kind as well."""
+    defining = [node for node in ep.graph.nodes if node.meta.get("unbacked_bindings") or node.target in _READ_AS_SIZES
+                or getattr(node.target, "overloadpacket", None) in _READ_AS_SIZES]
     users = {spec.arg.name for spec in ep.graph_signature.input_specs
              if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT and hasattr(spec.arg, "name")}
     seen: set[Any] = set()

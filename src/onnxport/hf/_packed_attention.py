@@ -32,9 +32,10 @@ _SPLITTING = ("eager", "sdpa", None)
 
 def _segments(bounds: torch.Tensor, length: int | torch.SymInt, device: torch.device) -> torch.Tensor:
     """For each of ``length`` positions, the index of the sequence it belongs to, from the sequences'
-    cumulative bounds ``[0, end_0, end_1, ...]``."""
+    cumulative bounds ``[0, end_0, end_1, ..., length]``: the bounds at or before it, less one (no slice of
+    the bounds: slicing a dim the image count sets would fix that count)."""
     positions = torch.arange(length, device=device)
-    return (positions[:, None] >= bounds[1:-1].to(positions.dtype)[None, :]).sum(-1)
+    return (positions[:, None] >= bounds.to(positions.dtype)[None, :]).sum(-1) - 1
 
 
 def packed_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
