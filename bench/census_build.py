@@ -329,6 +329,23 @@ def _class_for_config(model_type: str) -> type:
 # -- inputs ----------------------------------------------------------------------------------------
 
 
+def redraw_weights(model: torch.nn.Module, seed: int = 0) -> None:
+    """Draw every floating-point parameter anew, spread so that activations keep their scale: matrices
+    N(0, 1/fan_in), biases N(0, 0.1), norm scales N(1, 0.2). transformers' default init (std 0.02, zero
+    biases, some heads zeroed) leaves a tiny model's scores nearly tied (every query of a detector finds
+    the same box), where the order of a top-k turns on rounding; the census retries a mismatch with these."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if not p.is_floating_point():
+                continue
+            if p.dim() > 1:
+                std, mean = p[0].numel() ** -0.5, 0.0
+            else:
+                std, mean = (0.1, 0.0) if name.endswith("bias") else (0.2, 1.0)
+            p.copy_(torch.randn(p.shape, generator=generator) * std + mean)
+
+
 def _gen() -> torch.Generator:
     return torch.Generator().manual_seed(0)
 

@@ -353,10 +353,10 @@ SUPPORTED = ("llava", "mistral3", "internvl", "gemma3")
 _WHY_NOT = {
     "paligemma": "its prompt prefix attends both ways (token_type_ids), which a decoder fed embeddings alone cannot "
                  "tell",
-    "qwen2_vl": "its vision model takes a grid of patches whose layout (image_grid_thw) sets the shapes, and its "
-                "decoder 3-d positions",
-    "qwen2_5_vl": "its vision model takes a grid of patches whose layout (image_grid_thw) sets the shapes, and its "
-                  "decoder 3-d positions",
+    "qwen2_vl": "its decoder takes 3-d positions (a rope index over the images' grids), which the runner does not "
+                "compute yet (its vision tower, model.visual, exports on its own with onnxport.export)",
+    "qwen2_5_vl": "its decoder takes 3-d positions (a rope index over the images' grids), which the runner does not "
+                  "compute yet (its vision tower, model.visual, exports on its own with onnxport.export)",
 }
 
 
