@@ -215,6 +215,12 @@ ZOO = [
                                           n_positions=128), causal, TEXT_DYNAMIC),
     ZooCase("mixtral", "decoder", _causal_lm("MixtralConfig", **TINY, num_key_value_heads=2, num_local_experts=4,
                                              num_experts_per_tok=2), causal, TEXT_DYNAMIC),
+    # from the census: gated delta-net layers (scanned chunks) beside attention ones, experts in every layer
+    ZooCase("qwen3_next", "decoder", _causal_lm(
+        "Qwen3NextConfig", **TINY, head_dim=8, num_key_value_heads=2, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=8, linear_value_head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+        shared_expert_intermediate_size=32, layer_types=["linear_attention", "full_attention"]), causal, TEXT_DYNAMIC,
+        slow=True),
     # seq2seq
     ZooCase("t5", "seq2seq", lambda: _t().T5ForConditionalGeneration(_t().T5Config(
         vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0)),
