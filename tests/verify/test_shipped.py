@@ -4,6 +4,7 @@ runs the model right."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 
@@ -154,3 +155,41 @@ def test_a_capture_from_a_batch_of_one_is_checked_by_eager_at_other_sizes() -> N
     with pytest.raises(onnxport.VerificationError) as info:
         onnxport.export(CentersAboveOne(), (torch.rand(1, 2) + 1,), dynamic_shapes={"x": {0: Dim.DYNAMIC}})
     assert "rows resized" not in str(info.value.verification)
+
+
+class _CollectsFirst(OrtRunner):
+    """A child whose garbage collector runs before it builds its session, as allocations may make it do."""
+
+    def __init__(self, model, **kwargs):
+        gc.collect()
+        super().__init__(model, **kwargs)
+
+
+def test_garbage_of_this_process_is_not_destroyed_in_the_child(monkeypatch) -> None:
+    """A cycle holding an onnxruntime session, not yet collected here when the session process forks, is left
+    alone in the child: destroyed there, the session waited forever for its thread pool, which only this
+    process has (an export hung in verification)."""
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    monkeypatch.setattr(child, "OrtRunner", _CollectsFirst)
+    prog = onnxport.export(torch.nn.Linear(64, 64).eval(), (torch.randn(8, 64),), verify=False)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    gc.disable()
+    try:
+        session = ort.InferenceSession(prog.model_proto.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        session.run(None, {session.get_inputs()[0].name: np.ones((8, 64), np.float32)})
+        garbage = [session]
+        garbage.append(garbage)
+        del session, garbage
+        process = SessionProcess(prog.model)
+    finally:
+        gc.enable()
+    try:
+        assert process._conn.poll(60), "the child hung building its session"
+        torch.testing.assert_close(process.run([torch.ones(8, 64)])[0], prog(torch.ones(8, 64)))
+    finally:
+        process.close()

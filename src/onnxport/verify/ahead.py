@@ -35,7 +35,7 @@ from torch.utils import _pytree as pytree
 
 from onnxport.capture.dynamic import input_dim_specs
 from onnxport.capture.integrations import registered_types
-from onnxport.verify.child import _from_wire, _to_wire, forking_available
+from onnxport.verify.child import _from_wire, _to_wire, forking_available, start_forked
 from onnxport.verify.sizes import resize_keeping_ends
 
 __all__ = ["EagerAhead"]
@@ -71,7 +71,7 @@ class EagerAhead:
         conn, child_end = context.Pipe(duplex=False)
         process = context.Process(target=_run, args=(child_end, model, sets), daemon=True,
                                   name="onnxport-eager")
-        process.start()
+        start_forked(process)
         child_end.close()
         return cls(process, conn, sets, [_version(t) for t in _leaves((args, kwargs))])
 

@@ -14,6 +14,7 @@ built in this process instead, at the same level.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import signal
 import sys
@@ -26,7 +27,7 @@ import torch
 
 from onnxport.verify.session import OrtRunner
 
-__all__ = ["Crashed", "SessionProcess", "forking_available"]
+__all__ = ["Crashed", "SessionProcess", "forking_available", "start_forked"]
 
 _BFLOAT16 = "bfloat16"
 
@@ -38,6 +39,18 @@ class Crashed(RuntimeError):
         self.stage = stage
         self.signal = _signal_name(exitcode)
         super().__init__(f"onnxruntime crashed the process ({self.signal}) {stage}")
+
+
+def start_forked(process: Any) -> None:
+    """Start a forked child with every object of this process out of reach of the child's garbage collector
+    (``gc.freeze``). Garbage this process has not collected yet, an onnxruntime session among it, would
+    otherwise be destroyed in the child, where the session's thread pool does not exist: its destructor
+    then waits forever for threads that only this process has (a hang in ``pthread_cond_destroy``)."""
+    gc.freeze()
+    try:
+        process.start()
+    finally:
+        gc.unfreeze()
 
 
 def forking_available() -> bool:
@@ -72,7 +85,7 @@ class SessionProcess:
         self._conn, child_end = context.Pipe()
         self._process = context.Process(target=_serve, args=(child_end, model, self._options), daemon=True,
                                         name="onnxport-verification")
-        self._process.start()
+        start_forked(self._process)
         child_end.close()
 
     @property
