@@ -281,7 +281,7 @@ def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anyt
                                                          num_key_value_heads=1))
     config.architectures = ["Qwen2VLForConditionalGeneration"]
     config.save_pretrained(tmp_path / "qwen2_vl")
-    with pytest.raises(InvalidInputError, match="qwen2_vl models .* grid of patches"):
+    with pytest.raises(InvalidInputError, match="qwen2_vl models .* 3-d positions"):
         export_hf(tmp_path / "qwen2_vl", "auto", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
