@@ -26,13 +26,14 @@ test-slow: $(VENV)/.installed
 # The transformers-dependent tests (marked `transformers`) again, against the other end of the supported
 # range: requirements-test.txt pins the oldest transformers supported, $(TF_PINS) the newest (and whatever
 # it needs in other versions), installed in .venv-tf over requirements-test.txt with those packages taken out.
+# Tests marked `pinned_only` (the zoo without autograd: its other variant runs here) are left out.
 TF_VENV := .venv-tf
 TF_PINS := requirements-transformers-newest.txt
 
 .PHONY: test-transformers
 test-transformers: $(TF_VENV)/.installed
 	$(TF_VENV)/bin/python -m pip list --format=freeze | grep -i -E "^(transformers|huggingface_hub|tokenizers)=="
-	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m "transformers and not slow"
+	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m "transformers and not slow and not pinned_only"
 
 $(TF_VENV)/.installed: pyproject.toml requirements-test.txt $(TF_PINS)
 	$(PYTHON) -m venv $(TF_VENV)

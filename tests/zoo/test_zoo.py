@@ -43,9 +43,11 @@ def check_other_size(case: ZooCase, model: torch.nn.Module, prog: onnxport.OnnxP
 
 
 def _params() -> list:
+    """Each case with autograd on and off; against the second pinned transformers (``make test-transformers``)
+    autograd on alone, as users call an exporter: whether autograd is on does not depend on the version."""
     return [
         pytest.param(case, grad, id=f"{case.name}-{'grad' if grad else 'no_grad'}",
-                     marks=[pytest.mark.slow] if case.slow else [])
+                     marks=[*([pytest.mark.slow] if case.slow else []), *([] if grad else [pytest.mark.pinned_only])])
         for case in ZOO for grad in (True, False)
     ]
 
