@@ -57,6 +57,7 @@ def data_bound(ep: torch.export.ExportedProgram) -> dict[Any, sympy.Expr]:
 
     env = _shape_env(ep)
     found: dict[Any, sympy.Expr] = {}
+    read_as_sizes: set[Any] | None = None  # one walk of the graph, at the first such requirement
     for asserts in getattr(env, "deferred_runtime_asserts", {}).values():
         for item in asserts:
             expr = getattr(item, "expr", None)
@@ -65,7 +66,9 @@ def data_bound(ep: torch.export.ExportedProgram) -> dict[Any, sympy.Expr]:
             unbacked = free_unbacked_symbols(expr)
             if not unbacked:
                 continue
-            tied = set(expr.free_symbols - unbacked) | _input_dims_read_as_sizes(ep)
+            if read_as_sizes is None:
+                read_as_sizes = _input_dims_read_as_sizes(ep)
+            tied = set(expr.free_symbols - unbacked) | read_as_sizes
             for symbol in sorted(tied, key=str):
                 found.setdefault(symbol, expr)
     return found

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from onnxport.hf._swap import swapped
+
 __all__ = ["PACKED_ATTENTION", "packed_attention", "packed_attention_on"]
 
 # "flash" in the name is what makes transformers pass the sequences' bounds instead of splitting
@@ -90,11 +92,5 @@ def packed_attention_on(model: torch.nn.Module) -> Iterator[None]:
         yield
         return
     AttentionInterface.register(PACKED_ATTENTION, packed_attention)
-    saved = [(config, config._attn_implementation_internal) for config in configs.values()]
-    try:
-        for config, _ in saved:
-            config._attn_implementation_internal = PACKED_ATTENTION
+    with swapped((config, "_attn_implementation_internal", PACKED_ATTENTION) for config in configs.values()):
         yield
-    finally:
-        for config, value in saved:
-            config._attn_implementation_internal = value

@@ -27,9 +27,10 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 import torch
+
+from onnxport.hf._swap import swapped
 
 __all__ = ["interpolation_indices_and_weights", "layout_as_tensors", "position_ids", "window_index"]
 
@@ -129,18 +130,13 @@ def layout_as_tensors() -> Iterator[None]:
     inside the context; restored on exit."""
     ours = {"get_vision_window_index": window_index, "get_vision_position_ids": position_ids,
             "get_vision_interpolation_indices_and_weights": interpolation_indices_and_weights}
-    saved: list[tuple[Any, str, Any]] = []
+    changes = []
     for name, module in list(sys.modules.items()):
         if not name.startswith("transformers.") or module is None:
             continue
         for helper in _REPLACED:
             function = vars(module).get(helper)
             if callable(function) and function is not ours[helper]:
-                saved.append((module, helper, function))
-    try:
-        for module, helper, _ in saved:
-            setattr(module, helper, ours[helper])
+                changes.append((module, helper, ours[helper]))
+    with swapped(changes):
         yield
-    finally:
-        for module, helper, function in saved:
-            setattr(module, helper, function)

@@ -44,6 +44,7 @@ import torch
 
 from onnxport.hf import cache as _cache
 from onnxport.hf._packed_attention import packed_attention_on
+from onnxport.hf._swap import swapped
 from onnxport.hf._vision_windows import layout_as_tensors
 from onnxport.hf.signature import cache_argument
 
@@ -154,7 +155,7 @@ def _delta_rule_scanned(model: torch.nn.Module) -> Iterator[None]:
     wrapper around it); everything is put back on exit."""
     from onnxport.hf._delta_rule import chunk_gated_delta_rule
 
-    globals_saved = []
+    changes = []
     originals: set[int] = set()
     for name, module in list(sys.modules.items()):
         if not name.startswith("transformers.") or module is None:
@@ -162,32 +163,18 @@ def _delta_rule_scanned(model: torch.nn.Module) -> Iterator[None]:
         function = vars(module).get("torch_chunk_gated_delta_rule")
         if not callable(function) or function is chunk_gated_delta_rule:
             continue
-        globals_saved.append((module, function))
+        changes.append((module, "torch_chunk_gated_delta_rule", chunk_gated_delta_rule))
         while function is not None:  # the kernel wrapper and what it wraps
             originals.add(id(function))
             function = getattr(function, "__wrapped__", None)
-    attributes_saved = []
     for layer in model.modules():
         held = getattr(layer, "chunk_gated_delta_rule", None)
         if held is not None and id(held) in originals:
-            attributes_saved.append((layer, vars(layer).get("chunk_gated_delta_rule", _ABSENT)))
-    try:
-        for module, _ in globals_saved:
-            module.torch_chunk_gated_delta_rule = chunk_gated_delta_rule
-        for layer, _ in attributes_saved:
-            layer.chunk_gated_delta_rule = chunk_gated_delta_rule
+            changes.append((layer, "chunk_gated_delta_rule", chunk_gated_delta_rule))
+    with swapped(changes):
         yield
-    finally:
-        for module, function in globals_saved:
-            module.torch_chunk_gated_delta_rule = function
-        for layer, held in attributes_saved:
-            if held is _ABSENT:
-                del layer.chunk_gated_delta_rule
-            else:
-                layer.chunk_gated_delta_rule = held
 
 
-_ABSENT = object()
 
 
 # Inputs of a causal LM's step that run along the new tokens: how each widens from one token to two.
