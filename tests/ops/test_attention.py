@@ -143,3 +143,20 @@ def test_multihead_attention(need_weights: bool) -> None:
 def test_transformer_encoder_layer() -> None:
     layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
     _module_case(layer, randn(2, 5, 8))
+
+
+def test_layers_sharing_a_mask_find_its_hidden_rows_once() -> None:
+    """Below opset 23 (the default target), the rows a mask hides entirely are found from the mask once,
+    not from each layer's scores: two attention calls on one mask give one ReduceMax, and each layer adds
+    the mask's bias and scales its weights, left-padded rows (zero weights in torch) included."""
+    import onnxport
+
+    class TwoLayers(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return sdpa(sdpa(q, k, v, mask), k, v, mask)
+
+    args = (*qkv(lq=5, s=5), left_padded_mask(5, 5).expand(2, 1, 5, 5))
+    prog = onnxport.export(TwoLayers(), args, opset=21)
+    ops = [n.op_type for n in prog.model_proto.graph.node]
+    assert ops.count("ReduceMax") == 1 and ops.count("Softmax") == 2, ops
+    torch.testing.assert_close(prog(*args), TwoLayers()(*args), atol=1e-5, rtol=1e-5)

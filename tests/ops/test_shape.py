@@ -323,3 +323,23 @@ class _NeedsNoDecomposition(torch.nn.Module):
 def test_common_ops_translate_without_decomposition() -> None:
     prog = run_case(OpCase(_NeedsNoDecomposition(), args=lambda: (randn(2, 4, 7),)))
     assert prog.report.decomposed == {}
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_view_to_the_sizes_it_has_is_no_reshape(dynamic: bool) -> None:
+    """A view to the sizes the tensor already has (attention's output in a BERT layer, static or symbolic)
+    writes no Reshape; one that changes them still does."""
+    import onnxport
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            same = (x * 2).view(x.shape[0], x.shape[1], 4)
+            return same + 1, (x + 1).view(-1)
+
+    dims = ({0: Dim("n", min=2), 1: Dim("m", min=2)},) if dynamic else None
+    prog = onnxport.export(M(), (randn(3, 5, 4),), dynamic_shapes=dims, verify=False)
+    assert [n.op_type for n in prog.model_proto.graph.node].count("Reshape") == 1
+    for shape in [(3, 5, 4), (2, 7, 4)] if dynamic else [(3, 5, 4)]:
+        x = randn(*shape)
+        for got, want in zip(prog(x), M()(x)):
+            torch.testing.assert_close(got, want)

@@ -105,6 +105,26 @@ def _mask_rows(ctx: Ctx, mask: ir.Value, q: ir.Value) -> ir.Value:
     return out
 
 
+def _bias(ctx: Ctx, keep: ir.Value, q: ir.Value) -> ir.Value:
+    """A bool mask as torch's reference adds it to the scores: 0 where kept, -inf where hidden."""
+    return ctx.op.Where(keep, ctx.const(0.0, like=q), ctx.const(float("-inf"), like=q))
+
+
+def _mask_bias(ctx: Ctx, mask: ir.Value, q: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """``(bias, seen)`` for a user's mask: ``softmax(scores + bias) * seen`` is torch's attention weights.
+
+    A query row the mask hides entirely (a left-padded position) would be all -inf, and Softmax gives NaN
+    there, which spreads through later layers; torch gives that row zero weights. So such a row's bias is 0
+    (a finite softmax) and ``seen``, 1 for every other row, zeroes it. Both depend on the mask alone: every
+    layer reading the same mask shares them (CSE), and each layer pays one Add and one Mul, where finding
+    hidden rows from each layer's scores costs a reduction, a test and a select over the whole score
+    tensor."""
+    bias = _bias(ctx, mask, q) if mask.dtype == ir.DataType.BOOL else ctx.cast(mask, q.dtype)
+    hidden = ctx.op.IsInf(ctx.op.ReduceMax(bias, axes(ctx, [-1]), keepdims=1), detect_positive=0)
+    bias = ctx.op.Where(hidden, ctx.const(0.0, like=q), bias)
+    return bias, ctx.cast(ctx.op.Not(hidden), q.dtype)
+
+
 @aten(aten_.scaled_dot_product_attention.default)
 def scaled_dot_product_attention(
     ctx: Ctx,
@@ -125,24 +145,17 @@ def scaled_dot_product_attention(
         k, v = _repeat_heads(ctx, k, q), _repeat_heads(ctx, v, q)
     r = rank(k)
     perm = list(range(r - 2)) + [r - 1, r - 2]
-    # Scale q and k by sqrt(scale) each, like torch's reference, to keep float16 scores in range.
     # Scaling q before the product keeps float16 scores in range, and onnxruntime folds a scalar Mul on
     # a MatMul input (and the Transpose of k) into one FusedMatMul.
     scores = ctx.op.MatMul(ctx.op.Mul(q, _scale(ctx, q, scale)), ctx.op.Transpose(k, perm=perm))
-    masked = attn_mask is not None
-    if is_causal:
-        attn_mask = _causal_keep(ctx, q, k)
-    if attn_mask is not None:
-        if attn_mask.dtype == ir.DataType.BOOL:
-            scores = ctx.op.Where(attn_mask, scores, ctx.const(float("-inf"), like=q))
-        else:
-            scores = ctx.op.Add(scores, ctx.cast(attn_mask, q.dtype))
-    weights = ctx.op.Softmax(scores, axis=-1)
-    if masked:
-        # A query row the mask hides entirely (a left-padded position) is all -inf: Softmax gives NaN,
-        # which spreads through later layers; torch gives that row zero weights.
-        hidden = ctx.op.IsInf(ctx.op.ReduceMax(scores, axes(ctx, [-1]), keepdims=1), detect_positive=0)
-        weights = ctx.op.Where(hidden, ctx.const(0.0, like=weights), weights)
+    if is_causal:  # every query row keeps at least its first key: no row is hidden entirely
+        scores = ctx.op.Add(scores, _bias(ctx, _causal_keep(ctx, q, k), q))
+        weights = ctx.op.Softmax(scores, axis=-1)
+    elif attn_mask is not None:
+        bias, seen = _mask_bias(ctx, attn_mask, q)
+        weights = ctx.op.Mul(ctx.op.Softmax(ctx.op.Add(scores, bias), axis=-1), seen)
+    else:
+        weights = ctx.op.Softmax(scores, axis=-1)
     if dropout_p:  # a model traced in training mode: keep its random dropout rather than drop it silently
         weights = ctx.op.Dropout(weights, ctx.const(float(dropout_p), like=weights), ctx.const(True, ir.DataType.BOOL))
     return ctx.op.MatMul(weights, v)

@@ -69,7 +69,27 @@ def _reshape(ctx: Ctx, x: ir.Value, shape: Sequence[Size]) -> ir.Value:
       aten_._reshape_alias.default)
 def view(ctx: Ctx, x: ir.Value, shape: Sequence[Size], *_: Any) -> ir.Value:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    return _reshape(ctx, x, shape)
+    return x if _keeps_sizes(ctx) else _reshape(ctx, x, shape)
+
+
+def _keeps_sizes(ctx: Ctx) -> bool:
+    """Whether the node's output has its input's sizes (the same ints and the same symbolic expressions):
+    a reshape to them is no reshape (attention's output viewed as it already is, in a BERT layer)."""
+    source = ctx.node.args[0] if ctx.node is not None and ctx.node.args else None
+    before = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+    after = ctx.out_shape()
+    if not isinstance(before, torch.Tensor) or after is None or before.dim() != len(after):
+        return False
+    return all(_same_size(a, b) for a, b in zip(before.shape, after))
+
+
+def _same_size(a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
+    """Structural equality of two sizes; never asks torch to decide (that would add a guard)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt):
+        return a.node.expr == b.node.expr
+    return False
 
 
 @aten(aten_.view_as.default, aten_.reshape_as.default)
