@@ -41,6 +41,14 @@ def arg_meta(ctx: Ctx, index: int) -> Any:
     return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
 
 
+def same_size(a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
+    """Whether two sizes from torch's metadata are the same int or the same symbolic expression (compared as
+    written: asking torch to decide would add a guard)."""
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    return a.node.expr == b.node.expr
+
+
 def compute_dtype(ctx: Ctx, *indices: int) -> ir.DataType:
     """The dtype torch promotes the node's arguments ``indices`` to (tensors and Python scalars)."""
     metas = [arg_meta(ctx, i) for i in indices]

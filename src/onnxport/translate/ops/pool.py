@@ -11,7 +11,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.ops._common import arg_meta, rank
+from onnxport.translate.ops._common import arg_meta, rank, same_size
 from onnxport.translate.ops.conv import spatial_ints, with_batch
 from onnxport.translate.registry import aten
 
@@ -210,10 +210,7 @@ def _kept(ctx: Ctx, axis: int) -> bool:
     meta, shape = arg_meta(ctx, 0), ctx.out_shape()
     if not isinstance(meta, torch.Tensor) or shape is None:
         return False
-    a, b = meta.shape[axis], shape[axis]
-    if isinstance(a, int) or isinstance(b, int):
-        return isinstance(a, int) and isinstance(b, int) and a == b
-    return a.node.expr == b.node.expr
+    return same_size(meta.shape[axis], shape[axis])
 
 
 def _averaging_matrix(size: int, out: int) -> np.ndarray:

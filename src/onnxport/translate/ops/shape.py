@@ -13,7 +13,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.ops._common import axes, norm_axis, rank
+from onnxport.translate.ops._common import arg_meta, axes, norm_axis, rank, same_size
 from onnxport.translate.registry import aten
 
 aten_ = torch.ops.aten
@@ -75,27 +75,16 @@ def view(ctx: Ctx, x: ir.Value, shape: Sequence[Size], *_: Any) -> ir.Value:
 def _keeps_sizes(ctx: Ctx) -> bool:
     """Whether the node's output has its input's sizes (the same ints and the same symbolic expressions):
     a reshape to them is no reshape (attention's output viewed as it already is, in a BERT layer)."""
-    source = ctx.node.args[0] if ctx.node is not None and ctx.node.args else None
-    before = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
-    after = ctx.out_shape()
+    before, after = arg_meta(ctx, 0), ctx.out_shape()
     if not isinstance(before, torch.Tensor) or after is None or before.dim() != len(after):
         return False
-    return all(_same_size(a, b) for a, b in zip(before.shape, after))
-
-
-def _same_size(a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
-    """Structural equality of two sizes; never asks torch to decide (that would add a guard)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b
-    if isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt):
-        return a.node.expr == b.node.expr
-    return False
+    return all(same_size(a, b) for a, b in zip(before.shape, after))
 
 
 @aten(aten_.view_as.default, aten_.reshape_as.default)
 def view_as(ctx: Ctx, x: ir.Value, other: ir.Value) -> ir.Value:
     """view_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
-    return _reshape(ctx, x, [_shape(ctx, other)])
+    return x if _keeps_sizes(ctx) else _reshape(ctx, x, [_shape(ctx, other)])
 
 
 @aten(aten_.permute.default, aten_.permute_copy.default)
