@@ -4,6 +4,10 @@ __version__ = "0.1.0"
 
 from torch.export import Dim
 
+from onnxport import versions as _versions
+
+_versions.check_torch()
+
 from onnxport.api import export, unsupported_ops
 from onnxport.capture.diagnose import Diagnosis, diagnose
 from onnxport.capture.dynamic import infer_dynamic_shapes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import logging
 import os
 import sys
 import time
@@ -79,6 +80,11 @@ def _export_hf(ns: argparse.Namespace) -> int:
 def _doctor(ns: argparse.Namespace) -> int:
     from onnxport.capture.diagnose import diagnose
 
+    if ns.model is None:
+        from onnxport.versions import environment
+
+        print(environment())
+        return 0
     target, inputs = _load(ns, progress=False)
     diagnosis = diagnose(target.model, inputs.args, inputs.kwargs)
     print(diagnosis)
@@ -178,8 +184,11 @@ _INPUT_HELP = ("example input, once per input, e.g. x=float32[2,3,224,224]; a na
                "x=float32[batch,3,224,224] (example size 2, or batch=1); ints: ids=int64[1,8]~0:1000")
 
 
-def _add_target_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help=_TARGET_HELP)
+def _add_target_args(p: argparse.ArgumentParser, optional_model: bool = False) -> None:
+    if optional_model:
+        p.add_argument("model", nargs="?", default=None, help=_TARGET_HELP)
+    else:
+        p.add_argument("model", help=_TARGET_HELP)
     p.add_argument("--input", action="append", default=[], metavar="NAME=DTYPE[DIMS]", help=_INPUT_HELP)
     p.add_argument("--weights", metavar="FILE",
                    help="state dict (torch.save, read with weights_only=True) or .safetensors to load first")
@@ -235,8 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one line per stage on stderr (default: on when stderr is a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the saved paths")
     p.set_defaults(run=_export_hf)
-    p = sub.add_parser("doctor", help="list every graph break of FILE.py:NAME at once, each with its line and fix")
-    _add_target_args(p)
+    p = sub.add_parser("doctor", help="list every graph break of FILE.py:NAME at once, each with its line and fix; "
+                       "with no model, print the environment (torch, onnx, onnxruntime, transformers) and whether "
+                       "each release is a tested one")
+    _add_target_args(p, optional_model=True)
     p.set_defaults(run=_doctor)
     p = sub.add_parser("demo", help="export, verify and print the bundled default models")
     p.add_argument("-o", "--output-dir", default="onnxport-demo", help="where to save the .onnx files")
@@ -248,7 +259,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Other packages' notices that reach the command's output through their loggers while onnxport imports them
+# (torchao, which transformers imports when it is installed: its native kernels for other builds of torch, and
+# torch's deprecation of how it registers its enums). Errors still show.
+_QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
     ns = build_parser().parse_args(argv)
     try:
         return ns.run(ns)

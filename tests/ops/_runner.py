@@ -18,6 +18,7 @@ import torch
 
 import onnxport
 from onnxport.targets import Forms, resolve
+from onnxport.translate.registry import AbsentOp
 from onnxport.translate.opset import DEFAULT_OPSET, newest_opset
 
 FUSED = ("Attention", "RMSNormalization", "RotaryEmbedding")  # ops only some targets emit
@@ -46,6 +47,9 @@ class OpCase:
 
     @property
     def id(self) -> str:
+        if isinstance(self.fn, AbsentOp):
+            base = self.fn.name.replace("aten::", "").removesuffix(".default")
+            return f"{base}-{self.name}" if self.name else base
         base = getattr(self.fn, "__name__", None) or str(self.fn)
         if isinstance(self.fn, torch._ops.OpOverload):
             base = self.fn.name().replace("aten::", "")
@@ -65,10 +69,20 @@ class _Wrap(torch.nn.Module):
 
 
 def params(cases: Sequence[OpCase]) -> list[Any]:
-    """pytest parameters: one per case and dtype, with readable ids."""
+    """pytest parameters: one per case and dtype, with readable ids. A case of an op the installed torch
+    does not have (an ``AbsentOp``; ``versions.OPS_NOT_IN_EVERY_TORCH`` lists those) is skipped, saying so."""
     import pytest
 
-    return [pytest.param(case, dtype, id=ident) for case in cases for ident, dtype in case.variants()]
+    return [pytest.param(case, dtype, id=ident, marks=_absent_mark(case)) for case in cases
+            for ident, dtype in case.variants()]
+
+
+def _absent_mark(case: OpCase) -> Any:
+    import pytest
+
+    if not isinstance(case.fn, AbsentOp):
+        return ()
+    return pytest.mark.skip(reason=f"torch {torch.__version__} has no {case.fn.name}")
 
 
 def opsets_under_test() -> list[int]:

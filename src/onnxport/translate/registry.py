@@ -11,26 +11,96 @@ from typing import Any
 
 import torch
 
-__all__ = ["Translator", "aten", "lookup", "register_translation", "target_name"]
+__all__ = ["AbsentOp", "Translator", "absent_ops", "aten", "builtin_count", "lookup", "ops", "register_translation", "target_name"]
 
 Translator = Callable[..., Any]
 
 _BUILTIN: dict[Any, Translator] = {}
+_ABSENT: dict[str, Translator] = {}  # ops registered by name that the installed torch does not have
 _USER: dict[Any, Translator] = {}
 _USER_BY_NAME: dict[str, Translator] = {}
+
+
+class AbsentOp:
+    """An op (``aten::cholesky``) or overload (``aten::cholesky.default``) the installed torch does not have.
+
+    ``ops.aten.NAME`` gives one where ``torch.ops.aten.NAME`` would raise, so translators of ops that some
+    torch releases lack still import on every release: ``@aten`` records them in ``absent_ops()`` instead of
+    registering them, and a graph of that torch never holds the op. ``versions.OPS_NOT_IN_EVERY_TORCH``
+    lists the ops expected to be absent somewhere; a test holds the registry to it, so a misspelt op still fails.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __getattr__(self, attr: str) -> AbsentOp:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return AbsentOp(f"{self.name}.{attr}")
+
+    def overloads(self) -> list[str]:
+        return []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{self.name} is not an operator of torch {torch.__version__}")
+
+    def __repr__(self) -> str:
+        return f"AbsentOp({self.name!r})"
+
+    __str__ = __repr__
+
+
+class _Namespace:
+    """``torch.ops.<namespace>`` whose missing ops are ``AbsentOp``s instead of an ``AttributeError``."""
+
+    def __init__(self, namespace: str):
+        self._namespace = namespace
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return getattr(getattr(torch.ops, self._namespace), name)  # aten.__and__ is an op too
+        except AttributeError:
+            if name.startswith("__") and name.endswith("__"):
+                raise
+            return AbsentOp(f"{self._namespace}::{name}")
+
+
+class _Ops:
+    """``ops.aten.add.Tensor``: ``torch.ops`` for translators and tests, tolerant of ops a torch release lacks."""
+
+    def __getattr__(self, namespace: str) -> _Namespace:
+        if namespace.startswith("__"):
+            raise AttributeError(namespace)
+        return _Namespace(namespace)
+
+
+ops = _Ops()
+
+
+def builtin_count() -> int:
+    """How many call targets have a built-in translator in this torch."""
+    return len(_BUILTIN)
+
+
+def absent_ops() -> dict[str, str]:
+    """``{op name: translator}`` for each registration whose op the installed torch does not have."""
+    return {name: fn.__qualname__ for name, fn in sorted(_ABSENT.items())}
 
 
 def aten(*targets: Any) -> Callable[[Translator], Translator]:
     """Register the decorated function as the translator of every target given.
 
-    Targets are ``OpOverload`` objects (``torch.ops.aten.add.Tensor``) or other FX call targets
-    (``operator.mul`` for symbolic sizes), so a misspelt op fails at import.
+    Targets are ``OpOverload`` objects (``ops.aten.add.Tensor``) or other FX call targets (``operator.mul``
+    for symbolic sizes). An ``AbsentOp`` (an op this torch does not have) is recorded, not registered.
     """
     if not targets:
         raise TypeError("@aten needs at least one target")
 
     def decorate(fn: Translator) -> Translator:
         for target in targets:
+            if isinstance(target, AbsentOp):
+                _ABSENT[target.name] = fn
+                continue
             if target in _BUILTIN:
                 raise ValueError(f"{target_name(target)} already has a translator: {_BUILTIN[target].__qualname__}")
             _BUILTIN[target] = fn

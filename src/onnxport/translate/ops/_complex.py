@@ -14,9 +14,9 @@ import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import FLOAT_TYPES, norm_axis
-from onnxport.translate.registry import lookup
+from onnxport.translate.registry import lookup, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64 = ir.DataType.INT64
 
 

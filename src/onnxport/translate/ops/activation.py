@@ -9,9 +9,9 @@ import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import norm_axis, rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 # torch.nn.functional.selu's constants (ONNX's Selu defaults are float32 roundings of different digits)
 _SELU_ALPHA = 1.6732632423543772848170429916717

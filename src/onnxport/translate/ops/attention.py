@@ -4,13 +4,12 @@ from __future__ import annotations
 
 
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import axes, rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 
 def _shape_slice(ctx: Ctx, x: ir.Value, start: int, end: int | None = None) -> ir.Value:

@@ -34,11 +34,11 @@ from onnxport.translate.ops._complex import (
     to_complex,
 )
 from onnxport.translate.ops.elementwise import atan2
-from onnxport.translate.registry import Translator, aten, lookup
+from onnxport.translate.registry import Translator, aten, lookup, ops
 
 __all__ = ["complex_aten", "complex_translator", "is_complex", "join", "part", "to_complex", "touches_complex"]
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64 = ir.DataType.INT64
 _COMPLEX: dict[Any, Translator] = {}
 

@@ -6,13 +6,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 IntList = int | Sequence[int]
 

@@ -15,9 +15,9 @@ import torch
 from onnx_ir.tensor_adapters import to_torch_dtype
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64 = ir.DataType.INT64
 DOUBLE = ir.DataType.DOUBLE
 Size = int | ir.Value

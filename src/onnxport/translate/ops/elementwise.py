@@ -10,9 +10,9 @@ import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import FLOAT_TYPES, compute_dtype, loop, promote
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 _BOOL = ir.DataType.BOOL
 Scalar = float | int | bool

@@ -18,9 +18,9 @@ import torch
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import norm_axis
 from onnxport.translate.ops.complex import complex_aten, is_complex
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64 = ir.DataType.INT64
 Size = int | ir.Value
 

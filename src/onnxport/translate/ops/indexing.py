@@ -6,13 +6,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import FLOAT_TYPES, axes, norm_axis, rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64 = ir.DataType.INT64
 INT64_MAX = 2**63 - 1
 # onnxruntime's ScatterElements/ScatterND reduce none of these: they reduce as the wider type (a bool's

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import FLOAT_TYPES, rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 @aten(aten_.linear.default)
 def linear(ctx: Ctx, x: ir.Value, weight: ir.Value, bias: ir.Value | None = None) -> ir.Value:

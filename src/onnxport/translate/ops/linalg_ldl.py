@@ -13,14 +13,13 @@ import math
 
 import numpy as np
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops import _linalg as la
 from onnxport.translate.ops._common import rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 I64, BOOL = ir.DataType.INT64, ir.DataType.BOOL
 _ALPHA = (1.0 + math.sqrt(17.0)) / 8.0  # Bunch-Kaufman's growth bound
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops import _linalg as la
 from onnxport.translate.ops._common import rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 I64 = ir.DataType.INT64
 
 

@@ -6,13 +6,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import axes, rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 _HALF = frozenset({ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
 

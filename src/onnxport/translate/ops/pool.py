@@ -13,9 +13,9 @@ import torch
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import arg_meta, rank, same_size
 from onnxport.translate.ops.conv import spatial_ints, with_batch
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 IntList = int | Sequence[int]
 

@@ -19,12 +19,11 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64, FLOAT, DOUBLE, BOOL = ir.DataType.INT64, ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.BOOL
 Size = int | ir.Value
 _LAST_GENERATOR_OPSET = 21  # the newest opset whose Random* ops onnxruntime runs

@@ -11,9 +11,9 @@ import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import FLOAT_TYPES, axes, norm_axis, rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 _LOW_PRECISION = frozenset({ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 Sizes = Sequence[int | ir.Value] | None
 

@@ -18,13 +18,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 _MODES = ("bilinear", "nearest", "bicubic")  # torch's interpolation_mode codes 0, 1, 2
 _PADDINGS = ("zeros", "border", "reflection")  # torch's padding_mode codes 0, 1, 2
 _OPSET20_MODES = {"bilinear": "linear", "bicubic": "cubic"}  # GridSample-20 renamed them

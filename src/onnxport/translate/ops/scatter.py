@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import axes, norm_axis, rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64, FLOAT = ir.DataType.INT64, ir.DataType.FLOAT
 # onnxruntime's ScatterElements reduces float16/bfloat16 with no kernel: those go through float32
 _HALF = frozenset({ir.DataType.FLOAT16, ir.DataType.BFLOAT16})

@@ -5,14 +5,13 @@ from __future__ import annotations
 import math
 
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import FLOAT_TYPES, axes, compute_dtype, norm_axis, rank
 from onnxport.translate.ops._quickselect import quickselect
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64 = ir.DataType.INT64
 
 

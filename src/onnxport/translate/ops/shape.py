@@ -14,9 +14,9 @@ import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import arg_meta, axes, norm_axis, rank, same_size
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64 = ir.DataType.INT64
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)

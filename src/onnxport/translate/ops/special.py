@@ -10,14 +10,13 @@ from __future__ import annotations
 import math
 
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import loop
 from onnxport.translate.ops._special import F64, I64, any_true, broadcast, c, is_integer, polevl, select, unary
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 # Stirling's series of lgamma: the coefficients B_2k / (2k (2k-1)) of y^-(2k-1), highest power first.
 _STIRLING = (1 / 156, -691 / 360360, 1 / 1188, -1 / 1680, 1 / 1260, -1 / 360, 1 / 12)

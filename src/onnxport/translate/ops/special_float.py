@@ -11,14 +11,13 @@ from __future__ import annotations
 import math
 
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import FLOAT_TYPES, compute_dtype, loop, norm_axis, rank
 from onnxport.translate.ops._special import F32, I64, c, compute_type, select
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 # (significand bits, smallest normal exponent, largest finite value) of each float type
 _FORMAT = {

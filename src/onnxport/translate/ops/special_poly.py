@@ -21,9 +21,9 @@ import torch
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import loop
 from onnxport.translate.ops._special import F64, I64, any_true, broadcast, c, compute_type, select, trunc
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 
 _UNROLL_MAX = 32  # constant degrees up to this are unrolled; larger ones loop
 _HERMITE_LIMIT = {ir.DataType.FLOAT: 128, ir.DataType.DOUBLE: 512}  # torch gives NaN past these degrees

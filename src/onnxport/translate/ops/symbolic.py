@@ -9,9 +9,9 @@ import onnx_ir as ir
 import torch
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64 = ir.DataType.INT64
 
 

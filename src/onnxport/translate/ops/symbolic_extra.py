@@ -15,9 +15,9 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import arg_meta
 from onnxport.translate.ops.symbolic import _same_type, _scalar
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64 = ir.DataType.INT64
 FLOAT = ir.DataType.FLOAT
 Scalar = ir.Value | int | float | bool

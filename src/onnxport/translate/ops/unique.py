@@ -6,13 +6,12 @@ ONNX gives such outputs a size known only at run time (NonZero, Compress, Unique
 from __future__ import annotations
 
 import onnx_ir as ir
-import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import FLOAT_TYPES, axes, norm_axis, rank
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 INT64 = ir.DataType.INT64
 # Element types onnxruntime's Unique runs on; others go through int64 or float32 and back.
 _UNIQUE_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT64, ir.DataType.INT8})

@@ -21,9 +21,9 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import arg_meta, axes, norm_axis, rank
 from onnxport.translate.ops.shape import INT64, INT64_MAX, Size, _dim, _reshape, _shape, _slice
-from onnxport.translate.registry import aten
+from onnxport.translate.registry import aten, ops
 
-aten_ = torch.ops.aten
+aten_ = ops.aten
 _FIX_LAYOUT = "call .contiguous() on the tensor first, or index it (x[...], x.unfold, x.reshape) instead of by strides"
 
 

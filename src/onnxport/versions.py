@@ -1,0 +1,116 @@
+"""The releases onnxport is tested with, and what differs between torch releases: the one place that knows.
+
+``TESTED`` gives, per package, the oldest and newest release CI runs the suite at (torch: the oldest and the
+newest release of the last year, pyproject.toml's floor being the oldest; transformers: the two pinned
+suites). An older torch than the floor is refused by pip; a newer one imports with one warning naming the
+range (``check_torch``), never a failure. ``OPS_NOT_IN_EVERY_TORCH`` lists the ops onnxport translates
+that some supported torch lacks (torch removes and adds operators): their translators register where the
+op exists, and ``onnxport doctor`` lists them where it does not; a test holds every other registration to
+resolve, so a misspelt op name still fails.
+
+Code that must behave differently on another torch release asks here (``torch_at_least``) rather than
+comparing ``torch.__version__`` itself.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import re
+import sys
+import warnings
+
+import torch
+
+__all__ = ["OPS_NOT_IN_EVERY_TORCH", "TESTED", "UntestedTorchWarning", "check_torch", "environment",
+           "in_tested_range", "torch_at_least", "version_tuple"]
+
+# package: (oldest, newest) release the whole suite runs at in CI; tests/test_versions.py checks these
+# against the pins (requirements-test.txt, requirements-torch-oldest.txt, requirements-transformers-newest.txt)
+TESTED: dict[str, tuple[str, str]] = {
+    "torch": ("2.10.0", "2.15.0"),
+    "onnx": ("1.23.2", "1.23.2"),
+    "onnx-ir": ("1.1.0", "1.1.0"),
+    "onnxruntime": ("1.32.0", "1.32.0"),
+    "numpy": ("2.4.6", "2.4.6"),
+    "transformers": ("5.23.0", "5.24.0"),
+}
+
+OPS_NOT_IN_EVERY_TORCH: dict[str, str] = {
+    "aten::cholesky.default": "removed in torch 2.14 (torch.cholesky is gone; torch.linalg.cholesky remains)",
+}
+
+
+class UntestedTorchWarning(UserWarning):
+    """The installed torch is outside the releases onnxport's tests run at."""
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``(2, 15, 0)`` for ``"2.15.0+cu132"`` or ``"2.16.0.dev20261201"``: the release, without local or dev parts."""
+    release = re.match(r"\d+(\.\d+)*", version)
+    return tuple(int(p) for p in release.group(0).split(".")) if release else ()
+
+
+def torch_at_least(version: str) -> bool:
+    """Whether the installed torch is ``version`` or newer (a dev build of a release counts as that release)."""
+    return version_tuple(torch.__version__) >= version_tuple(version)
+
+
+def in_tested_range(package: str, version: str) -> bool:
+    """Whether ``version`` of ``package`` is within ``TESTED`` (for torch, by minor release: 2.15.1 is tested
+    as 2.15.0 is, a bug-fix release changing no interface onnxport uses)."""
+    oldest, newest = TESTED[package]
+    width = 2 if package == "torch" else 3
+    v = version_tuple(version)[:width]
+    return version_tuple(oldest)[:width] <= v <= version_tuple(newest)[:width]
+
+
+def check_torch() -> None:
+    """One warning (on import of onnxport) when the installed torch is outside ``TESTED``."""
+    if in_tested_range("torch", torch.__version__):
+        return
+    oldest, newest = TESTED["torch"]
+    if version_tuple(torch.__version__) > version_tuple(newest):
+        what = ("newer than the newest onnxport is tested with: exports should work; `onnxport doctor` prints "
+                "the environment for a report of what does not")
+    else:
+        what = f"older than the oldest onnxport supports: install torch>={oldest}"
+    warnings.warn(f"onnxport is tested with torch {oldest} to {newest}; torch {torch.__version__} is {what}",
+                  UntestedTorchWarning, stacklevel=3)
+
+
+def _installed(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def environment() -> str:
+    """The environment as ``onnxport doctor`` prints it: each package onnxport runs on, its version, and
+    whether that is a tested one; the ops this torch lacks; where verification runs its session."""
+    from onnxport import __version__
+    from onnxport.translate import ops as _ops  # noqa: F401  (registers the translators)
+    from onnxport.translate.registry import absent_ops, builtin_count
+    from onnxport.verify.child import no_fork_reason
+
+    lines = [f"onnxport {__version__}, Python {platform.python_version()} on {sys.platform}"]
+    for package, (oldest, newest) in TESTED.items():
+        version = _installed(package)
+        tested = oldest if oldest == newest else f"{oldest} to {newest}"
+        if version is None:
+            state = "not installed" + (" (optional: export-hf and caches)" if package == "transformers" else "")
+        elif in_tested_range(package, version):
+            state = "tested"
+        else:
+            state = "NOT TESTED (may work; report what does not)"
+        lines.append(f"  {package:<13} {version or '-':<14} tested: {tested:<18} {state}")
+    absent = absent_ops()
+    lines.append(f"translators: {builtin_count()} ops" + (f"; {len(absent)} op(s) torch {torch.__version__} does not "
+                                                         "have, left out:" if absent else ""))
+    for name in absent:
+        lines.append(f"  {name}: {OPS_NOT_IN_EVERY_TORCH.get(name, 'not a known difference between torch releases')}")
+    reason = no_fork_reason()
+    lines.append("verification: onnxruntime " + ("in a child process" if reason is None else f"in this process "
+                                                  f"({reason})"))
+    return "\n".join(lines)
