@@ -11,9 +11,9 @@ from onnxport import blocks as _blocks
 from onnxport import capture as _capture
 from onnxport import decompose as _decompose
 from onnxport import half as _half
-from onnxport import targets as _targets
 from onnxport import optimize as _optimize
 from onnxport import quantize as _quantize_mod
+from onnxport import targets as _targets
 from onnxport import translate as _translate
 from onnxport import verify as _verify
 from onnxport import weights as _weights
@@ -22,12 +22,14 @@ from onnxport.capture.export import refuse_state_updates
 from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
 from onnxport.report import Report
+from onnxport.serial import serialized
 from onnxport.translate.opset import default_opset, newest_opset
 from onnxport.translate.registry import normalise_custom_translations
 
 __all__ = ["export", "unsupported_ops"]
 
 
+@serialized
 def export(
     model: torch.nn.Module | Any,
     args: Any = (),
@@ -296,6 +298,7 @@ def _block_translator(opset: int, forms: _targets.Forms, custom: Any, custom_ops
     return translate_block
 
 
+@serialized
 def unsupported_ops(
     model: torch.nn.Module | Any,
     args: Any = (),

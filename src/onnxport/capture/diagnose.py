@@ -39,6 +39,7 @@ from onnxport.capture.export import check_inputs
 from onnxport.capture.patch import ControlFlowRewriter
 from onnxport.capture.rewrite import FunctionRewrite, RewriteRefused
 from onnxport.errors import SourceLocation, _is_user_file, location_from_exception
+from onnxport.serial import serialized
 
 __all__ = ["Diagnosis", "Issue", "diagnose"]
 
@@ -221,6 +222,7 @@ class _Finding:
     category: str | None = None
 
 
+@serialized
 def diagnose(model: Any, args: Any = (), kwargs: dict[str, Any] | None = None) -> Diagnosis:
     """Find every graph break of ``model`` on ``args``/``kwargs`` at once and say how to fix each.
 

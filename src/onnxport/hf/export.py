@@ -55,6 +55,7 @@ from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.hf.tasks import MODULES_FILE, TASK_KEY, pick_task
 from onnxport.hf.vlm import VLM_FILES, VlmPrograms, check_supported, export_vlm, genai_names, write_genai
 from onnxport.program import OnnxProgram
+from onnxport.serial import serialized
 
 __all__ = ["TASKS", "TASK_KEY", "Task", "export_hf", "read_config"]
 
@@ -72,6 +73,7 @@ PAST, NEW = 4, 3  # a decode step exports the one model that serves prefill (pas
 logger = logging.getLogger("onnxport")
 
 
+@serialized
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
               *, opset: int | None = None, progress: bool = False,
               streaming: bool | None = None, target: Any = None,

@@ -22,6 +22,7 @@ import torch
 from onnxport.errors import InvalidInputError
 from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.program import OnnxProgram
+from onnxport.serial import serialized
 
 __all__ = ["Seq2SeqPrograms", "export_seq2seq"]
 
@@ -72,6 +73,7 @@ class DecoderPart(torch.nn.Module):
         return {"logits": out.logits, "present": cache_of(out)}
 
 
+@serialized
 def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, opset: int | None = None,
                    verify: bool = True, progress: bool = False, target: Any = None) -> Seq2SeqPrograms:
     """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past.

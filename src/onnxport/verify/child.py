@@ -8,8 +8,9 @@ another batch size), so the session lives in a process of its own, forked from t
 is a failed verification, and the user's process goes on. The fork shares the model's weights with
 this process (nothing is serialised or copied to start it); each input set goes to it over a pipe.
 
-Where ``fork`` is missing (Windows; macOS, whose system libraries are not safe to fork) the session is
-built in this process instead, at the same level.
+Where ``fork`` is missing (Windows; macOS, whose system libraries are not safe to fork), or this process may
+not start children (a daemonic ``multiprocessing.Pool`` worker), the session is built in this process
+instead, at the same level, and the report says why.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 
 from onnxport.verify.session import OrtRunner
 
-__all__ = ["Crashed", "SessionProcess", "forking_available", "start_forked"]
+__all__ = ["Crashed", "SessionProcess", "forking_available", "no_fork_reason", "start_forked"]
 
 _BFLOAT16 = "bfloat16"
 
@@ -53,8 +54,17 @@ def start_forked(process: Any) -> None:
         gc.unfreeze()
 
 
+def no_fork_reason() -> str | None:
+    """Why verification cannot start a child process here, or None where it can."""
+    if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
+        return f"forking is not safe or not available on {sys.platform}"
+    if multiprocessing.current_process().daemon:
+        return "this process is a daemonic worker (a multiprocessing.Pool's), which may not start child processes"
+    return None
+
+
 def forking_available() -> bool:
-    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+    return no_fork_reason() is None
 
 
 class SessionProcess:

@@ -75,6 +75,7 @@ class Verification:
     budget_seconds: float | None = None
     optimization: str = ""
     isolated: bool = False  # the session ran in a child process
+    in_process_because: str | None = None  # why it ran in this process instead, where it could not be isolated
     eager_ahead: bool = False  # the example's eager run was beside the capture, in a child process
     time_split: dict[str, float] = dataclasses.field(default_factory=dict)
     reference: Any = dataclasses.field(default=None, repr=False, compare=False)  # the example's eager outputs
@@ -98,6 +99,8 @@ class Verification:
             level += " (onnxruntime's default)"
         if self.isolated:
             level += " in a child process"
+        elif self.in_process_because:
+            level += f" in this process ({self.in_process_because})"
         if self.budget is None:
             budget = "no time budget"
         else:

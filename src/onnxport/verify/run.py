@@ -26,7 +26,7 @@ from torch.utils import _pytree as pytree
 from onnxport.errors import InvalidInputError, OnnxportError, VerificationError
 from onnxport.verify.ahead import EagerAhead
 from onnxport.verify.budget import Budget
-from onnxport.verify.child import Crashed, SessionProcess
+from onnxport.verify.child import Crashed, SessionProcess, no_fork_reason
 from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
 from onnxport.verify.session import initializer_bytes
 
@@ -222,6 +222,8 @@ class Checker:
         self.result.optimization = level
         self._session = SessionProcess(self.program.model, optimization=level, weights_as_inputs=level == "none")
         self.result.isolated = self._session.isolated
+        if not self._session.isolated:
+            self.result.in_process_because = no_fork_reason()
 
     def _outputs(self, tensors: list[torch.Tensor]) -> tuple[Any, float]:
         """The set's outputs in onnxruntime (or its exception) and the seconds onnxruntime ran it."""
