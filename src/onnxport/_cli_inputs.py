@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import inspect
+import logging
 import math
 import os
 import re
@@ -105,11 +106,17 @@ def _load_python(spec: str) -> Target:
 def _load_program(path: str) -> Target:
     """``ep.module()`` with the program's example inputs and, per symbolic dim, a ``Dim`` with its range."""
     _check_file(path)
+    # torch >= 2.15 logs the whole traceback of a file it cannot read before raising; the error below says it
+    logger = logging.getLogger("torch.export")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
     try:
         ep = torch.export.load(path)
     except Exception as exc:  # noqa: BLE001 - torch raises zipfile, pickle and runtime errors here
         raise InvalidInputError(f"{path} is not a saved torch.export program: {_first_line(exc)}",
                                 fix="save one with torch.export.save(ep, 'model.pt2')") from None
+    finally:
+        logger.setLevel(level)
     args, kwargs = ep.example_inputs or (None, None)
     module = ep.module()
     return Target(module, args, kwargs, _program_dynamic_shapes(ep, module, args, kwargs))

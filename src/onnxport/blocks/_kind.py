@@ -305,13 +305,13 @@ def _writes_inputs(graph: torch.fx.Graph) -> bool:
 
 
 def _plain_spec(spec: pytree.TreeSpec) -> bool:
-    return spec.type in _PLAIN and all(_plain_spec(c) for c in spec.children_specs) if not spec.is_leaf() else True
+    return spec.type in _PLAIN and all(_plain_spec(c) for c in spec.children()) if not spec.is_leaf() else True
 
 
 def _foreign_type(spec: pytree.TreeSpec) -> str:
     if not spec.is_leaf() and spec.type not in _PLAIN:
         return spec.type.__name__
-    return next((f for f in map(_foreign_type, spec.children_specs) if f), "") if not spec.is_leaf() else ""
+    return next((f for f in map(_foreign_type, spec.children()) if f), "") if not spec.is_leaf() else ""
 
 
 def _meta(val: torch.Tensor) -> tuple[torch.dtype, list[Any]]:

@@ -95,9 +95,9 @@ def cond(test: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], e
     def bind(fn: Callable[..., Any]) -> Callable[..., Any]:
         def branch(*tensors: torch.Tensor) -> Any:
             out = fn(**dict(zip(names, tensors)), **fixed)
-            # torch.cond refuses a branch output that is one of its inputs (an unchanged variable).
-            ids = {id(t) for t in tensors}
-            return torch.utils._pytree.tree_map(lambda v: v.clone() if id(v) in ids else v, out)
+            # torch.cond refuses a branch output that is one of its inputs (an unchanged variable). By
+            # identity, not id(): torch < 2.11 traces the branches with dynamo, which cannot take id() of them.
+            return torch.utils._pytree.tree_map(lambda v: v.clone() if any(v is t for t in tensors) else v, out)
 
         branch.__name__ = fn.__name__
         return branch
