@@ -1,12 +1,25 @@
 # `make demo` sets up .venv and runs the main job; `make test` runs the test suite.
-# Both install the exact versions in requirements-test.txt; `make test-latest` runs the suite against
-# the newest releases of every dependency (in .venv-latest) so that drift shows before it bites.
+# Both install the exact versions in requirements-test.txt (torch: the newest release supported);
+# `make test-torch-oldest` runs the suite again at the oldest torch supported; `make test-latest` runs it
+# against the newest releases of every dependency, torch included (in .venv-latest), so that drift shows
+# before it bites. CI (.ci/run) runs `make test` and `make test-torch-oldest`.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP_VERSION := 26.3
-# The newest-releases run keeps torch's CPU build unless told otherwise (a plain torch pulls CUDA).
-LATEST_TORCH ?= torch==2.13.0
+
+# A side environment $(1): requirements-test.txt with the lines of every package the pins file $(2) names
+# replaced by that file's, and also those matching the extended regex $(3) (a torch pins file replaces
+# torch's whole stack: triton, nvidia-*, cuda-*).
+define side_venv
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q pip==$(PIP_VERSION)
+	sed -n 's/^\([A-Za-z0-9_.-]*\)==.*/\1==/p' $(2) > $(1)/overridden.txt
+	grep -v -i -F -f $(1)/overridden.txt requirements-test.txt | grep -v -i -E '$(3)' > $(1)/requirements.txt
+	$(1)/bin/python -m pip install -q -r $(1)/requirements.txt -r $(2)
+	$(1)/bin/python -m pip install -q --no-deps -e .
+	touch $(1)/.installed
+endef
 
 .PHONY: demo test test-latest bench bench-zoo bench-llm bench-depth bench-memory opinfo setup clean
 
@@ -36,18 +49,27 @@ test-transformers: $(TF_VENV)/.installed
 	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m "transformers and not slow and not pinned_only"
 
 $(TF_VENV)/.installed: pyproject.toml requirements-test.txt $(TF_PINS)
-	$(PYTHON) -m venv $(TF_VENV)
-	$(TF_VENV)/bin/python -m pip install -q pip==$(PIP_VERSION)
-	sed -n 's/^\([A-Za-z0-9_.-]*\)==.*/\1==/p' $(TF_PINS) > $(TF_VENV)/overridden.txt
-	grep -v -i -F -f $(TF_VENV)/overridden.txt requirements-test.txt > $(TF_VENV)/requirements.txt
-	$(TF_VENV)/bin/python -m pip install -q -r $(TF_VENV)/requirements.txt -r $(TF_PINS)
-	$(TF_VENV)/bin/python -m pip install -q --no-deps -e .
-	touch $@
+	$(call side_venv,$(TF_VENV),$(TF_PINS),^$$)
 
+# The whole suite (but the slow tests) at the oldest torch supported: requirements-torch-oldest.txt's torch
+# stack in place of requirements-test.txt's (the newest), everything else as pinned there.
+OLDEST_VENV := .venv-torch-oldest
+OLDEST_PINS := requirements-torch-oldest.txt
+
+.PHONY: test-torch-oldest
+test-torch-oldest: $(OLDEST_VENV)/.installed runtimes
+	$(OLDEST_VENV)/bin/python -m pip list --format=freeze | grep -i -E "^(torch|transformers)=="
+	$(OLDEST_VENV)/bin/python -m pytest -n auto --dist loadfile -m "not slow"
+
+$(OLDEST_VENV)/.installed: pyproject.toml requirements-test.txt $(OLDEST_PINS)
+	$(call side_venv,$(OLDEST_VENV),$(OLDEST_PINS),^(torch|triton|nvidia-[a-z0-9-]*|cuda-[a-z-]*)==)
+
+# Every dependency at its newest release, torch included: bumping requirements-test.txt's pins (and
+# versions.TESTED) to what this runs green with is how a new release is met.
 test-latest:
 	$(PYTHON) -m venv .venv-latest
 	.venv-latest/bin/python -m pip install -q --upgrade pip
-	.venv-latest/bin/python -m pip install -q --upgrade "$(LATEST_TORCH)" -e ".[test]"
+	.venv-latest/bin/python -m pip install -q --upgrade torch -e ".[test]"
 	.venv-latest/bin/python -m pip list --format=freeze | grep -i -E "^(torch|onnx|onnx-ir|onnxruntime|transformers|diffusers|numpy)=="
 	.venv-latest/bin/python -m pytest -n auto --dist loadfile
 
@@ -118,4 +140,4 @@ $(VENV)/.installed-bench: $(VENV)/.installed requirements-bench.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) .venv-latest $(TF_VENV) onnxport-demo build *.egg-info src/*.egg-info
+	rm -rf $(VENV) .venv-latest $(TF_VENV) $(OLDEST_VENV) onnxport-demo build *.egg-info src/*.egg-info
