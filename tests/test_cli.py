@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import textwrap
 
@@ -122,25 +123,30 @@ def test_inspect_not_onnx(tmp_path, capsys) -> None:
 
 
 @pytest.mark.transformers  # its Llama step
-def test_demo_exports_verifies_and_prints_its_models(tmp_path, capsys) -> None:
-    assert main(["demo", "-o", str(tmp_path)]) == 0
-    captured = capsys.readouterr()
+def test_demo_exports_verifies_and_prints_its_models(tmp_path) -> None:
+    """As `make demo` runs it, in a fresh process (other packages' import-time notices included): it prints
+    onnxport's own lines only."""
+    captured = subprocess.run([sys.executable, "-m", "onnxport", "demo", "-o", str(tmp_path)], capture_output=True,
+                              text=True, timeout=600)
+    assert captured.returncode == 0, captured.stderr
+    foreign = [line for line in captured.stderr.splitlines() if not line.startswith("[onnxport] ")]
+    assert not foreign, foreign
     assert sorted(p.name for p in tmp_path.iterdir()) == ["control_flow.onnx", "small_cnn.onnx", "tiny_llama.onnx"]
     # The control-flow model is verified on two inputs (one per branch), and its text shows the If.
-    control_flow = captured.out.split("== small_cnn")[0]
+    control_flow = captured.stdout.split("== small_cnn")[0]
     assert control_flow.count("  inputs: example: x=float32[3]") == 1
     assert control_flow.count("  inputs: verify_inputs[0]: x=float32[3]") == 1
     assert " = If (" in control_flow and "then_branch" in control_flow
-    assert captured.out.count("verification (onnxruntime vs eager PyTorch): passed") == 3
-    assert captured.err.count("[onnxport] verify") == 3
+    assert captured.stdout.count("verification (onnxruntime vs eager PyTorch): passed") == 3
+    assert captured.stderr.count("[onnxport] verify") == 3
     # The Llama with its cache generates in onnxruntime the tokens transformers generates.
-    llama = captured.out.split("== tiny_llama")[1]
+    llama = captured.stdout.split("== tiny_llama")[1]
     assert "past_key_values.0.key['batch_size', '2', 'past_sequence_length', '16']" in llama
     assert "transformers model.generate: the same tokens" in llama
     for path in tmp_path.iterdir():
         onnx.checker.check_model(str(path), full_check=True)
     # Weights are elided from the printed text, not from the saved files.
-    assert '"elided"' in captured.out
+    assert '"elided"' in captured.stdout
 
 
 # --- dynamic dims by name, --dynamic ---------------------------------------------------------------
