@@ -38,6 +38,8 @@ TESTED: dict[str, tuple[str, str]] = {
 
 OPS_NOT_IN_EVERY_TORCH: dict[str, str] = {
     "aten::cholesky.default": "removed in torch 2.14 (torch.cholesky is gone; torch.linalg.cholesky remains)",
+    "aten::linalg_matrix_sqrth.default": "added in torch 2.14 (torch.linalg.matrix_sqrth)",
+    "aten::linalg_polar.default": "added in torch 2.14 (torch.linalg.polar)",
 }
 
 

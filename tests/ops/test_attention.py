@@ -53,6 +53,15 @@ def sdpa_gqa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     return F.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True)
 
 
+FLASH_CPU = aten._scaled_dot_product_flash_attention_for_cpu.default
+
+
+def flash_cpu_masked(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, **kw
+) -> tuple[torch.Tensor, ...]:
+    return FLASH_CPU(q, k, v, attn_mask=mask, **kw)
+
+
 SEQ = (({2: Dim("l", min=2)}, {2: Dim("s", min=2)}, {2: Dim("s", min=2)}),)
 
 CASES = [
@@ -78,6 +87,19 @@ CASES = [
            dynamic_shapes=(({1: 2 * Dim("hk")}, {1: Dim("hk")}, {1: Dim("hk")}),)),
     OpCase(sdpa_gqa, args=lambda: qkv(h=6, hk=3), name="dynamic_batch",
            dynamic_shapes=(({0: Dim("b", min=2)}, {0: Dim("b", min=2)}, {0: Dim("b", min=2)}),)),
+    # the CPU flash kernel: the attention output and each query row's logsumexp (float32 for half inputs)
+    OpCase(FLASH_CPU, args=lambda: qkv(), expect_ops=["Attention"], dtypes=(f32, f16), tol=F16_TOL),
+    OpCase(FLASH_CPU, args=lambda: qkv(lq=3, s=6), kwargs={"is_causal": True}, name="causal"),
+    OpCase(FLASH_CPU, args=lambda: qkv(lq=6, s=3), kwargs={"is_causal": True}, name="causal_long_query"),
+    OpCase(flash_cpu_masked, args=lambda: (*qkv(), randn(2, 1, 4, 5)), kwargs={"scale": 0.3}, name="mask_scale"),
+    OpCase(flash_cpu_masked, args=lambda: (*qkv(lq=5, s=5), randn(5, 5)), kwargs={"is_causal": True},
+           name="mask_causal"),
+    OpCase(flash_cpu_masked, name="fully_masked_rows",
+           args=lambda: (*qkv(), torch.zeros(4, 5).masked_fill(~left_padded_mask(), float("-inf")))),
+    OpCase(FLASH_CPU, args=lambda: qkv(h=6, hk=2), name="gqa", dtypes=(f32, f16), tol=F16_TOL),
+    OpCase(FLASH_CPU, args=lambda: qkv(lq=5, s=5), kwargs={"is_causal": True}, name="dynamic",
+           dynamic_shapes=(({0: Dim("b", min=2), 2: Dim("l", min=2)}, {0: Dim("b", min=2), 2: Dim("s", min=2)},
+                            {0: Dim("b", min=2), 2: Dim("s", min=2)}),)),
 ]
 
 

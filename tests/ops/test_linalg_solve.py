@@ -170,6 +170,15 @@ CASES = [
     OpCase(L.pinv, args=lambda: (sym(5, 5),), kwargs={"hermitian": True}, name="hermitian"),
     OpCase(L.matrix_rank, args=lambda: (randn(3, 5, 2) @ randn(3, 2, 4),)),
     OpCase(L.cond, args=lambda: (wc(2, 4, 4),)),
+    # Hermitian square root and polar decomposition (torch 2.14 and newer)
+    OpCase(aten.linalg_matrix_sqrth.default, args=lambda: (spd(2, 5, 5),), expect_ops=["Loop"], dtypes=(f32, f64)),
+    OpCase(aten.linalg_matrix_sqrth.default, args=lambda: (sym(4, 4),), name="indefinite"),
+    OpCase(aten.linalg_matrix_sqrth.default, args=lambda: (spd(4, 4) + torch.triu(randn(4, 4), 1),), name="lower_only"),
+    OpCase(aten.linalg_matrix_sqrth.default, args=lambda: (spd(3, 4, 4),), name="dynamic",
+           dynamic_shapes=(({0: BATCH},),)),
+    OpCase(aten.linalg_polar.default, args=lambda: (randn(2, 4, 4),), dtypes=(f32, f64)),
+    OpCase(aten.linalg_polar.default, args=lambda: (randn(2, 1, 6, 3),), name="tall"),
+    OpCase(aten.linalg_polar.default, args=lambda: (randn(3, 5, 4),), name="dynamic", dynamic_shapes=(({0: BATCH},),)),
     # matrix exponential
     OpCase(aten.linalg_matrix_exp.default, args=lambda: (randn(2, 4, 4),), expect_ops=["Loop"]),
     OpCase(aten.linalg_matrix_exp.default, args=lambda: (torch.zeros(3, 3),), name="zero"),

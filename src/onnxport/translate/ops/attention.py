@@ -158,3 +158,62 @@ def scaled_dot_product_attention(
     if dropout_p:  # a model traced in training mode: keep its random dropout rather than drop it silently
         weights = ctx.op.Dropout(weights, ctx.const(float(dropout_p), like=weights), ctx.const(True, ir.DataType.BOOL))
     return ctx.op.MatMul(weights, v)
+
+
+@aten(aten_._scaled_dot_product_flash_attention_for_cpu.default)
+def _scaled_dot_product_flash_attention_for_cpu(
+    ctx: Ctx,
+    q: ir.Value,
+    k: ir.Value,
+    v: ir.Value,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    attn_mask: ir.Value | None = None,
+    scale: float | None = None,
+) -> tuple[ir.Value, ir.Value]:
+    """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)
+
+    The output of ``scaled_dot_product_attention`` (4-D inputs, grouped key/value heads taken as they are)
+    and the logsumexp [N, H, L] of each query row's scaled, masked scores. Translated rather than left to
+    torch's decomposition, which returns the attention weights [N, H, L, S] in place of the logsumexp (on
+    every torch release from 2.10 to 2.15; eager and the schema agree on all of them).
+    """
+    if is_causal and attn_mask is not None:  # the kernel applies both; scaled_dot_product_attention one of them
+        attn_mask, is_causal = _with_causal(ctx, attn_mask, q, k), False
+    out = scaled_dot_product_attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=True)
+    return out, _row_logsumexp(ctx, q, k, attn_mask, is_causal, scale)
+
+
+def _with_causal(ctx: Ctx, mask: ir.Value, q: ir.Value, k: ir.Value) -> ir.Value:
+    """A float mask with torch's causal mask added (-inf above the diagonal), typed with the broadcast shape."""
+    out = ctx.op.Add(mask, _bias(ctx, _causal_keep(ctx, q, k), mask))
+    dims = [1] * max(0, 2 - rank(mask)) + list(mask.shape.dims)
+    seq = (q.shape[-2], k.shape[-2])
+    out.shape = ir.Shape([*dims[:-2], *(s if d == 1 else d for d, s in zip(dims[-2:], seq))])
+    return out
+
+
+def _row_logsumexp(ctx: Ctx, q: ir.Value, k: ir.Value, mask: ir.Value | None, is_causal: bool,
+                   scale: float | None) -> ir.Value:
+    """The flash kernel's logsumexp over the keys of the scaled scores plus the mask (a float one: the kernel
+    refuses bool masks) or the causal bias, in the output's dtype (float32 for half inputs, as the kernel
+    accumulates), spelled out from the row maximum like ``logsumexp``; 0 for a row the mask hides entirely,
+    as the kernel gives. An unused logsumexp costs nothing: its nodes are dropped with the dead code."""
+    dtype = ctx.out_dtype(1) or q.dtype
+    if q.shape[-3] != k.shape[-3]:
+        k = _repeat_heads(ctx, k, q)
+    qf, kf = ctx.cast(q, dtype), ctx.cast(k, dtype)
+    r = rank(kf)
+    key_t = ctx.op.Transpose(kf, perm=[*range(r - 2), r - 1, r - 2])
+    scores = ctx.op.MatMul(ctx.op.Mul(qf, _scale(ctx, qf, scale)), key_t)
+    if is_causal:
+        scores = ctx.op.Add(scores, _bias(ctx, _causal_keep(ctx, q, k), qf))
+    elif mask is not None:
+        scores = ctx.op.Add(scores, ctx.cast(mask, dtype))
+    last, zero = axes(ctx, [-1]), ctx.const(0.0, like=qf)
+    peak = ctx.op.ReduceMax(scores, last, keepdims=1)
+    hidden = ctx.op.IsInf(peak, detect_positive=0)
+    peak = ctx.op.Where(ctx.op.IsInf(peak), zero, peak)
+    lse = ctx.op.Add(ctx.op.Log(ctx.op.ReduceSum(ctx.op.Exp(ctx.op.Sub(scores, peak)), last, keepdims=1)), peak)
+    return ctx.op.Squeeze(ctx.op.Where(hidden, zero, lse), last)

@@ -1,11 +1,12 @@
-"""QR, symmetric eigendecomposition, SVD, pseudo-inverse and the matrix exponential, composed from
-ONNX ops over a static matrix size (see ``_linalg``); batch dims may be dynamic.
+"""QR, symmetric eigendecomposition, SVD, pseudo-inverse, the Hermitian square root, the polar decomposition
+and the matrix exponential, composed from ONNX ops over a static matrix size (see ``_linalg``); batch dims
+may be dynamic.
 
 QR follows LAPACK's Householder conventions, so Q and R equal torch's. Eigenvalues and singular values
 come from cyclic Jacobi sweeps in float64 and match torch; eigenvectors and singular vectors are only
 unique up to sign (and rotation within repeated values), and torch's come from LAPACK's iterations:
-the ones here are a valid, deterministic choice, and what is built from them (``pinv``, reconstructions)
-matches, but their signs can differ from torch's.
+the ones here are a valid, deterministic choice, and what is built from them (``pinv``, ``matrix_sqrth``,
+``polar``, reconstructions) matches, but their signs can differ from torch's.
 """
 
 from __future__ import annotations
@@ -132,10 +133,18 @@ def _linalg_svd(
     if empties[1] is not None:
         u, s, vh = (e if e is not None else _identity(ctx, a, i) for i, e in enumerate(empties))
         return u, s, vh
+    if not compute_uv:
+        _, bv, *_ = _right_vectors(ctx, a, m, n)
+        s = ctx.op.Sqrt(ctx.op.ReduceSum(ctx.op.Mul(bv, bv), ctx.const([-2], I64), keepdims=0))
+        return la.empty(ctx, [0], a.dtype), ctx.op.CastLike(s, a), la.empty(ctx, [0], a.dtype)
+    left, s, right = _svd64(ctx, a, m, n, full_matrices)
+    return ctx.op.CastLike(left, a), ctx.op.CastLike(s, a), ctx.op.CastLike(la.mT(ctx, right, rank(a)), a)
+
+
+def _svd64(ctx: Ctx, a: ir.Value, m: int, n: int, full_matrices: bool) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(U, S, V) in float64 with A = U diag(S) V^T: ``_linalg_svd`` without its casts, V not transposed."""
     v, bv, wide, big, small = _right_vectors(ctx, a, m, n)
     s = ctx.op.Sqrt(ctx.op.ReduceSum(ctx.op.Mul(bv, bv), ctx.const([-2], I64), keepdims=0))
-    if not compute_uv:
-        return la.empty(ctx, [0], a.dtype), ctx.op.CastLike(s, a), la.empty(ctx, [0], a.dtype)
     packed, taus, vs = la.householder_qr(ctx, bv, big, small)
     ncols = big if full_matrices else small
     u = la.householder_q(ctx, vs, taus, big, ncols, bv)
@@ -145,8 +154,7 @@ def _linalg_svd(
         sign = ctx.op.Concat(sign, la.expand_batch(ctx, ctx.const(np.ones(ncols - small), DOUBLE), a, [ncols - small]),
                              axis=-1)
     u = ctx.op.Mul(u, ctx.op.Unsqueeze(sign, ctx.const([-2], I64)))
-    left, right = (v, u) if wide else (u, v)  # A = B^T = V S U^T when A is wide
-    return ctx.op.CastLike(left, a), ctx.op.CastLike(s, a), ctx.op.CastLike(la.mT(ctx, right, rank(a)), a)
+    return (v, s, u) if wide else (u, s, v)  # A = B^T = V S U^T when A is wide
 
 
 def _identity(ctx: Ctx, a: ir.Value, index: int) -> ir.Value:
@@ -207,6 +215,50 @@ def _tolerance(
         rtol_d = default
     relative = ctx.op.Mul(rtol_d, largest)
     return relative if atol_d is None else ctx.op.Max(atol_d, relative)
+
+
+# -- Hermitian square root and polar decomposition ---------------------------------------------------------
+
+
+def _gram(ctx: Ctx, v: ir.Value, d: ir.Value, r: int) -> ir.Value:
+    """``V diag(d) V^T`` for V [..., n, n] and d [..., n] of rank ``r``, symmetric to the last bit (averaged
+    with its transpose: the product alone rounds its two triangles differently)."""
+    x = ctx.op.MatMul(ctx.op.Mul(v, ctx.op.Unsqueeze(d, ctx.const([-2], I64))), la.mT(ctx, v, r))
+    return ctx.op.Mul(ctx.op.Add(x, la.mT(ctx, x, r)), ctx.const(0.5, like=x))
+
+
+@aten(aten_.linalg_matrix_sqrth.default)
+def linalg_matrix_sqrth(ctx: Ctx, a: ir.Value) -> ir.Value:
+    """linalg_matrix_sqrth(Tensor self) -> Tensor
+
+    ``V diag(sqrt(max(w, 0))) V^T`` from the eigendecomposition of A's lower triangle in float64, as torch
+    reads A (like ``eigh``) and as it treats an indefinite A (its negative eigenvalues count as zero). The
+    result does not depend on the eigenvectors' signs. Added in torch 2.14.
+    """
+    n, _ = la.static_matrix(ctx, a)
+    if (empty := la.empty_output(ctx, 0)) is not None:
+        return empty
+    r = rank(a)
+    sym = la.symmetric_from(ctx, ctx.cast(a, DOUBLE), n, r, lower=True)
+    values, vectors = la.jacobi_eigh(ctx, sym, n, r)
+    root = ctx.op.Sqrt(ctx.op.Max(values, ctx.const(0.0, DOUBLE)))
+    return ctx.op.CastLike(_gram(ctx, vectors, root, r), a)
+
+
+@aten(aten_.linalg_polar.default)
+def linalg_polar(ctx: Ctx, a: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """linalg_polar(Tensor A) -> (Tensor U, Tensor H)
+
+    From the thin SVD A = W S V^T in float64 (torch takes only m >= n, so W is m x n): U = W V^T (m x n) and
+    H = V S V^T (n x n). Both are free of the singular vectors' signs, so they equal torch's for a
+    full-rank A; a rank-deficient A's U is not unique. Added in torch 2.14.
+    """
+    m, n = la.static_matrix(ctx, a)
+    if (u := la.empty_output(ctx, 0)) is not None:  # n == 0 or an empty batch (m >= n): H is empty too
+        return u, la.empty_output(ctx, 1)  # type: ignore[return-value]
+    r = rank(a)
+    w, s, v = _svd64(ctx, a, m, n, full_matrices=False)
+    return ctx.op.CastLike(ctx.op.MatMul(w, la.mT(ctx, v, r)), a), ctx.op.CastLike(_gram(ctx, v, s, r), a)
 
 
 # -- matrix exponential ---------------------------------------------------------------------------------------
