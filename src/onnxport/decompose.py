@@ -22,6 +22,7 @@ from onnxport.errors import CaptureError, SourceLocation, UnsupportedOpError, lo
 from onnxport.report import Report
 from onnxport.translate import target_name, untranslated_ops
 from onnxport.translate.registry import Translator
+from onnxport.versions import symint_hint
 
 __all__ = ["decompose", "missing_ops"]
 
@@ -190,10 +191,10 @@ def _why_untraceable(target: torch._ops.OpOverload, node: torch.fx.Node) -> str 
     if schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
         return "it writes into its inputs or returns a view of them (onnxport traces functional ops only)"
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv, optimization_hint
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     def hint(v: Any) -> Any:
-        return optimization_hint(v, fallback=2) if isinstance(v, torch.SymInt) else v
+        return symint_hint(v, fallback=2) if isinstance(v, torch.SymInt) else v
 
     expected = node.meta.get("val")
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))

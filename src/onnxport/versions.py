@@ -23,7 +23,7 @@ import warnings
 import torch
 
 __all__ = ["OPS_NOT_IN_EVERY_TORCH", "TESTED", "UntestedTorchWarning", "check_torch", "environment",
-           "in_tested_range", "torch_at_least", "version_tuple"]
+           "in_tested_range", "symint_hint", "torch_at_least", "version_tuple"]
 
 # package: (oldest, newest) release the whole suite runs at in CI; tests/test_versions.py checks these
 # against the pins (requirements-test.txt, requirements-torch-oldest.txt, requirements-transformers-newest.txt)
@@ -56,6 +56,15 @@ def version_tuple(version: str) -> tuple[int, ...]:
 def torch_at_least(version: str) -> bool:
     """Whether the installed torch is ``version`` or newer (a dev build of a release counts as that release)."""
     return version_tuple(torch.__version__) >= version_tuple(version)
+
+
+def symint_hint(value: torch.SymInt, fallback: int) -> int:
+    """A symbolic size's example value, or ``fallback`` where it has none (``optimization_hint`` from torch
+    2.11 on; ``hint_int`` in 2.10)."""
+    from torch.fx.experimental import symbolic_shapes
+
+    hint = getattr(symbolic_shapes, "optimization_hint", None) or symbolic_shapes.hint_int
+    return hint(value, fallback=fallback)
 
 
 def in_tested_range(package: str, version: str) -> bool:

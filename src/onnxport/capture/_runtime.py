@@ -164,8 +164,9 @@ def while_loop(
 
     def body(*values: Any) -> tuple[Any, ...]:
         out = body_fn(**dict(zip(carried, values)), **fixed)
-        ids = {id(v) for v in values if isinstance(v, torch.Tensor)}
-        return tuple(v.clone() if id(v) in ids else v for v in out)
+        # an output that is one of the inputs is cloned: by identity, not id(), which dynamo (tracing the
+        # body on torch < 2.11) cannot take of a tensor
+        return tuple(v.clone() if any(v is w for w in values) else v for v in out)
 
     try:
         return tuple(torch._higher_order_ops.while_loop(test, body, init))
