@@ -27,7 +27,7 @@ demo: $(VENV)/.installed
 	$(BIN)/onnxport demo
 
 test: $(VENV)/.installed runtimes
-	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow"
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow" --durations=10
 	$(MAKE) test-transformers
 
 # The tests marked `slow` (a minute or more each: exports that fall back to strict capture), left out of
@@ -38,28 +38,39 @@ test-slow: $(VENV)/.installed
 
 # The transformers-dependent tests (marked `transformers`) again, against the other end of the supported
 # range: requirements-test.txt pins the oldest transformers supported, $(TF_PINS) the newest (and whatever
-# it needs in other versions), installed in .venv-tf over requirements-test.txt with those packages taken out.
+# it needs in other versions), in .venv-tf (layered on .venv, below).
 # Tests marked `pinned_only` (the zoo without autograd: its other variant runs here) are left out.
 TF_VENV := .venv-tf
 TF_PINS := requirements-transformers-newest.txt
 
 .PHONY: test-transformers
 test-transformers: $(TF_VENV)/.installed
-	$(TF_VENV)/bin/python -m pip list --format=freeze | grep -i -E "^(transformers|huggingface_hub|tokenizers)=="
+	$(TF_VENV)/bin/python -c "import importlib.metadata as m; print(*(f'{p}=={m.version(p)}' for p in ('torch', 'transformers', 'huggingface_hub', 'tokenizers')))"
 	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m "transformers and not slow and not pinned_only"
 
-$(TF_VENV)/.installed: pyproject.toml requirements-test.txt $(TF_PINS)
-	$(call side_venv,$(TF_VENV),$(TF_PINS),^$$)
+# .venv-tf is layered on .venv instead of a second copy of it (torch alone is 6 GB): its own site-packages holds
+# only $(TF_PINS)'s packages, installed without dependencies (a pin that needs another release of a package
+# pins that too), and a .pth file then adds .venv's site-packages after its own, so those pins shadow
+# .venv's releases and everything else is .venv's.
+$(TF_VENV)/.installed: $(VENV)/.installed $(TF_PINS)
+	rm -rf $(TF_VENV)
+	$(PYTHON) -m venv $(TF_VENV)
+	$(TF_VENV)/bin/python -m pip install -q pip==$(PIP_VERSION)
+	$(TF_VENV)/bin/python -m pip install -q --no-deps -r $(TF_PINS)
+	echo "import site; site.addsitedir('$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
+		> "$$($(TF_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_onnxport_base_venv.pth"
+	touch $@
 
-# The whole suite (but the slow tests) at the oldest torch supported: requirements-torch-oldest.txt's torch
-# stack in place of requirements-test.txt's (the newest), everything else as pinned there.
+# The whole suite (but the slow tests, and the zoo without autograd, marked pinned_only: `make test` runs
+# both variants) at the oldest torch supported: requirements-torch-oldest.txt's torch stack in place of
+# requirements-test.txt's (the newest), everything else as pinned there.
 OLDEST_VENV := .venv-torch-oldest
 OLDEST_PINS := requirements-torch-oldest.txt
 
 .PHONY: test-torch-oldest
 test-torch-oldest: $(OLDEST_VENV)/.installed runtimes
 	$(OLDEST_VENV)/bin/python -m pip list --format=freeze | grep -i -E "^(torch|transformers)=="
-	$(OLDEST_VENV)/bin/python -m pytest -n auto --dist loadfile -m "not slow"
+	$(OLDEST_VENV)/bin/python -m pytest -n auto --dist loadfile -m "not slow and not pinned_only" --durations=10
 
 $(OLDEST_VENV)/.installed: pyproject.toml requirements-test.txt $(OLDEST_PINS)
 	$(call side_venv,$(OLDEST_VENV),$(OLDEST_PINS),^(torch|triton|nvidia-[a-z0-9-]*|cuda-[a-z-]*)==)
