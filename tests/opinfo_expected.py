@@ -34,4 +34,8 @@ EXPECTED = {
 # supported torch and the entry still fails where it changes outcome unexpectedly.
 EXPECTED_BEFORE = {
     'combinations': ('2.14', 'not capturable: cannot capture _Call: torch.export could not capture the model.'),
+    # torch 2.10's quantile checks 0 <= q <= 1 with a data-dependent aten.equal that torch.export cannot trace
+    # (matches on 2.13; 2.11 and 2.12 not checked)
+    'nanquantile': ('2.13', 'not capturable: cannot capture _Call: torch.export could not capture the model.'),
+    'quantile': ('2.13', 'not capturable: cannot capture _Call: torch.export could not capture the model.'),
 }

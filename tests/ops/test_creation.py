@@ -56,6 +56,7 @@ def fill_fn(x): return x.clone().fill_(x[0, 0])
 
 def tril_idx(x): return x + torch.tril_indices(4, 3, -1)[:, :1]
 def triu_idx(x): return x + torch.triu_indices(3, 5, 1)
+def window_times(x): return x * torch.kaiser_window(8) + torch.hann_window(8, dtype=torch.float64)
 
 
 CASES = [
@@ -104,6 +105,16 @@ CASES = [
     OpCase(aten.tril.default, args=lambda: (randn(4, 4) > 0,), name="bool"),
     OpCase(tril_idx, args=lambda: (torch.zeros(2, 1, dtype=torch.int64),), name="tril_indices"),
     OpCase(triu_idx, args=lambda: (torch.zeros(2, 1, dtype=torch.int64),), name="triu_indices"),
+    # window functions: constants of torch's own values (torch 2.10 keeps hann_window in the graph)
+    OpCase(aten.hann_window.default, args=lambda: (16,)),
+    OpCase(aten.hann_window.periodic, args=lambda: (9, False), kwargs={"dtype": torch.float64}),
+    OpCase(aten.hamming_window.default, args=lambda: (12,)),
+    OpCase(aten.hamming_window.periodic_alpha_beta, args=lambda: (10, True, 0.5, 0.3), kwargs={"dtype": torch.float16}),
+    OpCase(aten.blackman_window.periodic, args=lambda: (11, False)),
+    OpCase(aten.bartlett_window.default, args=lambda: (7,)),
+    OpCase(aten.bartlett_window.default, args=lambda: (1,), name="one"),
+    OpCase(aten.kaiser_window.beta, args=lambda: (10, False, 5.0)),
+    OpCase(window_times, args=lambda: (randn(2, 8),)),
 ]
 
 

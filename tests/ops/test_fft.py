@@ -57,6 +57,10 @@ def real_stft(x: torch.Tensor) -> torch.Tensor:
     return torch.stft(x, 8, window=torch.hann_window(8), return_complex=False)
 
 
+def hamming_stft(x: torch.Tensor) -> torch.Tensor:
+    return torch.stft(x, 16, hop_length=4, window=torch.hamming_window(16), return_complex=True)
+
+
 def spectrogram(x: torch.Tensor) -> torch.Tensor:
     return torch.stft(x, 32, hop_length=8, window=torch.hann_window(32), return_complex=True).abs().pow(2)
 
@@ -126,6 +130,7 @@ CASES = [
     OpCase(two_sided_stft, args=lambda: (randn(2, 30), torch.rand(8)), tol=TOL),
     OpCase(complex_stft, args=lambda: (crandn(2, 30),), tol=TOL),
     OpCase(real_stft, args=lambda: (randn(30),)),
+    OpCase(hamming_stft, args=lambda: (randn(2, 60),), tol=TOL),
     OpCase(spectrogram, args=lambda: (randn(2, 200),), expect_ops=["STFT"]),
 ]
 DYNAMIC = [

@@ -82,6 +82,11 @@ def tensorinv(a: torch.Tensor) -> torch.Tensor:
     return L.tensorinv(a, ind=2)
 
 
+def solve_ex_column_major(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """A not row-major: torch 2.10 factors A itself then, A^T otherwise (the LU outputs show which)."""
+    return torch.ops.aten._linalg_solve_ex.default(a.mT, b)
+
+
 def trace(a: torch.Tensor) -> torch.Tensor:
     return torch.trace(a)
 
@@ -117,6 +122,9 @@ CASES = [
     OpCase(aten.linalg_solve.default, args=lambda: (wc(4, 4), randn(4)), name="vector"),
     OpCase(aten.linalg_solve.default, args=lambda: (wc(4, 4), randn(2, 3, 4)), kwargs={"left": False}, name="right"),
     OpCase(aten._linalg_solve_ex.default, args=lambda: (wc(3, 4, 4), randn(4, 2)), name="broadcast"),
+    OpCase(aten._linalg_solve_ex.default, args=lambda: (wc(4, 4), randn(2, 3, 4)), kwargs={"left": False},
+           name="right"),
+    OpCase(solve_ex_column_major, args=lambda: (wc(2, 4, 4), randn(2, 4, 3))),
     OpCase(L.solve, args=lambda: (wc(3, 4, 4), randn(3, 4, 2)), name="dynamic",
            dynamic_shapes=(({0: BATCH}, {0: BATCH}),)),
     # triangular systems

@@ -158,6 +158,10 @@ CASES = [
     OpCase(torch.bincount, args=lambda: (torch.randint(0, 9, (20,)),), expect_ops=["ScatterElements"]),
     OpCase(bincount_weighted, args=lambda: (torch.randint(0, 9, (20,)), torch.rand(20)), name="weighted_minlength"),
     OpCase(torch.bincount, args=lambda: (torch.zeros(0, dtype=torch.int64),), name="empty"),
+    # int64 counts of a uint8 input, float64 sums of int32 weights (torch 2.10's metadata has the input's dtype)
+    OpCase(torch.bincount, args=lambda: (torch.randint(0, 9, (20,), dtype=torch.uint8),), name="uint8"),
+    OpCase(torch.bincount, args=lambda: (torch.randint(0, 9, (20,)).int(), torch.randint(0, 3, (20,)).int()),
+           name="int_weights"),
 ]
 
 

@@ -49,6 +49,22 @@ def same_size(a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
     return a.node.expr == b.node.expr
 
 
+def retype_outputs(ctx: Ctx, dtypes: dict[int, torch.dtype]) -> None:
+    """Give outputs of the node being translated (index: dtype) the dtype eager gives them where torch's fake
+    kernel records another: the driver types a translator's results from ``meta["val"]``. torch 2.10's fake
+    ``_unique2``, ``unique_dim``, ``unique_consecutive`` and ``bincount`` give their integer results the input's
+    dtype; later releases record eager's, and this changes nothing there. Nodes that read those outputs keep
+    the dtypes torch traced them with."""
+    val = ctx.node.meta.get("val")
+    vals = list(val) if isinstance(val, (tuple, list)) else [val]
+    if not any(isinstance(vals[i], torch.Tensor) and vals[i].dtype != d for i, d in dtypes.items()):
+        return
+    for i, dtype in dtypes.items():
+        if isinstance(vals[i], torch.Tensor):
+            vals[i] = vals[i].to(dtype)
+    ctx.node.meta["val"] = type(val)(vals) if isinstance(val, (tuple, list)) else vals[0]
+
+
 def compute_dtype(ctx: Ctx, *indices: int) -> ir.DataType:
     """The dtype torch promotes the node's arguments ``indices`` to (tensors and Python scalars)."""
     metas = [arg_meta(ctx, i) for i in indices]

@@ -1,4 +1,5 @@
-"""Tensor factories: full/zeros/ones/empty and their *_like / new_* forms, arange, linspace, eye, tril/triu.
+"""Tensor factories: full/zeros/ones/empty and their *_like / new_* forms, arange, linspace, eye, tril/triu,
+the window functions (hann, hamming, blackman, bartlett, kaiser).
 
 The output dtype always comes from torch's metadata (``ctx.out_dtype()``), which already applies the
 dtype keyword and torch's defaults. Sizes may hold int64 scalar values (symbolic sizes).
@@ -192,3 +193,26 @@ def _tri_indices(lower: bool) -> Any:
 
 aten(aten_.tril_indices.default)(_tri_indices(True))
 aten(aten_.triu_indices.default)(_tri_indices(False))
+
+
+_WINDOWS = (
+    aten_.hann_window.default, aten_.hann_window.periodic,
+    aten_.hamming_window.default, aten_.hamming_window.periodic, aten_.hamming_window.periodic_alpha,
+    aten_.hamming_window.periodic_alpha_beta,
+    aten_.blackman_window.default, aten_.blackman_window.periodic,
+    aten_.bartlett_window.default, aten_.bartlett_window.periodic,
+    aten_.kaiser_window.default, aten_.kaiser_window.periodic, aten_.kaiser_window.beta,
+)
+
+
+@aten(*_WINDOWS)
+def window(ctx: Ctx, window_length: int, *args: Any, **_: Any) -> ir.Value:
+    """hann_window.periodic(int window_length, bool periodic, *, ScalarType? dtype=None, ...) -> Tensor, and the
+    other overloads of hann_window, hamming_window (alpha, beta), blackman_window, bartlett_window and
+    kaiser_window (beta): a constant, torch's own values"""
+    # window_length is an int, not a SymInt (a length read from a dynamic dim is fixed at export), so the window
+    # is a constant, from torch's own kernel. torch has no decomposition of the other windows, nor 2.10 of hann's.
+    if not isinstance(window_length, int):
+        raise ctx.unsupported("a symbolic window length", fix="pass the window length as a Python int")
+    dtype = ctx.out_dtype()
+    return ctx.const(ctx.node.target(window_length, *args, dtype=to_torch_dtype(dtype)), dtype)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import onnx_ir as ir
+import torch
 
-from onnxport.translate.builder import Ctx
-from onnxport.translate.ops._common import axes, norm_axis, rank
+from onnxport.translate.builder import Ctx, onnx_dtype
+from onnxport.translate.ops._common import axes, norm_axis, rank, retype_outputs
 from onnxport.translate.registry import aten, ops
 
 aten_ = ops.aten
@@ -163,7 +164,11 @@ def embedding_bag(ctx: Ctx, weight: ir.Value, indices: ir.Value, offsets: ir.Val
 def bincount(ctx: Ctx, x: ir.Value, weights: ir.Value | None = None, minlength: int = 0) -> ir.Value:
     """bincount(Tensor self, Tensor? weights=None, SymInt minlength=0) -> Tensor: ``max(x) + 1`` bins (at least
     ``minlength``), counted with a ScatterElements add"""
-    dtype = ctx.out_dtype()
+    # eager counts in int64, and sums float32 weights in float32 and any others in float64; torch 2.10 records
+    # the input's dtype whatever the weights
+    counted = torch.int64 if weights is None else torch.float32 if weights.dtype == FLOAT else torch.float64
+    retype_outputs(ctx, {0: counted})
+    dtype = onnx_dtype(counted)
     zero = ctx.const([0], INT64)
     top = ctx.op.ReduceMax(ctx.op.Concat(ctx.op.Cast(x, to=int(INT64)), ctx.const([-1], INT64), axis=0), keepdims=1)
     size = ctx.op.Max(ctx.op.Add(top, ctx.const([1], INT64)), ctx.const([minlength], INT64), zero)

@@ -6,9 +6,10 @@ ONNX gives such outputs a size known only at run time (NonZero, Compress, Unique
 from __future__ import annotations
 
 import onnx_ir as ir
+import torch
 
 from onnxport.translate.builder import Ctx
-from onnxport.translate.ops._common import FLOAT_TYPES, axes, norm_axis, rank
+from onnxport.translate.ops._common import FLOAT_TYPES, axes, norm_axis, rank, retype_outputs
 from onnxport.translate.registry import aten, ops
 
 aten_ = ops.aten
@@ -52,6 +53,11 @@ def masked_select(ctx: Ctx, x: ir.Value, mask: ir.Value) -> ir.Value:
     return ctx.op.Compress(_flat(ctx, ctx.op.Expand(x, shape)), _flat(ctx, ctx.op.Expand(mask, shape)), axis=0)
 
 
+def _int64_inverse_and_counts(ctx: Ctx) -> None:
+    # eager's inverse and counts are int64; torch 2.10 records the input's dtype for them
+    retype_outputs(ctx, {1: torch.int64, 2: torch.int64})
+
+
 def _unique_input(ctx: Ctx, x: ir.Value) -> ir.Value:
     if x.dtype in _UNIQUE_TYPES:
         return x
@@ -63,6 +69,7 @@ def unique2(ctx: Ctx, x: ir.Value, sorted: bool = True, return_inverse: bool = F
             return_counts: bool = False) -> tuple[ir.Value, ir.Value, ir.Value]:
     """_unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)"""
     # torch sorts on CPU whatever `sorted` says; a sorted result is also a valid unsorted one.
+    _int64_inverse_and_counts(ctx)
     values, _, inverse, counts = ctx.op.Unique(_flat(ctx, _unique_input(ctx, x)), sorted=1, _outputs=4)
     inverse = ctx.op.Reshape(inverse, ctx.op.Shape(x))
     return ctx.cast(values, x.dtype), inverse, counts
@@ -72,6 +79,7 @@ def unique2(ctx: Ctx, x: ir.Value, sorted: bool = True, return_inverse: bool = F
 def unique_dim(ctx: Ctx, x: ir.Value, dim: int, sorted: bool = True, return_inverse: bool = False,
                return_counts: bool = False) -> tuple[ir.Value, ir.Value, ir.Value]:
     """unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)"""
+    _int64_inverse_and_counts(ctx)
     # ONNX sorts slices along `axis` lexicographically, as torch does
     values, _, inverse, counts = ctx.op.Unique(_unique_input(ctx, x), axis=norm_axis(dim, rank(x)), sorted=1,
                                                _outputs=4)
@@ -82,6 +90,7 @@ def unique_dim(ctx: Ctx, x: ir.Value, dim: int, sorted: bool = True, return_inve
 def unique_consecutive(ctx: Ctx, x: ir.Value, return_inverse: bool = False, return_counts: bool = False,
                        dim: int | None = None) -> tuple[ir.Value, ir.Value, ir.Value]:
     """unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)"""
+    _int64_inverse_and_counts(ctx)
     if dim is None:
         data, d = _flat(ctx, x), 0
         others: list[int] = []
