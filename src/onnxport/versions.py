@@ -22,8 +22,10 @@ import warnings
 
 import torch
 
-__all__ = ["OPS_NOT_IN_EVERY_TORCH", "TESTED", "UntestedTorchWarning", "check_torch", "environment",
-           "in_tested_range", "symint_hint", "torch_at_least", "version_tuple"]
+__all__ = ["OPS_NOT_IN_EVERY_TORCH", "TESTED", "UntestedTorchWarning", "check_torch", "conv_backend_guards_sizes",
+           "environment", "in_tested_range", "map_traces_every_row", "pooling_size_guards_remainder",
+           "repeat_interleave_guards_output_size", "sdpa_choice_guards_mask_batch", "symint_hint", "torch_at_least",
+           "version_tuple"]
 
 # package: (oldest, newest) release the whole suite runs at in CI; tests/test_versions.py checks these
 # against the pins (requirements-test.txt, requirements-torch-oldest.txt, requirements-transformers-newest.txt)
@@ -65,6 +67,43 @@ def symint_hint(value: torch.SymInt, fallback: int) -> int:
 
     hint = getattr(symbolic_shapes, "optimization_hint", None) or symbolic_shapes.hint_int
     return hint(value, fallback=fallback)
+
+
+# Where torch 2.10 guards on a dynamic size and torch 2.14 no longer does (capture/_older_torch.py puts the
+# guard-free computation in its place, as 2.14 computes it). Releases 2.11 to 2.13 were not checked; the
+# replacements also hold where a release already computes without the guard (the suite passes with them
+# forced on at torch 2.14 and 2.15).
+def pooling_size_guards_remainder() -> bool:
+    """Whether the shape functions of pooling round an output size down with a remainder test (``div_rtn``)
+    that guards a dynamic size modulo the stride (``(h - 1) % 2 == 0``): torch 2.10; plain ``//`` by 2.14."""
+    return not torch_at_least("2.14")
+
+
+def conv_backend_guards_sizes() -> bool:
+    """Whether a fake convolution's choice of backend (for its output's memory format) guards the input's and
+    output's sizes against 32-bit indexing (``4*l <= 2147483647``), a bound torch 2.10's solver for dynamic
+    dims fails on; chosen without that guard by 2.14."""
+    return not torch_at_least("2.14")
+
+
+def sdpa_choice_guards_mask_batch() -> bool:
+    """Whether ``scaled_dot_product_attention``'s choice of a CPU kernel tests a 4-d mask's batch against 1 with
+    a guard (``sdp::check_attn_mask_shape``), which fixes a batch-1 example's batch even in size-oblivious
+    capture: torch 2.10; without a guard by 2.14."""
+    return not torch_at_least("2.14")
+
+
+def repeat_interleave_guards_output_size() -> bool:
+    """Whether ``repeat_interleave`` of a number of repeats reads a symbolic ``output_size`` as an int, fixing
+    the sizes it is made of (``2*batch == 4``): torch 2.10; kept symbolic by 2.14."""
+    return not torch_at_least("2.14")
+
+
+def map_traces_every_row() -> bool:
+    """Whether ``torch._higher_order_ops.map`` traces its body and computes its fake output by iterating over
+    every row of the mapped inputs, which fixes their dynamic leading dim: torch 2.10; from the first row by
+    2.14."""
+    return not torch_at_least("2.14")
 
 
 def in_tested_range(package: str, version: str) -> bool:

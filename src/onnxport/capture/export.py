@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from onnxport.capture import _data_watch, _dim_constraints, _runtime, _specialised, dynamic, integrations
+from onnxport.capture import _data_watch, _dim_constraints, _older_torch, _runtime, _specialised, dynamic, integrations
 from onnxport.capture import quantized, rewrite_data, rewrite_loop
 from onnxport.capture._data_watch import reads_data
 from onnxport.capture.patch import ControlFlowRewriter, model_files
@@ -273,10 +273,12 @@ _KIND_NAMES = {"if": "if(s)", "while": "while(s)", "data": ".data line(s)"}
 
 
 def _capturing(model: torch.nn.Module, small: list[str], rewriter: ControlFlowRewriter | None) -> contextlib.ExitStack:
-    """Everything a capture attempt runs under: quiet logs, size-obliviousness, library patches, rewrites."""
+    """Everything a capture attempt runs under: quiet logs, size-obliviousness, an older torch's shape functions
+    made guard-free as newer torch has them, library patches, rewrites."""
     stack = contextlib.ExitStack()
     stack.enter_context(_quiet())
     stack.enter_context(_size_oblivious(bool(small)))
+    stack.enter_context(_older_torch.patched())
     stack.enter_context(integrations.patched(model))
     stack.enter_context(_specialised.recording(model_files(model)))
     if rewriter is not None:
