@@ -14,6 +14,7 @@ comparing ``torch.__version__`` itself.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import platform
 import re
@@ -24,8 +25,8 @@ import torch
 
 __all__ = ["OPS_NOT_IN_EVERY_TORCH", "TESTED", "UntestedTorchWarning", "check_torch", "conv_backend_guards_sizes",
            "environment", "in_tested_range", "map_traces_every_row", "pooling_size_guards_remainder",
-           "repeat_interleave_guards_output_size", "sdpa_choice_guards_mask_batch", "symint_hint", "torch_at_least",
-           "version_tuple"]
+           "repeat_interleave_guards_output_size", "sdpa_choice_guards_mask_batch", "solve_factors_transpose",
+           "symint_hint", "torch_at_least", "version_tuple"]
 
 # package: (oldest, newest) release the whole suite runs at in CI; tests/test_versions.py checks these
 # against the pins (requirements-test.txt, requirements-torch-oldest.txt, requirements-transformers-newest.txt)
@@ -104,6 +105,18 @@ def map_traces_every_row() -> bool:
     every row of the mapped inputs, which fixes their dynamic leading dim: torch 2.10; from the first row by
     2.14."""
     return not torch_at_least("2.14")
+
+
+@functools.cache
+def solve_factors_transpose() -> bool:
+    """Whether this torch's ``_linalg_solve_ex`` factors A^T where A is real and row-major, returning that LU
+    and solving the adjoint system with it (sparing LAPACK a column-major copy of A): torch 2.10 does; 2.13 and
+    later factor A itself. 2.11 and 2.12 were not checked, so torch is asked, once: the LU of [[1, 2], [3, 4]]
+    differs from its transpose's."""
+    a = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    with torch.no_grad():
+        lu = torch.ops.aten._linalg_solve_ex.default(a, torch.ones(2, 1))[1]
+    return not torch.equal(lu, torch.linalg.lu_factor(a)[0])
 
 
 def in_tested_range(package: str, version: str) -> bool:

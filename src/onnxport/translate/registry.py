@@ -58,11 +58,13 @@ class _Namespace:
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return getattr(getattr(torch.ops, self._namespace), name)  # aten.__and__ is an op too
+            op = getattr(getattr(torch.ops, self._namespace), name)  # aten.__and__ is an op too
         except AttributeError:
             if name.startswith("__") and name.endswith("__"):
                 raise
-            return AbsentOp(f"{self._namespace}::{name}")
+            op = AbsentOp(f"{self._namespace}::{name}")
+        setattr(self, name, op)  # resolved once: translators read their ops on every node
+        return op
 
 
 class _Ops:
@@ -71,7 +73,9 @@ class _Ops:
     def __getattr__(self, namespace: str) -> _Namespace:
         if namespace.startswith("__"):
             raise AttributeError(namespace)
-        return _Namespace(namespace)
+        value = _Namespace(namespace)
+        setattr(self, namespace, value)  # one namespace object, so its resolved ops are shared
+        return value
 
 
 ops = _Ops()

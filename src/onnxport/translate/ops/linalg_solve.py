@@ -9,13 +9,13 @@ inf/NaN there instead of an exception.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 import torch
 
+from onnxport import versions
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops import _linalg as la
 from onnxport.translate.ops._common import arg_meta, rank, same_size
@@ -200,18 +200,6 @@ def _is_vector_rhs(a: ir.Value, b: ir.Value) -> bool:
     return rank(b) == 1 or (rank(b) == rank(a) - 1 and list(b.shape.dims) == list(a.shape.dims)[:-1])
 
 
-@functools.cache
-def _solve_factors_transpose() -> bool:
-    """Whether this torch's ``_linalg_solve_ex`` factors A^T where A is real and row-major, returning that LU
-    and solving the adjoint system with it (sparing LAPACK a column-major copy of A): torch 2.10 does; 2.13 and
-    later factor A itself. 2.11 and 2.12 were not checked, so torch is asked, once: the LU of [[1, 2], [3, 4]]
-    differs from its transpose's."""
-    a = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
-    with torch.no_grad():
-        lu = torch.ops.aten._linalg_solve_ex.default(a, torch.ones(2, 1))[1]
-    return not torch.equal(lu, torch.linalg.lu_factor(a)[0])
-
-
 def _row_major(val: Any) -> bool:
     """Whether a FakeTensor is contiguous as torch tests it (a dim of size 1 has any stride), symbolic sizes and
     strides compared as written (deciding would add a guard)."""
@@ -230,7 +218,7 @@ def _linalg_solve_ex(
     """_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)
 
     The LU outputs (read only by backward) factor the matrix torch's kernel factors: A, or on torch 2.10 A^T
-    where A is row-major (``_solve_factors_transpose``).
+    where A is row-major (``versions.solve_factors_transpose``).
     """
     n, _ = la.static_matrix(ctx, a)
     if n == 0:
@@ -242,7 +230,7 @@ def _linalg_solve_ex(
     rhs = ctx.op.Unsqueeze(b, ctx.const([-1], I64)) if vector else b
     rb = rank(b) + int(vector)
     a_val = arg_meta(ctx, 0)
-    transposed = isinstance(a_val, torch.Tensor) and _row_major(a_val) and _solve_factors_transpose()
+    transposed = isinstance(a_val, torch.Tensor) and _row_major(a_val) and versions.solve_factors_transpose()
     packed, pivots, info, lu = _lu_ex(ctx, la.mT(ctx, a, r) if transposed else a, pivot=True)
     # A X = B solves with A's LU directly and with A^T's as its adjoint; X A = B is A^T X^T = B^T
     adjoint = left == transposed
