@@ -22,8 +22,23 @@ def constant(value: ir.Value | None) -> np.ndarray | None:
         return None
     if int(np.prod(value.shape.dims, dtype=np.int64)) > _SMALL:
         return None
-    tensor = ir.convenience.get_const_tensor(value)
+    tensor = const_tensor(value)
     return None if tensor is None else tensor.numpy()
+
+
+def const_tensor(value: ir.Value) -> ir.TensorProtocol | None:
+    """The tensor of an initializer or of a ``Constant`` node's ``value``; ``get_const_tensor`` for the
+    other forms of ``Constant``. (``Attr.as_tensor`` checks the tensor against a runtime protocol, a
+    hundred times the cost of the read: the fusion passes read the same small constants thousands of times.)"""
+    if value.const_value is not None:
+        return value.const_value
+    node = value.producer()
+    if node is None or node.op_type != "Constant" or node.domain:
+        return None
+    found = node.attributes.get("value")
+    if found is not None and len(node.attributes) == 1 and not found.is_ref():
+        return found.value
+    return ir.convenience.get_const_tensor(value)
 
 
 def scalar(value: ir.Value | None) -> float | None:

@@ -74,6 +74,7 @@ def _function(nodes: list[ir.Node]) -> tuple[ir.Value, list[ir.Node]] | None:
     scalar constants: the cone's own input, or, where two values meet in it (a bias added before the
     activation), the earliest value inside it from which the rest follows alone."""
     made_by = {node.outputs[0]: node for node in nodes}
+    scalars = {v for node in nodes for v in node.inputs if v is not None and m.scalar(v) is not None}
     for x in (None, *(node.outputs[0] for node in nodes[:-1])):
         sub: dict[ir.Node, None] = {}
         leaves: set[ir.Value] = set()
@@ -84,7 +85,7 @@ def _function(nodes: list[ir.Node]) -> tuple[ir.Value, list[ir.Node]] | None:
                 continue
             sub[node] = None
             for v in node.inputs:
-                if v is None or m.scalar(v) is not None:
+                if v is None or v in scalars:
                     continue
                 if v is not x and v in made_by:
                     stack.append(made_by[v])

@@ -89,7 +89,7 @@ def _constant(value: ir.Value | None) -> np.ndarray | None:
     if producer is None or producer.op_type != "Constant" or producer.domain:
         return None
     tensor = producer.attributes.get("value")
-    return None if tensor is None else tensor.as_tensor().numpy()
+    return None if tensor is None else tensor.value.numpy()  # the tensor itself (as_tensor costs a protocol check)
 
 
 def _static_shape(value: ir.Value) -> list[int] | None:

@@ -150,7 +150,7 @@ class Ctx:
         for i, value in enumerate(inputs):
             if value is not None and not isinstance(value, ir.Value):
                 raise TypeError(f"{op_type} input {i} is {type(value).__name__}, not an ir.Value; use ctx.const")
-        attrs = _conv.convert_attributes({k: v for k, v in attributes.items() if v is not None})
+        attrs = [_attribute(k, v) for k, v in attributes.items() if v is not None]
         prefix = self._prefix
         node = ir.Node(
             domain,
@@ -186,12 +186,12 @@ class Ctx:
         elif op == "CastLike":
             dtype = node.inputs[1].dtype if node.inputs[1] is not None else None
         elif op == "Constant":
-            dtype = node.attributes["value"].as_tensor().dtype
+            dtype = node.attributes["value"].value.dtype  # the tensor builder.const set (as_tensor: a protocol check)
         elif op == "Where":
             dtype = node.inputs[1].dtype if node.inputs[1] is not None else None
         elif op == "ConstantOfShape":
             value = node.attributes.get("value")
-            dtype = value.as_tensor().dtype if value is not None else ir.DataType.FLOAT
+            dtype = value.value.dtype if value is not None else ir.DataType.FLOAT
         elif op in ("Loop", "Scan", "If"):
             # Outputs follow the body's: Loop's body returns its condition first; If takes then_branch's.
             body = node.attributes["then_branch" if op == "If" else "body"].as_graph()
@@ -258,7 +258,7 @@ class Ctx:
             return cached
         saved, self.node = self.node, None
         try:
-            out = self.op.Constant(value=ir.tensor(array, dtype=dtype))
+            out = self.op.Constant(value=ir.Tensor(array, dtype=dtype))  # ir.tensor's protocol checks cost more
         finally:
             self.node = saved
         out.name = self.names.unique("const")
@@ -459,3 +459,11 @@ def _python_name(target: Any) -> str:
 
 def _rank(value: ir.Value) -> int | None:
     return len(value.shape) if value.shape is not None else None
+
+
+def _attribute(name: str, value: Any) -> ir.Attr:
+    """One node attribute; a tensor directly (``convert_attribute`` first checks it against the graph
+    protocol, a runtime protocol check that costs more than the rest of emitting a node)."""
+    if isinstance(value, ir.Tensor):
+        return ir.AttrTensor(name, value)
+    return _conv.convert_attribute(name, value)
