@@ -118,6 +118,36 @@ def test_opset_option_and_default() -> None:
         onnxport.export(AddMul(), (torch.randn(2), torch.randn(2)), opset=newest_opset() + 1)
 
 
+def test_export_each_captures_once_and_equals_an_export_per_variant() -> None:
+    model, args = AddMul(), (torch.randn(2, 3), torch.randn(2, 3))
+    variants = [{}, {"opset": 18}, {"target": "tensorrt>=10"}, {"opset": newest_opset()}]
+    progs = onnxport.export_each(model, args, variants=variants, dynamic_shapes="auto", verify_inputs=[args])
+    alone = [onnxport.export(model, args, dynamic_shapes="auto", **v) for v in variants]
+    assert [p.model.opset_imports[""] for p in progs] == [p.model.opset_imports[""] for p in alone]
+    assert [p.model.metadata_props["onnxport.target"] for p in progs] == [
+        p.model.metadata_props["onnxport.target"] for p in alone]
+    for prog, one in zip(progs, alone):
+        assert [n.op_type for n in prog.model.graph] == [n.op_type for n in one.model.graph]
+        assert prog.report.verification.ok  # each program verified on its own
+        torch.testing.assert_close(prog(*args), model(*args))
+    captures = [[s.seconds for s in p.report.stages if s.name == "capture"] for p in progs]
+    assert all(c == captures[0] for c in captures)  # one capture, recorded in each report
+    for prog in progs:  # the later stages recorded in each program's report alone
+        assert [s.name for s in prog.report.stages] == ["capture", "decompose", "translate", "optimize", "verify"]
+    assert progs[0].report.verification is not progs[1].report.verification
+
+
+def test_export_each_refuses_bad_variants_and_options() -> None:
+    args = (torch.randn(2), torch.randn(2))
+    for variants in ([], {"opset": 18}, [{"opset": 18, "verify": False}], "onnxruntime>=1.18", [18]):
+        with pytest.raises(onnxport.InvalidInputError, match="variants must be"):
+            onnxport.export_each(AddMul(), args, variants=variants)
+    with pytest.raises(onnxport.InvalidInputError, match="unknown options opset, verfy"):
+        onnxport.export_each(AddMul(), args, variants=[{}], opset=18, verfy=False)
+    with pytest.raises(onnxport.InvalidInputError, match="opset"):
+        onnxport.export_each(AddMul(), args, variants=[{}, {"opset": newest_opset() + 1}])
+
+
 def test_function_model() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return x * 3

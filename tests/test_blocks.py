@@ -13,6 +13,7 @@ import onnxport
 from onnxport import blocks
 from onnxport.blocks._groups import equal
 from onnxport.blocks._kind import KINDS
+from onnxport.translate.opset import newest_opset
 
 
 class Block(nn.Module):
@@ -63,6 +64,45 @@ def _check(program: onnxport.OnnxProgram, model: nn.Module, args: tuple) -> None
 
 def _reused(program: onnxport.OnnxProgram) -> list[str]:
     return [line for line in program.report.blocks if "captured once" in line]
+
+
+class NormBlock(nn.Module):
+    def __init__(self, width: int = 16):
+        super().__init__()
+        self.norm = nn.RMSNorm(width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.proj(self.norm(x))
+
+
+class NormStack(nn.Module):
+    def __init__(self, depth: int = 4):
+        super().__init__()
+        self.embed = nn.Linear(8, 16)
+        self.layers = nn.ModuleList(NormBlock() for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)
+        for layer in self.layers:
+            h = layer(h)
+        return h
+
+
+def test_export_each_translates_the_blocks_again_per_target():
+    """One capture, two opsets: the reused block's graph is translated per opset (the fused RMSNormalization
+    from opset 23 on), as a separate export at each gives it."""
+    model, args = NormStack().eval(), (torch.randn(2, 5, 8),)
+    variants = [{}, {"opset": newest_opset()}]
+    dims = ({0: torch.export.Dim("batch"), 1: torch.export.Dim("length")},)
+    progs = onnxport.export_each(model, args, variants=variants, dynamic_shapes=dims)
+    for prog, variant in zip(progs, variants):
+        alone = onnxport.export(model, args, dynamic_shapes=dims, **variant)
+        assert _reused(prog) == _reused(alone) == ["NormBlock captured once for 4 calls (layers.0 ... layers.3)"]
+        assert sorted(n.op_type for n in prog.model.graph) == sorted(n.op_type for n in alone.model.graph)
+        _check(prog, model, args)
+    fused = [sum(n.op_type == "RMSNormalization" for n in p.model.graph) for p in progs]
+    assert fused == [0, 4]
 
 
 @pytest.mark.parametrize("grad", [True, False], ids=["autograd", "no_grad"])

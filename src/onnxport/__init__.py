@@ -8,7 +8,7 @@ from onnxport import versions as _versions
 
 _versions.check_torch()
 
-from onnxport.api import export, unsupported_ops
+from onnxport.api import export, export_each, unsupported_ops
 from onnxport.capture.diagnose import Diagnosis, diagnose
 from onnxport.capture.dynamic import infer_dynamic_shapes
 from onnxport.errors import (
@@ -38,6 +38,7 @@ __all__ = [
     "VerificationError",
     "diagnose",
     "export",
+    "export_each",
     "export_hf",
     "export_seq2seq",
     "generate",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from onnxport.serial import serialized
 from onnxport.translate.opset import default_opset, newest_opset
 from onnxport.translate.registry import normalise_custom_translations
 
-__all__ = ["export", "unsupported_ops"]
+__all__ = ["export", "export_each", "unsupported_ops"]
 
 
 @serialized
@@ -102,12 +103,53 @@ def export(
     verified, and measures the quantized model against eager PyTorch on the example: per output, cosine
     similarity, largest absolute difference and top-1 agreement, in ``report.quantization``.
     """
+    return _export_variants(
+        model, args, kwargs, [{"target": target, "opset": opset}], dynamic_shapes=dynamic_shapes,
+        dynamic_axes=dynamic_axes, input_names=input_names, output_names=output_names,
+        custom_translations=custom_translations, custom_opsets=custom_opsets,
+        rewrite_control_flow=rewrite_control_flow, reuse_blocks=reuse_blocks, optimize=optimize, verify=verify,
+        verify_mode=verify_mode, verify_inputs=verify_inputs, verify_budget=verify_budget, progress=progress,
+        weights=weights, dtype=dtype, quantize=quantize,
+    )[0]
+
+
+@serialized
+def export_each(
+    model: torch.nn.Module | Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, *,
+    variants: Sequence[Mapping[str, Any]], **options: Any,
+) -> list[OnnxProgram]:
+    """One program per variant from one capture: ``export(model, args, kwargs, **variant, **options)`` for
+    each variant (a dict of ``target=`` and/or ``opset=``), capturing the model once. The capture is most
+    of an export's cost, so a file per target runtime (``[{"target": "onnxruntime>=1.18"}, {"target":
+    "tensorrt>=10"}]``) costs little more than one. ``options`` are ``export``'s other keyword arguments."""
+    known = set(inspect.signature(export).parameters) - {"model", "args", "kwargs", "target", "opset"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InvalidInputError(f"export_each got unknown options {', '.join(unknown)}",
+                                fix=f"pass export's keyword arguments ({', '.join(sorted(known))}); target= "
+                                "and opset= go in each variant")
+    if (isinstance(variants, (str, Mapping)) or not isinstance(variants, Sequence) or not variants
+            or not all(isinstance(v, Mapping) and set(v) <= {"target", "opset"} for v in variants)):
+        raise InvalidInputError(f"variants must be a non-empty list of dicts of target= and opset=, not {variants!r}",
+                                fix='pass variants=[{"target": "onnxruntime>=1.18"}, {"opset": 23}]')
+    defaults = {name: p.default for name, p in inspect.signature(export).parameters.items() if name in known}
+    return _export_variants(model, args, kwargs, [dict(v) for v in variants], **{**defaults, **options})
+
+
+def _export_variants(
+    model: Any, args: Any, kwargs: Any, variants: list[dict[str, Any]], *, weights: Any, dynamic_shapes: Any,
+    dynamic_axes: Any, input_names: Any, output_names: Any, custom_translations: Any, custom_opsets: Any,
+    rewrite_control_flow: bool, reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str,
+    verify_inputs: Sequence[Any], verify_budget: float | None, progress: bool, dtype: torch.dtype | None,
+    quantize: Any,
+) -> list[OnnxProgram]:
+    """``export`` (one variant) and ``export_each``: the weights bound, then ``_export``."""
     source = _weights.Weights.open(weights) if weights is not None else None
     # The caches are pytree nodes for the whole export (capture and verification flatten them), not after.
     with _capture.integration_types(), _weights.bind(model, source) as bound:
         return _export(
             model, args, kwargs, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes, input_names=input_names,
-            output_names=output_names, opset=opset, target=target, custom_translations=custom_translations,
+            output_names=output_names, variants=variants, custom_translations=custom_translations,
             custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow, reuse_blocks=reuse_blocks,
             optimize=optimize,
             verify=verify, verify_mode=verify_mode, verify_inputs=verify_inputs, progress=progress,
@@ -118,20 +160,20 @@ def export(
 
 def _export(
     model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, dynamic_axes: Any, input_names: Any,
-    output_names: Any, opset: Any, target: Any, custom_translations: Any, custom_opsets: Any, rewrite_control_flow: bool,
-    reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any], progress: bool,
-    verify_budget: float | None,
-    bound: _weights.Binding | None,
-    dtype: torch.dtype | None,
-    quantize: dict[str, Any] | None = None,
-) -> OnnxProgram:
+    output_names: Any, variants: list[dict[str, Any]], custom_translations: Any, custom_opsets: Any,
+    rewrite_control_flow: bool, reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str,
+    verify_inputs: Sequence[Any], progress: bool, verify_budget: float | None, bound: _weights.Binding | None,
+    dtype: torch.dtype | None, quantize: dict[str, Any] | None = None,
+) -> list[OnnxProgram]:
     check_arguments(input_names=input_names, output_names=output_names, custom_translations=custom_translations,
                     custom_opsets=custom_opsets, verify_inputs=verify_inputs,
                     flags={"rewrite_control_flow": rewrite_control_flow, "reuse_blocks": reuse_blocks,
                            "optimize": optimize, "verify": verify, "progress": progress})
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
-    target, opset = _targets.resolve(target, opset, newest_opset())
-    forms = _targets.Forms(target, opset, half=dtype is not None)
+    resolved = []  # (target, opset, forms) of each program
+    for variant in variants:
+        target, opset = _targets.resolve(variant.get("target"), variant.get("opset"), newest_opset())
+        resolved.append((target, opset, _targets.Forms(target, opset, half=dtype is not None)))
     if verify_mode not in ("raise", "warn"):
         raise InvalidInputError(f"verify_mode must be 'raise' or 'warn', not {verify_mode!r}",
                                 fix="pass verify_mode='warn' to export despite a mismatch, or leave it out")
@@ -147,7 +189,7 @@ def _export(
     ahead = _verify.EagerAhead.start(model, args, kwargs, dynamic_shapes) if verify and bound is None else None
     try:
         return _stages(model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
-                       output_names=output_names, opset=opset, target=target, forms=forms, custom=custom,
+                       output_names=output_names, variants=resolved, custom=custom,
                        custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow,
                        reuse_blocks=reuse_blocks, optimize=optimize, verify=verify, verify_mode=verify_mode,
                        verify_inputs=verify_inputs, verify_budget=verify_budget, bound=bound, dtype=dtype,
@@ -158,13 +200,15 @@ def _export(
 
 
 def _stages(
-    model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, input_names: Any, output_names: Any, opset: int,
-    target: Any, forms: _targets.Forms, custom: Any, custom_opsets: Any, rewrite_control_flow: bool,
-    reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any],
-    verify_budget: float | None, bound: _weights.Binding | None, dtype: torch.dtype | None, dynamic_axes: Any,
-    report: Report, ahead: _verify.EagerAhead | None, quantize: dict[str, Any] | None,
-) -> OnnxProgram:
-    """Capture, decompose, translate, optimize and verify: the export once its arguments are checked."""
+    model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, input_names: Any, output_names: Any,
+    variants: list[tuple[_targets.Target, int, _targets.Forms]], custom: Any, custom_opsets: Any,
+    rewrite_control_flow: bool, reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str,
+    verify_inputs: Sequence[Any], verify_budget: float | None, bound: _weights.Binding | None,
+    dtype: torch.dtype | None, dynamic_axes: Any, report: Report, ahead: _verify.EagerAhead | None,
+    quantize: dict[str, Any] | None,
+) -> list[OnnxProgram]:
+    """Capture once; then decompose, translate, optimize and verify for each (target, opset, forms)."""
+    _, opset, forms = variants[0]
     blocks = _blocks.BlockReuse(model, _block_translator(opset, forms, custom, custom_opsets)) if reuse_blocks else None
     try:
         with report.stage("capture") as stage:
@@ -172,32 +216,68 @@ def _stages(
                 model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
                 rewrite_control_flow=rewrite_control_flow, report=report, blocks=blocks,
             )
-            ep = captured.program
             stage.detail = report.attempts[-1].strategy
             if blocks is not None:
                 report.blocks = blocks.summary()
-                custom = {**custom, **blocks.translators()}
-        with report.stage("decompose") as stage:
-            ep = _decompose.decompose(ep, custom=custom, opset=opset, report=report)
-            stage.detail = f"{sum(report.decomposed.values())} nodes decomposed"
-        # Functionalized now, the program's signature lists the buffers and parameters forward updates.
-        updated = refuse_state_updates(model, ep, captured.program)
-        with report.stage("translate") as stage:
-            translated = _translate.translate(
-                ep, opset=opset, input_names=input_names, output_names=output_names,
-                custom=custom, custom_opsets=custom_opsets, dim_names=captured.dim_names,
-                weights=bound.initializers(ep) if bound is not None else None, forms=forms,
-            )
-            if blocks is not None:
-                blocks.inline(translated.model)
-            if dynamic_axes is not None:
-                _translate.name_output_dims(
-                    translated.model, _capture.output_dynamic_axes(model, args, kwargs, dynamic_axes, input_names)
-                )
-            stage.detail = f"{len(translated.model.graph)} nodes, opset {opset} for {target}"
+        reports = [report, *(report.branch() for _ in variants[1:])]
+        translated = []
+        for i, ((target, opset, forms), record) in enumerate(zip(variants, reports)):
+            if i and blocks is not None:
+                blocks.retranslate(_block_translator(opset, forms, custom, custom_opsets))
+            translated.append(_translated(
+                model, args, kwargs, captured, target=target, opset=opset, forms=forms,
+                custom={**custom, **blocks.translators()} if blocks is not None else custom,
+                custom_opsets=custom_opsets, input_names=input_names, output_names=output_names, bound=bound,
+                dynamic_axes=dynamic_axes, blocks=blocks, report=record))
     finally:
         if blocks is not None:
             blocks.close()
+    return [
+        _finished(model, args, kwargs, captured, ep, onnx_model, updated, target=target, opset=opset, forms=forms,
+                  input_names=input_names, optimize=optimize, verify=verify, verify_mode=verify_mode,
+                  verify_inputs=verify_inputs, verify_budget=verify_budget, bound=bound, dtype=dtype, report=record,
+                  ahead=ahead if i == 0 else None, quantize=quantize)
+        for i, ((target, opset, forms), record, (ep, onnx_model, updated))
+        in enumerate(zip(variants, reports, translated))
+    ]
+
+
+def _translated(
+    model: Any, args: Any, kwargs: Any, captured: Any, *, target: _targets.Target, opset: int,
+    forms: _targets.Forms, custom: Any, custom_opsets: Any, input_names: Any, output_names: Any,
+    bound: _weights.Binding | None, dynamic_axes: Any, blocks: _blocks.BlockReuse | None, report: Report,
+) -> tuple[torch.export.ExportedProgram, Any, Any]:
+    """The captured program decomposed and translated for one opset and target: (the decomposed program,
+    the translation, the state it updates)."""
+    with report.stage("decompose") as stage:
+        ep = _decompose.decompose(captured.program, custom=custom, opset=opset, report=report)
+        stage.detail = f"{sum(report.decomposed.values())} nodes decomposed"
+    # Functionalized now, the program's signature lists the buffers and parameters forward updates.
+    updated = refuse_state_updates(model, ep, captured.program)
+    with report.stage("translate") as stage:
+        translated = _translate.translate(
+            ep, opset=opset, input_names=input_names, output_names=output_names,
+            custom=custom, custom_opsets=custom_opsets, dim_names=captured.dim_names,
+            weights=bound.initializers(ep) if bound is not None else None, forms=forms,
+        )
+        if blocks is not None:
+            blocks.inline(translated.model)
+        if dynamic_axes is not None:
+            _translate.name_output_dims(
+                translated.model, _capture.output_dynamic_axes(model, args, kwargs, dynamic_axes, input_names)
+            )
+        stage.detail = f"{len(translated.model.graph)} nodes, opset {opset} for {target}"
+    return ep, translated, updated
+
+
+def _finished(
+    model: Any, args: Any, kwargs: Any, captured: Any, ep: torch.export.ExportedProgram, translated: Any,
+    updated: Any, *, target: _targets.Target, opset: int, forms: _targets.Forms, input_names: Any,
+    optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any], verify_budget: float | None,
+    bound: _weights.Binding | None, dtype: torch.dtype | None, report: Report, ahead: _verify.EagerAhead | None,
+    quantize: dict[str, Any] | None,
+) -> OnnxProgram:
+    """One translation optimized, made half precision where asked, verified and quantized: the program."""
     if optimize:
         with report.stage("optimize") as stage:
             _optimize.optimize(translated.model, forms)

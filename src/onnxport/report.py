@@ -67,6 +67,13 @@ class Report:
     def warn(self, message: str) -> None:
         self.warnings.append(message)
 
+    def branch(self) -> Report:
+        """A report for another program made from the same capture: what is recorded so far, copied (the
+        capture's stages, attempts, rewrites, warnings and notes); the later stages record into each alone."""
+        copied = {f.name: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
+                  for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
+        return Report(**copied)
+
     @property
     def total_seconds(self) -> float:
         return sum(s.seconds for s in self.stages)

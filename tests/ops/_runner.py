@@ -91,20 +91,32 @@ def opsets_under_test() -> list[int]:
 
 
 def run_case(case: OpCase, dtype: torch.dtype | None = None) -> onnxport.OnnxProgram:
-    """``check_case`` at the default opset and at the newest; returns the program at the default."""
-    progs = [check_case(case, dtype, opset) for opset in opsets_under_test()]
-    return progs[0]
+    """``check_case`` at the default opset and at the newest, from one capture (``onnxport.export_each``);
+    returns the program at the default."""
+    return _check(case, dtype, opsets_under_test())[0]
 
 
 def check_case(case: OpCase, dtype: torch.dtype | None, opset: int) -> onnxport.OnnxProgram:
-    """Export the case, compare onnxruntime with eager, check the op types; returns the program."""
+    """Export the case at ``opset``, compare onnxruntime with eager, check the op types; returns the program."""
+    return _check(case, dtype, [opset])[0]
+
+
+def _check(case: OpCase, dtype: torch.dtype | None, opsets: list[int]) -> list[onnxport.OnnxProgram]:
     torch.manual_seed(0)
     args = list(case.args())
     if dtype is not None:
         args = [a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
     model = _Wrap(case.fn, case.kwargs)
     expected = model(*args)
-    prog = onnxport.export(model, tuple(args), dynamic_shapes=case.dynamic_shapes, opset=opset, verify=False)
+    progs = onnxport.export_each(model, tuple(args), variants=[{"opset": opset} for opset in opsets],
+                                 dynamic_shapes=case.dynamic_shapes, verify=False)
+    for opset, prog in zip(opsets, progs):
+        _compare(case, prog, opset, args, expected)
+    return progs
+
+
+def _compare(case: OpCase, prog: onnxport.OnnxProgram, opset: int, args: list[Any], expected: Any) -> None:
+    assert prog.model.opset_imports[""] == opset
     onnx.checker.check_model(prog.model_proto, full_check=True)
     actual = prog(*args)
     exp_flat = [t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
@@ -120,7 +132,6 @@ def check_case(case: OpCase, dtype: torch.dtype | None, opset: int) -> onnxport.
         forms = Forms(*resolve(None, opset, newest_opset()))
         missing = [op for op in case.expect_ops if op not in emitted and (op not in FUSED or _fused_here(op, forms))]
         assert not missing, f"expected ONNX ops {missing} at opset {opset} in {sorted(emitted)}"
-    return prog
 
 
 def _fused_here(op: str, forms: Forms) -> bool:

@@ -231,6 +231,15 @@ def export(case: ModelCase, built: Built, *, dtype: torch.dtype = torch.float32,
     return prog.quantize(**case.quantize) if case.quantize else prog
 
 
+def export_each(case: ModelCase, built: Built, variants: list[dict[str, Any]], *,
+                dtype: torch.dtype = torch.float32) -> list[Any]:
+    """``export`` at each of ``variants`` (dicts of ``opset=``, ``target=``), from one capture."""
+    half = {"dtype": torch.float16} if dtype == torch.float16 else {}
+    progs = onnxport.export_each(built.model, built.args, built.kwargs, variants=variants,
+                                 dynamic_shapes=built.dynamic_shapes, verify=False, **half)
+    return [prog.quantize(**case.quantize) if case.quantize else prog for prog in progs]
+
+
 def write_case(case: ModelCase, built: Built, prog: Any, directory: str, *, dtype: torch.dtype = torch.float32) -> str:
     """Write ``prog`` and every input set of ``built`` (with eager float32's outputs) to ``directory``."""
     os.makedirs(directory, exist_ok=True)

@@ -4,8 +4,8 @@ onnxruntime-web (wasm, under Node), installed by ``make runtimes``.
 The rule (issue 17, DESIGN.md "Targets"): in every runtime, each file is refused at load or loads and computes
 what eager PyTorch computes; never loads and fails to run, never runs and computes something else. And a
 target's files load and match in every installed release of that target; the default target's in all of them.
-Each model is exported once per target (``onnxport.targets.TARGETS``, the default first) and every runtime runs
-all of them in one process; ``bench/runtimes.py`` runs the same cases over every opset and fused form.
+Each model is captured once and translated per target (``onnxport.targets.TARGETS``, the default first;
+``onnxport.export_each``) and every runtime runs all of them in one process; ``bench/runtimes.py`` runs the same cases over every opset and fused form.
 """
 
 from __future__ import annotations
@@ -47,11 +47,10 @@ def _results(tmp: str) -> dict[str, list[dict]]:
     dirs: dict[str, str] = {}
     for case, dtype in MODELS:
         built = case.build()
-        for target in TARGETS:
-            if case.quantize and target.startswith("tensorrt"):
-                continue  # TensorRT's opset (20) has no blocked DequantizeLinear, nor MatMulNBits
-            options = {} if target == DEFAULT else {"target": target}  # the default as users get it
-            prog = cases.export(case, built, dtype=dtype, **options)
+        # TensorRT's opset (20) has no blocked DequantizeLinear, nor MatMulNBits
+        targets = [t for t in TARGETS if not (case.quantize and t.startswith("tensorrt"))]
+        variants = [{} if t == DEFAULT else {"target": t} for t in targets]  # the default as users get it
+        for target, prog in zip(targets, cases.export_each(case, built, variants, dtype=dtype)):
             name = f"{_slug(target)}.{case.name}.{str(dtype)[6:]}"
             dirs[name] = cases.write_case(case, built, prog, os.path.join(tmp, name), dtype=dtype)
     results = runtimes.run_all(_installed(), list(dirs.values()))

@@ -125,6 +125,15 @@ class BlockReuse:
             for module in patched:
                 del module.forward
 
+    def retranslate(self, translate_block: Callable[..., ir.Model]) -> None:
+        """Translate every kind again with ``translate_block`` (another opset or target for a program made
+        from the same capture); a kind that fails now raises, as the model's own translation would."""
+        self.translate_block = translate_block
+        for kind in self.kinds:
+            dim_names = {str(symbol): token(symbol) for symbol in kind.program.range_constraints}
+            kind.graph = prepare_graph(translate_block(kind.program, dim_names))
+            kind.function = as_function(kind.graph, kind.name) if uses_function(kind) else None
+
     def translators(self) -> dict[Any, Callable[..., Any]]:
         """A translator per kind op: one call of the kind's ONNX function."""
         return {kind.op: translator(kind) for kind in self.kinds if kind.calls}
