@@ -2,7 +2,7 @@
 # Both install the exact versions in requirements-test.txt (torch: the newest release supported);
 # `make test-torch-oldest` runs the suite again at the oldest torch supported; `make test-latest` runs it
 # against the newest releases of every dependency, torch included (in .venv-latest), so that drift shows
-# before it bites. CI (.ci/run) runs `make test` and `make test-torch-oldest`.
+# before it bites. CI (.ci/run) runs `make test`, `make test-transformers` and `make test-torch-oldest`.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -28,7 +28,6 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed runtimes
 	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow" --durations=10
-	$(MAKE) test-transformers
 
 # The tests marked `slow` (a minute or more each: exports that fall back to strict capture), left out of
 # `make test`, which CI runs.
