@@ -14,6 +14,7 @@ from onnxport import blocks
 from onnxport.blocks._groups import equal
 from onnxport.blocks._kind import KINDS
 from onnxport.translate.opset import newest_opset
+from tests import tiny_models
 
 
 class Block(nn.Module):
@@ -258,7 +259,7 @@ def _deep_cases() -> list:
 
     deep = {**TINY, "num_hidden_layers": 4}
     builds = {
-        "llama": lambda: _t().LlamaForCausalLM(_t().LlamaConfig(**deep, num_key_value_heads=2)),
+        "llama": lambda: tiny_models.llama(**deep, num_key_value_heads=2),
         "gemma2": lambda: _t().Gemma2ForCausalLM(_t().Gemma2Config(**deep, head_dim=8, num_key_value_heads=2)),
         "qwen3": lambda: _t().Qwen3ForCausalLM(_t().Qwen3Config(**deep, num_key_value_heads=2)),
         "bert": lambda: _t().BertModel(_t().BertConfig(**deep)),

@@ -24,6 +24,7 @@ import torch
 import onnxport
 from onnxport.cli import main
 from onnxport.errors import InvalidInputError
+from tests import tiny_models
 
 transformers = pytest.importorskip("transformers")
 
@@ -38,12 +39,6 @@ def _ids(vocab: int, batch: int, seq: int, pad_from: int | None = None) -> tuple
     if pad_from is not None:
         mask[-1, pad_from:] = 0
     return ids, mask
-
-
-def _llama() -> torch.nn.Module:
-    config = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    return transformers.LlamaForCausalLM(config).eval()
 
 
 def _llama_inputs(batch: int, seq: int) -> tuple[tuple, dict[str, Any]]:
@@ -105,7 +100,7 @@ class HalfCase:
 
 
 CASES = [
-    HalfCase("llama", _llama, _llama_inputs,
+    HalfCase("llama", lambda: tiny_models.llama(seed=None, max_position_embeddings=64), _llama_inputs,
              {"input_ids": {0: DYN, 1: DYN}, "attention_mask": {0: DYN, 1: DYN}, "use_cache": None},
              {"RMSNormalization": 5, "Cos": 1, "Sin": 1}),
     HalfCase("bert", _bert, _bert_inputs, {"input_ids": {0: DYN, 1: DYN}, "attention_mask": {0: DYN, 1: DYN}},
@@ -185,7 +180,7 @@ def test_float16_export_matches_eager_float32(case: HalfCase, tmp_path: Any) -> 
 
 def test_float16_model_exports_with_islands_and_matches_float32() -> None:
     """``model.half()`` exports as it is, verified against itself; it also stays close to eager float32."""
-    model = _llama()
+    model = tiny_models.llama(seed=None, max_position_embeddings=64)
     args, kwargs = _llama_inputs(2, 8)
     half = copy.deepcopy(model).half()
     prog = onnxport.export(half, args, kwargs)
@@ -234,7 +229,7 @@ def test_decomposed_norm_island_keeps_large_activations_finite(half_model: bool)
 
 def test_positions_and_rotary_angles_stay_float32() -> None:
     """Positions past 2,048 are not integers in float16: the rotary angles are computed in float32."""
-    model = _llama()
+    model = tiny_models.llama(seed=None, max_position_embeddings=64)
     ids, _ = _ids(100, 1, 8)
     positions = torch.arange(3000, 3008)[None]
     prog = onnxport.export(model, (ids,), {"position_ids": positions, "use_cache": False},

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import onnxport
+from tests import tiny_models
 
 transformers = pytest.importorskip("transformers")
 
@@ -70,9 +71,7 @@ def test_gpt2_dynamic_right_padded_verifies_at_other_sizes() -> None:
 
 def test_llama_autograd_on_dynamic_right_padded() -> None:
     """Called as users call an exporter: autograd on (Llama's rotary embedding runs under no_grad)."""
-    config = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    model = transformers.LlamaForCausalLM(config).eval()
+    model = tiny_models.llama(seed=None, max_position_embeddings=64)
     ids, mask = _right_padded(100)
     dyn = {0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC}
     assert torch.is_grad_enabled()

@@ -14,6 +14,7 @@ from torch.export import Dim
 import onnxport
 from onnxport.quantize.weights import _quantize, dequantized
 from onnxport.verify import OrtRunner
+from tests import tiny_models
 from tests.quantize_models import Mlp
 
 
@@ -87,11 +88,8 @@ def test_a_saved_quantized_model_loads_and_computes_as_the_program(tmp_path) -> 
 
 
 def test_export_measures_the_quantized_model_against_eager() -> None:
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=512)
-    llama = transformers.LlamaForCausalLM(config).eval()
+    pytest.importorskip("transformers")
+    llama = tiny_models.llama(hidden_size=128, intermediate_size=256, vocab_size=512)
 
     class Logits(torch.nn.Module):
         def __init__(self) -> None:

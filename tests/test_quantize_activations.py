@@ -21,6 +21,7 @@ from onnxport.errors import InvalidInputError
 from onnxport.quantize.activations import quantize_dynamic_model, quantize_static_model
 from onnxport.quantize.calibrate import MinMax, Sample, collect, ranges
 from onnxport.quantize.layers import find_linear, linear_layers
+from tests import tiny_models
 from tests.quantize_models import Mlp
 
 FLOAT = ir.DataType.FLOAT
@@ -259,12 +260,8 @@ def test_static_cnn_is_fused_into_qlinearconv() -> None:
 
 
 def _tiny_llama(tie: bool) -> tuple[torch.nn.Module, onnxport.OnnxProgram]:
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=512,
-                                      tie_word_embeddings=tie)
-    llama = transformers.LlamaForCausalLM(config).eval()
+    pytest.importorskip("transformers")
+    llama = tiny_models.llama(hidden_size=128, intermediate_size=256, vocab_size=512, tie_word_embeddings=tie)
 
     class Logits(torch.nn.Module):
         def __init__(self) -> None:

@@ -17,6 +17,7 @@ from onnxport.quantize.gptq import calibrated_codes, collect_hessians, gptq_quan
 from onnxport.quantize.layers import linear_layers
 from onnxport.quantize.weights import _quantize, dequantized
 from onnxport.verify import OrtRunner
+from tests import tiny_models
 from tests.quantize_models import Mlp
 
 
@@ -183,11 +184,8 @@ def _llama(structured: bool) -> onnxport.OnnxProgram:
     have and random weights lack: token embeddings near a 12-dimensional subspace (inputs far from
     isotropic) and, before each group of linear layers, 6 outlier channels (the norm's weight times 25,
     the layers' input columns divided by 25: the same function)."""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=_VOCAB)
-    llama = transformers.LlamaForCausalLM(config).eval()
+    pytest.importorskip("transformers")
+    llama = tiny_models.llama(hidden_size=128, intermediate_size=256, vocab_size=_VOCAB)
     if structured:
         g = torch.Generator().manual_seed(1)
         with torch.no_grad():

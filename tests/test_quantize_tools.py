@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import onnxport
+from tests import tiny_models
 
 pytestmark = pytest.mark.transformers
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -19,20 +20,12 @@ ort = pytest.importorskip("onnxruntime")
 
 LAYERS = 2
 LINEARS = 7 * LAYERS + 1  # q, k, v, o, gate, up, down per layer, and the LM head
-
-
-def llama_model() -> torch.nn.Module:
-    import transformers
-
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
-                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
-    return transformers.LlamaForCausalLM(config).eval()
+SIZES = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": LAYERS, "vocab_size": 256}
 
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
-    model = llama_model()
+    model = tiny_models.llama(**SIZES)
     torch.manual_seed(1)
     ids = torch.randint(0, 256, (1, 12))
     prog = onnxport.export(model, (ids,), verify=False)
@@ -101,7 +94,8 @@ def test_quantize_dynamic_and_static_quantize_every_linear_layer(llama, tmp_path
     # that disagrees with its zero point), so this goes through an opset-20 file, as docs/quantization.md says.
     older = str(tmp_path / "opset20.onnx")
     assert prog.model.opset_imports[""] == 21  # the fixture's: the same model again at opset 20
-    onnxport.export(llama_model(), (torch.from_numpy(feeds["input_ids"]),), verify=False, opset=20).save(older)
+    ids = torch.from_numpy(feeds["input_ids"])
+    onnxport.export(tiny_models.llama(**SIZES), (ids,), verify=False, opset=20).save(older)
     weights = {t.name for t in onnx.load(older).graph.initializer}
     linears = [n.name for n in onnx.load(older).graph.node if n.op_type == "MatMul" and n.input[1] in weights]
     assert len(linears) == LINEARS

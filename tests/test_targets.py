@@ -18,8 +18,9 @@ import onnxport
 from onnxport import targets
 from onnxport.cli import main
 from onnxport.targets import Forms, Target, ir_version_for, parse
+from tests import tiny_models
 
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("transformers")
 
 FUSED = {"Attention", "RMSNormalization", "RotaryEmbedding"}
 
@@ -31,14 +32,6 @@ class AddMul(torch.nn.Module):
 
 def _pair() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(2, 3), torch.randn(2, 3)
-
-
-def _llama() -> torch.nn.Module:
-    """Grouped key/value heads (4 query heads, 2 kv heads), RMS norms and rotary embeddings."""
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    return transformers.LlamaForCausalLM(config).eval()
 
 
 def _llama_inputs(batch: int = 2, seq: int = 8) -> dict[str, Any]:
@@ -83,7 +76,7 @@ def test_ir_version_rises_for_newer_element_types() -> None:
 
 def test_fused_files_are_fenced_off_older_releases_by_their_ir_version() -> None:
     """A file with Attention (wrong on padded rows in 1.23) is stamped IR 12, which 1.23 does not read."""
-    model = _llama()
+    model = tiny_models.llama(max_position_embeddings=64)
     fused = onnxport.export(model, (), _llama_inputs(), dynamic_shapes=_DYN, target="onnxruntime>=1.24")
     plain = onnxport.export(model, (), _llama_inputs(), dynamic_shapes=_DYN, target="onnxruntime>=1.23")
     assert targets.forms_used(fused.model) >= {"Attention", "RMSNormalization"}
@@ -165,7 +158,7 @@ def _grouped(prog: onnxport.OnnxProgram) -> list[bool]:
 def test_llama_per_target(target: str | None, dtype: torch.dtype | None, fused: set[str], grouped: bool | None) -> None:
     """A grouped-heads Llama with a left-padded batch: each target holds the fused ops it computes right,
     and every one matches eager (verified, float16 against eager float32)."""
-    model = _llama()
+    model = tiny_models.llama(max_position_embeddings=64)
     prog = onnxport.export(model, (), _llama_inputs(), dynamic_shapes=_DYN, target=target, dtype=dtype)
     assert prog.report.verification.ok, str(prog.report.verification)
     assert set(_ops(prog)) & FUSED == fused
