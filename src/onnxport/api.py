@@ -122,7 +122,8 @@ def export_each(
     each variant (a dict of ``target=`` and/or ``opset=``), capturing the model once. The capture is most
     of an export's cost, so a file per target runtime (``[{"target": "onnxruntime>=1.18"}, {"target":
     "tensorrt>=10"}]``) costs little more than one. ``options`` are ``export``'s other keyword arguments."""
-    known = set(inspect.signature(export).parameters) - {"model", "args", "kwargs", "target", "opset"}
+    parameters = inspect.signature(export).parameters
+    known = set(parameters) - {"model", "args", "kwargs", "target", "opset"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise InvalidInputError(f"export_each got unknown options {', '.join(unknown)}",
@@ -132,7 +133,7 @@ def export_each(
             or not all(isinstance(v, Mapping) and set(v) <= {"target", "opset"} for v in variants)):
         raise InvalidInputError(f"variants must be a non-empty list of dicts of target= and opset=, not {variants!r}",
                                 fix='pass variants=[{"target": "onnxruntime>=1.18"}, {"opset": 23}]')
-    defaults = {name: p.default for name, p in inspect.signature(export).parameters.items() if name in known}
+    defaults = {name: p.default for name, p in parameters.items() if name in known}
     return _export_variants(model, args, kwargs, [dict(v) for v in variants], **{**defaults, **options})
 
 

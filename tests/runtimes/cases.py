@@ -225,10 +225,7 @@ _NAMES = {torch.float32: "float32", torch.float16: "float16", torch.float64: "fl
 def export(case: ModelCase, built: Built, *, dtype: torch.dtype = torch.float32, **options: Any) -> Any:
     """``onnxport.export`` of the case at ``options`` (``opset=``, ``target=``); verification is left to the
     runtimes (onnxport's own check in the main environment's onnxruntime changes nothing in the file)."""
-    half = {"dtype": torch.float16} if dtype == torch.float16 else {}
-    prog = onnxport.export(built.model, built.args, built.kwargs, dynamic_shapes=built.dynamic_shapes, verify=False,
-                           **half, **options)
-    return prog.quantize(**case.quantize) if case.quantize else prog
+    return export_each(case, built, [options], dtype=dtype)[0]
 
 
 def export_each(case: ModelCase, built: Built, variants: list[dict[str, Any]], *,

@@ -83,10 +83,7 @@ class BlockReuse:
                 try:
                     with capturing():
                         kind = capture_kind(qualname, module, call, varying_ints([m for _, m in remaining]))
-                    dim_names = {str(symbol): token(symbol) for symbol in kind.program.range_constraints}
-                    kind.graph = prepare_graph(self.translate_block(kind.program, dim_names))
-                    if uses_function(kind):
-                        kind.function = as_function(kind.graph, kind.name)
+                    self._translate(kind)
                 except Exception as exc:  # noqa: BLE001 - any failure: trace these layers as usual
                     self.notes.append(f"{type(module).__name__} ({_span([q for q, _ in remaining])}) traced layer "
                                       f"by layer: {first_line(exc)}")
@@ -130,9 +127,13 @@ class BlockReuse:
         from the same capture); a kind that fails now raises, as the model's own translation would."""
         self.translate_block = translate_block
         for kind in self.kinds:
-            dim_names = {str(symbol): token(symbol) for symbol in kind.program.range_constraints}
-            kind.graph = prepare_graph(translate_block(kind.program, dim_names))
-            kind.function = as_function(kind.graph, kind.name) if uses_function(kind) else None
+            self._translate(kind)
+
+    def _translate(self, kind: Kind) -> None:
+        """The kind's ONNX graph (and function, when it holds subgraphs), its sizes named by their symbols."""
+        dim_names = {str(symbol): token(symbol) for symbol in kind.program.range_constraints}
+        kind.graph = prepare_graph(self.translate_block(kind.program, dim_names))
+        kind.function = as_function(kind.graph, kind.name) if uses_function(kind) else None
 
     def translators(self) -> dict[Any, Callable[..., Any]]:
         """A translator per kind op: one call of the kind's ONNX function."""

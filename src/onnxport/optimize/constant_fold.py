@@ -14,6 +14,8 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
+from onnxport.optimize import _match as m
+
 __all__ = ["ConstantFoldPass"]
 
 _MAX_ELEMENTS = 1024
@@ -88,8 +90,8 @@ def _constant(value: ir.Value | None) -> np.ndarray | None:
     producer = value.producer()
     if producer is None or producer.op_type != "Constant" or producer.domain:
         return None
-    tensor = producer.attributes.get("value")
-    return None if tensor is None else tensor.value.numpy()  # the tensor itself (as_tensor costs a protocol check)
+    tensor = m.const_tensor(value)
+    return None if tensor is None else tensor.numpy()
 
 
 def _static_shape(value: ir.Value) -> list[int] | None:
