@@ -112,6 +112,33 @@ def test_a_range_the_graph_holds_is_checked_above_its_bound() -> None:
     assert "x_dim1 takes sizes up to 6 only" in "\n".join(prog.report.notes)
 
 
+class GrowingTable(torch.nn.Module):
+    """Adds sinusoidal positions from a table of 6, rebuilt longer when a longer input comes (as some
+    translation models do): the graph holds the table of 6, eager PyTorch runs any length."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", self.sinusoids(6), persistent=False)
+
+    @staticmethod
+    def sinusoids(length: int) -> torch.Tensor:
+        angles = torch.arange(length, dtype=torch.float32)[:, None] / 10.0 ** torch.arange(5.0)
+        return torch.sin(angles)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        table = self.sinusoids(x.shape[1]) if x.shape[1] > self.table.shape[0] else self.table
+        return x + table[: x.shape[1]]
+
+
+def test_a_table_rebuilt_for_longer_inputs_names_the_range_to_declare() -> None:
+    x = torch.randn(2, 3, 5)
+    with pytest.raises(onnxport.VerificationError) as info:  # the ONNX model's table stops at 6 positions
+        onnxport.export(GrowingTable(), (x,), dynamic_shapes=({1: Dim.DYNAMIC},))
+    assert "above the sizes 2 to 6" in info.value.fix and "position limit" in info.value.fix
+    prog = onnxport.export(GrowingTable(), (x,), dynamic_shapes=({1: Dim("steps", max=6)},))
+    assert prog.report.sizes_verified  # the declared range is checked, and nothing above it
+
+
 class PaddedChunks(torch.nn.Module):
     """Pads to a multiple of 4, then loops over the chunks: torch.export keeps the chunk count of the example
     (one) as a guard only, no range, so the bound comes from the guards."""

@@ -199,10 +199,11 @@ def _note_bound_by_data(groups: list[GroupSizes], report: Any) -> None:
 
 def _above_fix(above: str) -> str:
     """A size above the captured range differs: the graph holds the example's range, eager goes on."""
-    return (f"at {above}, the ONNX model differs from eager PyTorch: the model fixed its graph to that range while "
-            "torch.export traced it (a Python loop over chunks of the dim runs once per chunk of the example), and "
-            "eager PyTorch runs larger sizes another way; export from an example as large as the largest size you "
-            "will run, declare the dim's range (Dim(name, max=...)) to what the graph holds, or keep it static")
+    return (f"at {above}, the ONNX model differs from eager PyTorch: the model took one path for that range while "
+            "torch.export traced it, and eager PyTorch runs larger sizes another way (a Python loop over chunks of "
+            "the dim runs once per chunk of the example; a table of positions is rebuilt longer when a longer input "
+            "comes); declare the dim's range to what the graph holds (Dim(name, max=...), e.g. the model's position "
+            "limit), export from an example as large as the largest size you will run, or keep the dim static")
 
 
 def _rows_resized(reference: Any, axes: list[int | None] | None, size: int) -> Any:
