@@ -350,9 +350,17 @@ def pick(wanted: str | None) -> list[runtimes.Runtime]:
     return chosen
 
 
+def default_precision(chosen: list[runtimes.Runtime]) -> list[runtimes.Runtime]:
+    """OpenVINO at its default inference precision (bfloat16 on a CPU with AMX) next to each OpenVINO chosen,
+    which runs at f32: what a user who sets nothing gets."""
+    return [runtimes.Runtime("openvino-default", r.version, (*r.command, "--default-precision"))
+            for r in chosen if r.family == "openvino"]
+
+
 def run_zoo(args: argparse.Namespace) -> None:
     """--zoo: export, run and write the zoo section."""
     chosen = pick(args.runtimes)
+    chosen += default_precision(chosen)
     with tempfile.TemporaryDirectory(prefix="onnxport-zoo-") as tmp:
         out = args.keep or tmp
         start = time.perf_counter()

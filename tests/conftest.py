@@ -18,9 +18,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 _WORKER_RESULTS: dict[str, str] = {}
 
-# The longest test files of `make test`, longest first (seconds alone on one core: the zoo 260, the runtimes
-# and the fuzz together 215); the rest keep their order after them.
-LONG_FIRST = ("tests/zoo/", "tests/runtimes/", "tests/fuzz/", "tests/test_opinfo.py")
+# The longest test files of `make test`, longest first (alone on one core the zoo takes about four minutes,
+# the docs' examples about 100 s); the rest keep their order after them.
+LONG_FIRST = ("tests/zoo/", "tests/fuzz/", "tests/test_docs.py", "tests/test_opinfo.py", "tests/runtimes/")
 
 
 def pytest_collection_modifyitems(config, items) -> None:

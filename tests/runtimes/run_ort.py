@@ -1,100 +1,27 @@
 """Run exported case directories in the onnxruntime of the Python running this script; print one JSON line per
-input set. Needs numpy and onnxruntime only (no torch, no onnxport), so it runs in the side venvs that
-``tests/runtimes/setup.sh`` makes for older wheels.
-
-A case directory (written by ``tests/runtimes/cases.py``) holds ``model.onnx`` (and its external data, if any)
-and ``case.json``: ``{"sets": [{"name", "inputs": [tensor], "outputs": [tensor + "atol", "rtol"]}]}``, where a
-tensor is ``{"name", "dtype", "shape", "file"}`` and the file its raw little-endian bytes. An expected value
-that is NaN is not compared (outputs at padding positions, which no caller reads).
+input set (``caseio`` gives the formats). Needs numpy and onnxruntime only (no torch, no onnxport), so it runs
+in the side venvs that ``tests/runtimes/setup.sh`` makes for older wheels.
 
     python run_ort.py CASE_DIR [CASE_DIR ...]
 
-Each line: ``{"runtime", "case", "set", "loaded", "load_error", "ran", "run_error", "outputs": {name:
-{"max_abs_err", "nan", "ok"}}, "ok"}``. The session uses onnxruntime's default options (its default graph
-optimisation level), as users run it.
+The session uses onnxruntime's default options (its default graph optimisation level), as users run it.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 
-import numpy as np
 import onnxruntime as ort
-
-# numpy has no bool-as-bytes ambiguity here: one byte per element, 0 or 1, as ONNX stores it.
-DTYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64, "int64": np.int64,
-          "int32": np.int32, "bool": np.bool_, "uint8": np.uint8, "int8": np.int8}
+from caseio import main
 
 
-def read_tensor(case_dir: str, spec: dict) -> np.ndarray:
-    """The tensor ``spec`` names, from its raw little-endian file."""
-    dtype = np.dtype(DTYPES[spec["dtype"]]).newbyteorder("<")
-    data = np.fromfile(os.path.join(case_dir, spec["file"]), dtype=dtype)
-    return data.reshape(spec["shape"]).astype(dtype.newbyteorder("="))
+def load(path: str) -> ort.InferenceSession:
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 
 
-def compare(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> dict:
-    """max abs error where ``want`` is not NaN, NaNs anywhere in ``got``, and whether ``got`` has none and is
-    within ``atol + rtol * |want|`` where ``want`` is not NaN."""
-    if tuple(got.shape) != tuple(want.shape):
-        return {"max_abs_err": None, "nan": None, "ok": False, "error": f"shape {list(got.shape)} != {list(want.shape)}"}
-    got, want = got.astype(np.float64), want.astype(np.float64)
-    nan = int(np.isnan(got).sum())
-    cared = ~np.isnan(want)
-    got, want = got[cared], want[cared]
-    err = np.abs(got - want)
-    finite = err[~np.isnan(err)]
-    max_err = float(finite.max()) if finite.size else 0.0
-    ok = nan == 0 and bool(np.all(err <= atol + rtol * np.abs(want)))
-    return {"max_abs_err": max_err, "nan": nan, "ok": ok}
-
-
-def run_case(case_dir: str, runtime: str) -> list[dict]:
-    """One result per input set of ``case_dir``; a model refused at load gives that for every set."""
-    with open(os.path.join(case_dir, "case.json")) as f:
-        case = json.load(f)
-    base = {"runtime": runtime, "case": os.path.basename(os.path.normpath(case_dir))}
-    try:
-        session = ort.InferenceSession(os.path.join(case_dir, "model.onnx"), providers=["CPUExecutionProvider"])
-    except Exception as e:  # noqa: BLE001 - any refusal at load is an outcome to report
-        return [{**base, "set": s["name"], "loaded": False, "load_error": _short(e), "ran": False, "run_error": None,
-                 "outputs": {}, "ok": False} for s in case["sets"]]
-    results = []
-    for s in case["sets"]:
-        result = {**base, "set": s["name"], "loaded": True, "load_error": None, "ran": False, "run_error": None,
-                  "outputs": {}, "ok": False}
-        feed = {t["name"]: read_tensor(case_dir, t) for t in s["inputs"]}
-        names = [t["name"] for t in s["outputs"]]
-        try:
-            got = session.run(names, feed)
-        except Exception as e:  # noqa: BLE001 - a run error is an outcome to report
-            result["run_error"] = _short(e)
-            results.append(result)
-            continue
-        result["ran"] = True
-        for spec, value in zip(s["outputs"], got):
-            result["outputs"][spec["name"]] = compare(np.asarray(value), read_tensor(case_dir, spec), spec["atol"],
-                                                      spec["rtol"])
-        result["ok"] = all(o["ok"] for o in result["outputs"].values())
-        results.append(result)
-    return results
-
-
-def _short(error: Exception, head: int = 100, tail: int = 300) -> str:
-    """The error's start and end: onnxruntime puts its message after a long C++ signature."""
-    text = " ".join(f"{type(error).__name__}: {error}".split())
-    return text if len(text) <= head + tail else f"{text[:head]} ... {text[-tail:]}"
-
-
-def main(argv: list[str]) -> int:
-    runtime = f"onnxruntime {ort.__version__}"
-    for case_dir in argv:
-        for result in run_case(case_dir, runtime):
-            print(json.dumps(result), flush=True)
-    return 0
+def run(session: ort.InferenceSession, names: list[str], feed: dict) -> list:
+    return session.run(names, feed)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], f"onnxruntime {ort.__version__}", load, run))

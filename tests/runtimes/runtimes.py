@@ -1,9 +1,10 @@
 """The runtimes tests/runtimes runs files in, found where ``make runtimes`` installs them, and how to run one.
 
-Each runtime is a command (a side venv's Python with ``run_ort.py``, or Node with ``run_node.mjs`` and an npm
-folder) that takes case directories and prints one JSON result per input set. The newest onnxruntime is the
-main environment's own (``requirements-test.txt`` pins it); the others come from ``python.txt`` and
-``node-*/`` under .runtimes/ (``tests/runtimes/setup.sh``).
+Each runtime is a command (a side venv's Python with ``run_ort.py`` or ``run_openvino.py``, Node with
+``run_node.mjs`` and an npm folder, or the main environment's Python with ``run_reference.py``) that takes case
+directories and prints one JSON result per input set. The newest onnxruntime and the ONNX reference evaluator
+are the main environment's own (``requirements-test.txt`` pins them); the others come from ``python.txt``,
+``openvino.txt`` and ``node-*/`` under .runtimes/ (``tests/runtimes/setup.sh``).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ SETUP_HINT = "run `make runtimes` (tests/runtimes/setup.sh) to install the side 
 
 @dataclasses.dataclass(frozen=True)
 class Runtime:
-    """``family`` ("onnxruntime", "onnxruntime-node", "onnxruntime-web") at ``version`` (major, minor, patch),
-    run by ``command`` followed by case directories."""
+    """``family`` ("onnxruntime", "onnxruntime-node", "onnxruntime-web", "openvino", "onnx-reference") at
+    ``version`` (major, minor, patch), run by ``command`` followed by case directories."""
 
     family: str
     version: tuple[int, ...]
@@ -75,19 +76,37 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 
-def python_runtimes(root: str = ROOT) -> list[Runtime]:
-    """The side venvs python.txt lists that are installed, and the main environment's onnxruntime."""
+def _pinned(listing: str) -> list[str]:
+    """The versions a pin file (``python.txt``, ``openvino.txt``) lists, first column."""
+    with open(os.path.join(HERE, listing)) as f:
+        return [line.split()[0] for line in f if line.strip() and not line.startswith("#")]
+
+
+def _side_venvs(root: str, family: str, listing: str, folder: str, runner: str) -> list[Runtime]:
+    """The side venvs ``listing`` pins that are installed (``<root>/<folder>-<version>``), run by ``runner``."""
     found = []
-    with open(os.path.join(HERE, "python.txt")) as f:
-        versions = [line.split()[0] for line in f if line.strip() and not line.startswith("#")]
-    for version in versions:
-        python = os.path.join(root, f"ort-{version}", "bin", "python")
-        if os.path.exists(os.path.join(root, f"ort-{version}", ".stamp")):
-            found.append(Runtime("onnxruntime", _version(version), (python, os.path.join(HERE, "run_ort.py"))))
+    for version in _pinned(listing):
+        venv = os.path.join(root, f"{folder}-{version}")
+        if os.path.exists(os.path.join(venv, ".stamp")):
+            found.append(Runtime(family, _version(version), (os.path.join(venv, "bin", "python"), os.path.join(HERE, runner))))
+    return found
+
+
+def python_runtimes(root: str = ROOT) -> list[Runtime]:
+    """The onnxruntime side venvs python.txt lists that are installed, and the main environment's onnxruntime."""
     import onnxruntime
 
-    found.append(Runtime("onnxruntime", _version(onnxruntime.__version__), (sys.executable, os.path.join(HERE, "run_ort.py"))))
-    return found
+    main = Runtime("onnxruntime", _version(onnxruntime.__version__), (sys.executable, os.path.join(HERE, "run_ort.py")))
+    return [*_side_venvs(root, "onnxruntime", "python.txt", "ort", "run_ort.py"), main]
+
+
+def other_runtimes(root: str = ROOT) -> list[Runtime]:
+    """Runtimes that are not onnxruntime: OpenVINO (its side venvs, openvino.txt) and the ONNX reference
+    evaluator (the main environment's onnx)."""
+    import onnx
+
+    reference = Runtime("onnx-reference", _version(onnx.__version__), (sys.executable, os.path.join(HERE, "run_reference.py")))
+    return [*_side_venvs(root, "openvino", "openvino.txt", "openvino", "run_openvino.py"), reference]
 
 
 def node_runtimes(root: str = ROOT) -> list[Runtime]:
@@ -109,8 +128,7 @@ def node_runtimes(root: str = ROOT) -> list[Runtime]:
 
 def expected_runtimes() -> list[str]:
     """What ``make runtimes`` installs, by name: to tell a missing one from one that is not wanted."""
-    with open(os.path.join(HERE, "python.txt")) as f:
-        names = [f"onnxruntime {line.split()[0]}" for line in f if line.strip() and not line.startswith("#")]
+    names = [f"onnxruntime {v}" for v in _pinned("python.txt")] + [f"openvino {v}" for v in _pinned("openvino.txt")]
     for src in sorted(glob.glob(os.path.join(HERE, "node-*", "package.json"))):
         with open(src) as f:
             pins = json.load(f)["dependencies"]
@@ -119,8 +137,8 @@ def expected_runtimes() -> list[str]:
 
 
 def installed() -> list[Runtime]:
-    """Every runtime found, oldest Python wheel first, then node and web."""
-    return python_runtimes() + node_runtimes()
+    """Every runtime found, oldest Python wheel first, then node and web, OpenVINO and the reference."""
+    return python_runtimes() + node_runtimes() + other_runtimes()
 
 
 def missing() -> list[str]:

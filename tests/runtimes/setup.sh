@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the side runtimes that tests/runtimes runs exported files in, from pinned versions, into
-# $1 (default .runtimes/): a venv per line of python.txt (numpy + onnxruntime only) and an npm folder per
+# $1 (default .runtimes/): a venv per line of python.txt (numpy + onnxruntime only) and of openvino.txt
+# (numpy + openvino), and an npm folder per
 # node-*/ (onnxruntime-node + onnxruntime-web, `npm ci` from the committed lock file). Each one is stamped
 # with the pins it was built from, so a rerun skips what is already there and rebuilds what changed.
 set -euo pipefail
@@ -21,6 +22,21 @@ grep -v '^#' "$here/python.txt" | while read -r ort numpy; do
     # --no-deps: onnxruntime's other requirements (protobuf, sympy, ...) serve its tools, not InferenceSession.
     "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-deps "onnxruntime==$ort" "numpy==$numpy"
     "$dir/bin/python" -c "import onnxruntime, numpy; assert onnxruntime.__version__ == '$ort', onnxruntime.__version__"
+    echo "$want" > "$dir/.stamp"
+done
+
+# Python: one venv per OpenVINO release (openvino imports its telemetry package, nothing else beside numpy).
+grep -v '^#' "$here/openvino.txt" | while read -r ov numpy telemetry; do
+    [ -n "$ov" ] || continue
+    dir="$root/openvino-$ov"
+    want="openvino==$ov numpy==$numpy openvino-telemetry==$telemetry $("$python" -c 'import sys; print(sys.version.split()[0])')"
+    if [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then continue; fi
+    echo "runtimes: openvino $ov (numpy $numpy) -> $dir"
+    rm -rf "$dir"
+    "$python" -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-deps "openvino==$ov" "numpy==$numpy" \
+        "openvino-telemetry==$telemetry"
+    "$dir/bin/python" -c "import openvino; assert openvino.__version__.startswith('$ov'), openvino.__version__"
     echo "$want" > "$dir/.stamp"
 done
 

@@ -117,11 +117,19 @@ def _mask_bias(ctx: Ctx, mask: ir.Value, q: ir.Value) -> tuple[ir.Value, ir.Valu
     (a finite softmax) and ``seen``, 1 for every other row, zeroes it. Both depend on the mask alone: every
     layer reading the same mask shares them (CSE), and each layer pays one Add and one Mul, where finding
     hidden rows from each layer's scores costs a reduction, a test and a select over the whole score
-    tensor."""
-    bias = _bias(ctx, mask, q) if mask.dtype == ir.DataType.BOOL else ctx.cast(mask, q.dtype)
-    hidden = ctx.op.IsInf(ctx.op.ReduceMax(bias, axes(ctx, [-1]), keepdims=1), detect_positive=0)
-    bias = ctx.op.Where(hidden, ctx.const(0.0, like=q), bias)
-    return bias, ctx.cast(ctx.op.Not(hidden), q.dtype)
+    tensor.
+
+    A row is found hidden by reducing which keys it keeps (0 or 1), not the bias itself: OpenVINO's
+    ``ReduceMax`` of a row of -inf gives the lowest finite float, so a test of that maximum for -inf finds
+    no row hidden there, and the softmax of the -inf row is NaN."""
+    if mask.dtype == ir.DataType.BOOL:
+        bias, kept = _bias(ctx, mask, q), mask
+    else:
+        bias = ctx.cast(mask, q.dtype)
+        kept = ctx.op.Not(ctx.op.IsInf(bias, detect_positive=0))
+    seen = ctx.op.ReduceMax(ctx.cast(kept, q.dtype), axes(ctx, [-1]), keepdims=1)
+    bias = ctx.op.Where(ctx.cast(seen, ir.DataType.BOOL), bias, ctx.const(0.0, like=q))
+    return bias, seen
 
 
 @aten(aten_.scaled_dot_product_attention.default)
