@@ -286,7 +286,7 @@ def zoo_cell(results: list[dict]) -> str:
                      for (kind, detail), sets in bad.items()) or "not run"
 
 
-def render_zoo(made: dict, results: list[dict], names: list[str], seconds: dict[str, float]) -> str:
+def render_zoo(made: dict, results: list[dict], names: list[str], seconds: dict[str, float], note: str = "") -> str:
     """The zoo section: one row per model, one column per runtime."""
     by = collections.defaultdict(list)
     for r in results:
@@ -303,7 +303,7 @@ def render_zoo(made: dict, results: list[dict], names: list[str], seconds: dict[
         + ", ".join(f"opset {o} IR {i}" for o, i in opsets) + f"; fused ops: {', '.join(fused) or 'none'}.",
         "Cells as above, with the first words of each error; `example` / `other` name the size that failed, and",
         "since the default target claims every runtime here, `refused` and `CRASH at load` (the session's load",
-        "killed the process) break its promise too.", "",
+        "killed the process) break its promise too." + (f" {note}" if note else ""), "",
         "| model | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names),
     ]
     failing = 0
@@ -357,6 +357,20 @@ def default_precision(chosen: list[runtimes.Runtime]) -> list[runtimes.Runtime]:
             for r in chosen if r.family == "openvino"]
 
 
+def precision_note(chosen: list[runtimes.Runtime]) -> str:
+    """What OpenVINO's default precision is on this CPU, asked of the first OpenVINO run (bf16 where the CPU
+    has bfloat16 units, e.g. AMX)."""
+    for r in chosen:
+        if r.family == "openvino-default":
+            ask = "import openvino as ov; print(ov.Core().get_property('CPU', 'INFERENCE_PRECISION_HINT').to_string())"
+            hint = subprocess.run([r.command[0], "-c", ask], capture_output=True, text=True).stdout.strip()
+            return (f"`openvino` runs at f32 inference precision, `openvino-default` at OpenVINO's default, which is "
+                    f"{hint or 'unknown'} on this CPU (bf16 on one with bfloat16 units, e.g. AMX); `onnx-reference` is "
+                    "the ONNX reference evaluator, whose refusals name an onnxruntime op it lacks (not a promise of the "
+                    "default target).")
+    return ""
+
+
 def run_zoo(args: argparse.Namespace) -> None:
     """--zoo: export, run and write the zoo section."""
     chosen = pick(args.runtimes)
@@ -369,7 +383,7 @@ def run_zoo(args: argparse.Namespace) -> None:
         dirs = [os.path.join(out, d) for d, m in made.items() if "error" not in m]
         results = runtimes.run_all(chosen, dirs, workers=args.workers)
         seconds = {"export": exported - start, "run": time.perf_counter() - exported}
-    section = render_zoo(made, results, [r.name for r in chosen], seconds)
+    section = render_zoo(made, results, [r.name for r in chosen], seconds, precision_note(chosen))
     if args.out:
         old = open(args.out).read() if os.path.exists(args.out) else ""
         with open(args.out, "w") as f:
