@@ -10,34 +10,33 @@ root="${1:-.runtimes}"
 python="${PYTHON:-python3}"
 mkdir -p "$root"
 
+pyversion="$("$python" -c 'import sys; print(sys.version.split()[0])')"
+
+# side_venv DIR MODULE VERSION PIN...: a venv at DIR holding exactly the pinned packages (--no-deps: a
+# runtime's other requirements serve its tools, not running a model), whose MODULE reports VERSION.
+side_venv() {
+    local dir="$1" module="$2" version="$3"
+    shift 3
+    local want="$* $pyversion"
+    if [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then return; fi
+    echo "runtimes: $* -> $dir"
+    rm -rf "$dir"
+    "$python" -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$@"
+    "$dir/bin/python" -c "import $module; assert $module.__version__.startswith('$version'), $module.__version__"
+    echo "$want" > "$dir/.stamp"
+}
+
 # Python: one venv per onnxruntime wheel.
 grep -v '^#' "$here/python.txt" | while read -r ort numpy; do
     [ -n "$ort" ] || continue
-    dir="$root/ort-$ort"
-    want="onnxruntime==$ort numpy==$numpy $("$python" -c 'import sys; print(sys.version.split()[0])')"
-    if [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then continue; fi
-    echo "runtimes: onnxruntime $ort (numpy $numpy) -> $dir"
-    rm -rf "$dir"
-    "$python" -m venv "$dir"
-    # --no-deps: onnxruntime's other requirements (protobuf, sympy, ...) serve its tools, not InferenceSession.
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-deps "onnxruntime==$ort" "numpy==$numpy"
-    "$dir/bin/python" -c "import onnxruntime, numpy; assert onnxruntime.__version__ == '$ort', onnxruntime.__version__"
-    echo "$want" > "$dir/.stamp"
+    side_venv "$root/ort-$ort" onnxruntime "$ort" "onnxruntime==$ort" "numpy==$numpy"
 done
 
 # Python: one venv per OpenVINO release (openvino imports its telemetry package, nothing else beside numpy).
 grep -v '^#' "$here/openvino.txt" | while read -r ov numpy telemetry; do
     [ -n "$ov" ] || continue
-    dir="$root/openvino-$ov"
-    want="openvino==$ov numpy==$numpy openvino-telemetry==$telemetry $("$python" -c 'import sys; print(sys.version.split()[0])')"
-    if [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then continue; fi
-    echo "runtimes: openvino $ov (numpy $numpy) -> $dir"
-    rm -rf "$dir"
-    "$python" -m venv "$dir"
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-deps "openvino==$ov" "numpy==$numpy" \
-        "openvino-telemetry==$telemetry"
-    "$dir/bin/python" -c "import openvino; assert openvino.__version__.startswith('$ov'), openvino.__version__"
-    echo "$want" > "$dir/.stamp"
+    side_venv "$root/openvino-$ov" openvino "$ov" "openvino==$ov" "numpy==$numpy" "openvino-telemetry==$telemetry"
 done
 
 # npm: onnxruntime-node and onnxruntime-web per pinned lock file.
