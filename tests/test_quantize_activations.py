@@ -212,8 +212,8 @@ def _dynamic_reference(model: Mlp, x: np.ndarray) -> np.ndarray:
     h = x.astype(np.float32)
     for layer in (model.up, model.down):
         w = layer.weight.detach().numpy().astype(np.float64)
-        w_scale = (np.abs(w).max(axis=1) / 127).astype(np.float32).astype(np.float64)
-        wq = np.clip(np.rint(w / w_scale[:, None]), -127, 127)
+        w_scale = (np.abs(w).max(axis=1) / 64).astype(np.float32).astype(np.float64)
+        wq = np.clip(np.rint(w / w_scale[:, None]), -64, 64)
         hq, h_scale, h_zero = quantize(h)
         h = ((hq - h_zero) @ wq.T) * (h_scale * w_scale) + layer.bias.detach().numpy()
         h = np.maximum(h, 0).astype(np.float32) if layer is model.up else h
@@ -328,6 +328,36 @@ def test_per_tensor_weights_and_float16_weights() -> None:
     assert result.left == {"gemm.weight": "float16 weight: int8 activation quantization takes float32"}
 
 
+def _pair_sums_saturate(a: np.ndarray, w: np.ndarray) -> bool:
+    """Whether ``a @ w`` (uint8 ``[M, K]`` x int8 ``[K, N]``) goes wrong in a kernel that adds each pair of
+    products along K in int16 with saturation, as x86's VPMADDUBSW does (onnxruntime's uint8 x int8
+    products on CPUs with AVX2 and no VNNI)."""
+    k = a.shape[1] + a.shape[1] % 2
+    a = np.pad(a.astype(np.int64), ((0, 0), (0, k - a.shape[1])))
+    w = np.pad(w.astype(np.int64), ((0, k - w.shape[0]), (0, 0)))
+    pairs = a[:, 0::2, None] * w[None, 0::2, :] + a[:, 1::2, None] * w[None, 1::2, :]  # [M, K/2, N]
+    return bool((np.clip(pairs, -32768, 32767) != pairs).any())
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "static"])
+def test_int8_weights_never_saturate_avx2_pair_sums(mode: str) -> None:
+    # The worst activation codes, 0 and 255 in every sign pattern the weights' pairs can meet, against each
+    # quantized weight: codes in [-64, 64] never overflow a pair sum; the full range does.
+    rng = np.random.default_rng(0)
+    worst = np.concatenate([np.full((1, N), 255), rng.choice([0, 255], (64, N))]).astype(np.uint8)
+    for reduce_range, saturates in ((True, False), (False, True)):
+        model = _three_forms()
+        if mode == "dynamic":
+            quantize_dynamic_model(model, reduce_range=reduce_range)
+        else:
+            quantize_static_model(model, [_three_forms_feed(0)], reduce_range=reduce_range)
+        codes = [v.const_value.numpy() for name, v in model.graph.initializers.items() if name.endswith(".int8")]
+        assert len(codes) == 3 and all(c.dtype == np.int8 for c in codes)
+        assert max(int(np.abs(c.astype(np.int64)).max()) for c in codes) == (64 if reduce_range else 127)
+        found = [_pair_sums_saturate(np.resize(worst, (len(worst), c.shape[0])), c) for c in codes]
+        assert any(found) is saturates, found
+
+
 # ---------------------------------------------------------------------------------------------
 # Calibration.
 
@@ -408,6 +438,8 @@ def test_bad_options_are_refused() -> None:
         quantize_dynamic_model(onnx.ModelProto())
     with pytest.raises(InvalidInputError, match="per_channel must be"):
         quantize_dynamic_model(model, per_channel="yes")
+    with pytest.raises(InvalidInputError, match="reduce_range must be"):
+        quantize_static_model(model, feeds, reduce_range=1)
     old = _three_forms()
     old.opset_imports[""] = 12
     with pytest.raises(InvalidInputError, match="opset 13"):

@@ -349,7 +349,7 @@ def _quantize_options(quantize: Any) -> dict[str, Any] | None:
                 "--quantize int8")
         return {"bits": QUANTIZE_NAMES[quantize]}
     known = {"bits", "block_size", "symmetric", "form", "skip", "accuracy_level", "lm_head", "embeddings", "method",
-             "calibration", "activations", "per_channel", "codes", "codes_only"}
+             "calibration", "activations", "per_channel", "reduce_range", "codes", "codes_only"}
     if not isinstance(quantize, Mapping) or set(quantize) - known:
         raise InvalidInputError(
             f"quantize must be True or a dict of {', '.join(sorted(known))} (or the name "

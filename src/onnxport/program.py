@@ -364,7 +364,7 @@ class OnnxProgram:
     def quantize(self, *, bits: int = 4, block_size: int = 32, symmetric: bool = True, form: str | None = None,
                  skip: Sequence[str] = (), accuracy_level: int = 4, lm_head: int | None = None, embeddings: int = 0,
                  method: str = "rtn", calibration: Sequence[Any] | None = None, activations: str | None = None,
-                 per_channel: bool = True, codes: Mapping[str, Any] | None = None,
+                 per_channel: bool = True, reduce_range: bool = True, codes: Mapping[str, Any] | None = None,
                  codes_only: bool = False) -> OnnxProgram:
         """A new program with quantized weights (see ``onnxport.quantize``); this one is left as it is.
 
@@ -384,6 +384,8 @@ class OnnxProgram:
 
         ``activations="dynamic"`` instead quantizes activations too, int8 at run time (int8 weights, per
         channel unless ``per_channel=False``); ``"static"`` with fixed ranges measured on ``calibration``.
+        Their codes lie in [-64, 64] so that x86 CPUs without VNNI compute the products exactly in
+        onnxruntime; ``reduce_range=False`` keeps the full [-127, 127] for CPUs with VNNI, ARM or GPUs.
 
         What was done is in the new program's ``report.quantization``."""
         from onnxport import quantize as _quantize
@@ -403,9 +405,11 @@ class OnnxProgram:
                 raise InvalidInputError("activations='static' needs calibration inputs",
                                         fix="pass calibration=[inputs, ...]: a few typical inputs of the model")
             if activations == "dynamic":
-                result = _quantize.quantize_dynamic_model(model, skip=skip, per_channel=per_channel)
+                result = _quantize.quantize_dynamic_model(model, skip=skip, per_channel=per_channel,
+                                                          reduce_range=reduce_range)
             else:
-                result = _quantize.quantize_static_model(model, feeds, skip=skip, per_channel=per_channel)
+                result = _quantize.quantize_static_model(model, feeds, skip=skip, per_channel=per_channel,
+                                                         reduce_range=reduce_range)
         else:
             if form is None:
                 form = "matmulnbits" if target.startswith("onnxruntime") else "dequantize"

@@ -46,10 +46,15 @@ class Cnn(torch.nn.Module):
         return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
-def _xnnpack(per_channel: bool = True):
+def _xnnpack(per_channel: bool = True, weight_limit: int = 64):
+    """XNNPACK's symmetric int8 quantizer, its weights' codes within ``weight_limit`` (64: exact in
+    onnxruntime's integer kernels on every x86 CPU; 127, its default, overflows the int16 pair sums of the
+    AVX2 kernels on CPUs without VNNI: see onnxport.verify.integer)."""
     from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
-    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=per_channel))
+    config = get_symmetric_quantization_config(is_per_channel=per_channel, weight_qmin=-weight_limit,
+                                               weight_qmax=weight_limit)
+    return XNNPACKQuantizer().set_global(config)
 
 
 def _x86():
@@ -137,6 +142,22 @@ def test_pt2e_cnn_runs_as_integer_kernels_and_matches_eager() -> None:
     step = _last_step(model)
     _within_one_step(_run(_session(proto, "basic"), x2), expected, step)
     assert np.abs(_run(_session(proto), x2) - expected).max() <= 2 * step + 1e-6
+
+
+def test_full_range_weights_on_a_cpu_whose_integer_kernels_saturate_name_the_cause() -> None:
+    # Where onnxruntime's uint8 x int8 kernel saturates (x86 without VNNI), the fused QLinearConv/QGemm of
+    # full-range weights computes the model several steps off: verification says so, names the cause and
+    # the fix; elsewhere the same model verifies.
+    from onnxport.errors import VerificationError
+    from onnxport.verify.integer import saturating_integer_products
+
+    model, x = _cnn(_xnnpack(weight_limit=127))
+    if not saturating_integer_products():
+        assert onnxport.export(model, (x,)).report.verification.ok
+        return
+    with pytest.raises(VerificationError) as caught:
+        onnxport.export(model, (x,))
+    assert "AVX2 and no VNNI" in caught.value.fix and "[-64, 64]" in caught.value.fix, caught.value.fix
 
 
 def test_pt2e_x86_quantizer_uint8_activations() -> None:

@@ -1,8 +1,16 @@
 """Int8 activation quantization of an exported model's linear layers (and, static, its convolutions), in
 the patterns onnxruntime's CPU graph optimizer fuses into its integer kernels.
 
-Two modes, both with int8 weights (symmetric, per output channel by default, ``[-127, 127]``) and uint8
-activations (asymmetric, so a ReLU's or a softmax's output keeps all 256 levels):
+Two modes, both with int8 weights (symmetric, per output channel by default) and uint8 activations
+(asymmetric, so a ReLU's or a softmax's output keeps all 256 levels).
+
+The weights' codes lie in ``[-64, 64]`` by default (``reduce_range``), not ``[-127, 127]``: onnxruntime's
+x86 kernels for uint8 x int8 products on CPUs with AVX2 but without VNNI (VPMADDUBSW) add each pair of
+products in int16, which 255 * 127 * 2 overflows, and the sums saturate; with codes of at most 64 a pair
+is at most 32640 and every CPU computes the same exact product. ``reduce_range=False`` keeps the full
+range, one bit more of weight precision, for files that only run on CPUs with VNNI, on ARM or on GPUs.
+
+The two modes:
 
 - dynamic (``quantize_dynamic_model``): each layer's input is quantized at run time, from its own range::
 
@@ -61,6 +69,7 @@ class ActivationQuantizeResult:
 
     mode: str
     per_channel: bool
+    reduce_range: bool = True
     quantized: list[str] = dataclasses.field(default_factory=list)
     left: dict[str, str] = dataclasses.field(default_factory=dict)
     bytes_before: int = 0
@@ -70,6 +79,7 @@ class ActivationQuantizeResult:
 
     def __str__(self) -> str:
         weights = "per-channel" if self.per_channel else "per-tensor"
+        weights += ", codes in [-64, 64]" if self.reduce_range else ""
         text = (f"int8 {self.mode} activations, int8 {weights} weights: {len(self.quantized)} layer(s), "
                 f"{self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB")
         if self.calibration:
@@ -82,14 +92,14 @@ class ActivationQuantizeResult:
 # Dynamic quantization.
 
 
-def quantize_dynamic_model(model: ir.Model, *, skip: Sequence[str] = (), per_channel: bool = True
-                           ) -> ActivationQuantizeResult:
+def quantize_dynamic_model(model: ir.Model, *, skip: Sequence[str] = (), per_channel: bool = True,
+                           reduce_range: bool = True) -> ActivationQuantizeResult:
     """Quantize the main graph's linear layers in place to int8 weights and run-time int8 activations
     (see the module's docstring)."""
-    skip = _check(model, skip, per_channel)
+    skip = _check(model, skip, per_channel, reduce_range)
     graph = model.graph
-    result = ActivationQuantizeResult("dynamic", per_channel)
-    weights = _Weights(graph, per_channel)
+    result = ActivationQuantizeResult("dynamic", per_channel, reduce_range)
+    weights = _Weights(graph, per_channel, reduce_range)
     for node in list(graph):  # found as the walk reaches them: a layer's input may be the last one's output
         layer = find_linear(graph, node) if node.graph is graph else None
         if layer is None:
@@ -123,19 +133,19 @@ def quantize_dynamic_model(model: ir.Model, *, skip: Sequence[str] = (), per_cha
 
 def quantize_static_model(model: ir.Model, feeds: Sequence[Mapping[str, np.ndarray]], *, skip: Sequence[str] = (),
                           per_channel: bool = True, conv: bool = True, method: str = "minmax",
-                          percentile: float = 99.999) -> ActivationQuantizeResult:
+                          percentile: float = 99.999, reduce_range: bool = True) -> ActivationQuantizeResult:
     """Quantize the main graph's linear layers (and, ``conv``, its convolutions) in place to int8
     weights and uint8 activations with scales measured on ``feeds`` (a sequence of ``{input name:
     array}``, one per model run; see the module's docstring). ``method`` picks the range an activation's
     scale covers: ``"minmax"`` all values seen, ``"percentile"`` those between the ``100 - percentile``-th
     and ``percentile``-th percentiles."""
-    skip = _check(model, skip, per_channel)
+    skip = _check(model, skip, per_channel, reduce_range)
     if method not in METHODS:
         raise InvalidInputError(f"method must be one of {', '.join(METHODS)}, not {method!r}",
                                 fix="pass method='minmax' (the full range seen) or 'percentile' (outliers clipped)")
     feeds = check_feeds(model, feeds)
     graph = model.graph
-    result = ActivationQuantizeResult("static", per_channel)
+    result = ActivationQuantizeResult("static", per_channel, reduce_range)
 
     def found(node: ir.Node) -> Linear | ir.Node | None:
         layer = find_linear(graph, node) or (_conv(graph, node) if conv else None)
@@ -157,7 +167,7 @@ def quantize_static_model(model: ir.Model, feeds: Sequence[Mapping[str, np.ndarr
             names += [layer.inputs[0].name, layer.outputs[0].name]
     measured = ranges(model, feeds, names, method=method, percentile=percentile) if names else {}
     result.calibration = f"{method}{f' {percentile}' if method == 'percentile' else ''} over {len(feeds)} feed(s)"
-    weights = _Weights(graph, per_channel)
+    weights = _Weights(graph, per_channel, reduce_range)
     quantizers: dict[tuple[str, bool], _Activation] = {}
 
     def activation(value: ir.Value, before: ir.Node, lift: bool = False) -> _Activation:
@@ -284,7 +294,7 @@ def _static_conv(graph: ir.Graph, node: ir.Node, activation: _Activation, output
     weight = node.inputs[1]
     array = np.asarray(weight.const_value.numpy())
     out_channels = array.shape[0]
-    q, scales = _int8(array.reshape(out_channels, -1).astype(np.float64), per_channel=True)
+    q, scales = _int8(array.reshape(out_channels, -1).astype(np.float64), True, result.reduce_range)
     base = weight.name or "conv"
     wq = _constant(graph, f"{base}.int8", q.reshape(array.shape))
     w_scale = _constant(graph, f"{base}.scale", scales)
@@ -365,15 +375,15 @@ class _Weights:
     """The int8 ``[K, N]`` initializer and scale of each weight quantized, made once per weight (a
     weight read by several layers is quantized once)."""
 
-    def __init__(self, graph: ir.Graph, per_channel: bool) -> None:
-        self.graph, self.per_channel = graph, per_channel
+    def __init__(self, graph: ir.Graph, per_channel: bool, reduce_range: bool) -> None:
+        self.graph, self.per_channel, self.reduce_range = graph, per_channel, reduce_range
         self._made: dict[tuple[int, bool], tuple[ir.Value, ir.Value]] = {}
 
     def get(self, layer: Linear, result: ActivationQuantizeResult) -> tuple[ir.Value, ir.Value]:
         key = (id(layer.weight), layer.transposed)
         if key not in self._made:
             w_nk = layer.weight_nk()
-            q, scales = _int8(w_nk.astype(np.float64), self.per_channel)
+            q, scales = _int8(w_nk.astype(np.float64), self.per_channel, self.reduce_range)
             base = layer.name
             wq = _constant(self.graph, f"{base}.int8", np.ascontiguousarray(q.T))  # [K, N]
             scale = _constant(self.graph, f"{base}.scale", scales)
@@ -389,15 +399,17 @@ def _constant(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
     return new_initializer(graph, name, ir.Tensor(array) if array.ndim == 0 else array)
 
 
-def _int8(w: np.ndarray, per_channel: bool) -> tuple[np.ndarray, np.ndarray]:
-    """``w`` ``[N, ...]`` (float64) as symmetric int8 codes in [-127, 127] and float32 scales, one per
-    row (``[N]``) or one for all (a scalar): a value is ``code * scale``."""
+def _int8(w: np.ndarray, per_channel: bool, reduce_range: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``w`` ``[N, ...]`` (float64) as symmetric int8 codes in [-64, 64] (``reduce_range``, see the module's
+    docstring) or [-127, 127] and float32 scales, one per row (``[N]``) or one for all (a scalar): a value
+    is ``code * scale``."""
+    limit = 64 if reduce_range else 127
     flat = w.reshape(w.shape[0], -1)
     extreme = np.abs(flat).max(axis=1) if per_channel else np.array(np.abs(flat).max())
-    scales = np.asarray(extreme / 127.0, dtype=np.float32)
+    scales = np.asarray(extreme / limit, dtype=np.float32)
     scales[scales == 0] = 1.0
     divisor = scales.astype(np.float64)[:, None] if per_channel else np.float64(scales)
-    codes = np.clip(np.rint(flat / divisor), -127, 127).astype(np.int8)
+    codes = np.clip(np.rint(flat / divisor), -limit, limit).astype(np.int8)
     return codes.reshape(w.shape), scales
 
 
@@ -410,7 +422,7 @@ def _refused(weight: ir.Value, skip: Sequence[str]) -> str:
     return ""
 
 
-def _check(model: ir.Model, skip: Sequence[str], per_channel: bool) -> tuple[str, ...]:
+def _check(model: ir.Model, skip: Sequence[str], per_channel: bool, reduce_range: bool) -> tuple[str, ...]:
     if not isinstance(model, ir.Model):
         raise InvalidInputError(f"expected an onnx_ir Model, got {type(model).__name__}",
                                 fix="pass an exported program's .model (onnx_ir.Model), or ir.load(path)")
@@ -422,6 +434,10 @@ def _check(model: ir.Model, skip: Sequence[str], per_channel: bool) -> tuple[str
     if not isinstance(per_channel, bool):
         raise InvalidInputError(f"per_channel must be True or False, not {per_channel!r}",
                                 fix="pass per_channel=True (one scale per output channel) or False (one per weight)")
+    if not isinstance(reduce_range, bool):
+        raise InvalidInputError(f"reduce_range must be True or False, not {reduce_range!r}",
+                                fix="pass reduce_range=True (weight codes in [-64, 64], exact on every x86 CPU) or "
+                                "False (the full int8 range, for CPUs with VNNI, ARM or GPUs)")
     if isinstance(skip, str):
         return (skip,)
     if not all(isinstance(s, str) for s in skip):

@@ -127,6 +127,7 @@ def compare(
     random_sizes: Mapping[str, Collection[int]] | None = None,
     float64_as_float32: bool = False,
     computed: Mapping[str, torch.dtype] | None = None,
+    steps: Mapping[str, float] | None = None,
 ) -> list[OutputCheck]:
     """Compare output by output. A Python number expected (a symbolic size the model returns) is compared
     with a 0-d output; for the outputs named in ``random`` only the shape and dtype are compared, and of the
@@ -134,12 +135,14 @@ shape not the axes ``random_sizes`` names (sizes drawn at random). With
     ``float64_as_float32`` (the model computes some float64 nodes in float32) float64 outputs are held to
     float32's tolerances. ``computed`` gives, per output, the least precise float dtype it is computed
     through (a bfloat16 softmax cast up to float32): a float output is held to that dtype's tolerance
-    where it is looser than its own."""
+    where it is looser than its own. ``steps`` gives, per output, an absolute error it may have on top
+    (a quantized output's, see ``onnxport.verify.integer.quantized_output_steps``)."""
     checks = []
     for name, exp, act in zip(names, expected, actual):
         through = (computed or {}).get(name)
         checks.append(_compare_one(name, exp, act, random=name in random, float64_as_float32=float64_as_float32,
-                                   through=through, free_axes=(random_sizes or {}).get(name, ())))
+                                   through=through, free_axes=(random_sizes or {}).get(name, ()),
+                                   step=(steps or {}).get(name, 0.0)))
     if len(expected) != len(actual):
         checks.append(OutputCheck("<count>", "", (), 0, 0, 0, 0, False, f"{len(expected)} expected, {len(actual)} produced"))
     return checks
@@ -147,13 +150,15 @@ shape not the axes ``random_sizes`` names (sizes drawn at random). With
 
 def _compare_one(name: str, exp: torch.Tensor | float, act: torch.Tensor, *, random: bool = False,
                  float64_as_float32: bool = False, through: torch.dtype | None = None,
-                 free_axes: Collection[int] = ()) -> OutputCheck:
+                 free_axes: Collection[int] = (), step: float = 0.0) -> OutputCheck:
     exp = torch.as_tensor(exp).detach().cpu()
     act = torch.as_tensor(act).detach().cpu()
     narrowed = float64_as_float32 and exp.dtype == torch.float64
     atol, rtol = tolerance(torch.float32 if narrowed else exp.dtype)
     if through is not None and exp.is_floating_point():
         atol, rtol = max(atol, tolerance(through)[0]), max(rtol, tolerance(through)[1])
+    if exp.is_floating_point():
+        atol = max(atol, step)
     dtype = str(exp.dtype).replace("torch.", "")
     check = OutputCheck(name, dtype, tuple(exp.shape), 0.0, 0.0, atol, rtol, True, random=random)
     def kept(shape: Sequence[int]) -> list[int | None]:

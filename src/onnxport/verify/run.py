@@ -28,6 +28,7 @@ from onnxport.verify.ahead import EagerAhead
 from onnxport.verify.budget import Budget
 from onnxport.verify.child import Crashed, SessionProcess, no_fork_reason
 from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
+from onnxport.verify.integer import integer_kernels, quantized_output_steps, saturating_integer_products
 from onnxport.verify.session import initializer_bytes
 
 __all__ = ["Checker", "eager_outputs", "session_level"]
@@ -109,6 +110,7 @@ class Checker:
         self.eager_runs = 0
         self.reference: Any = None  # the example's eager outputs
         self.failing: tuple[list[torch.Tensor], Any] | None = None  # the first set onnxruntime failed on, expected
+        self.mismatched: tuple[list[torch.Tensor], Any] | None = None  # the first set it computed wrong, expected
         self.session_seconds = 0.0  # building the onnxruntime session (in the child, while eager PyTorch runs)
         self.crash: Crashed | None = None  # what ended the session, if onnxruntime crashed
         self.failure = ""  # the first onnxruntime error (or crash) on a set, for the diagnosis
@@ -116,6 +118,7 @@ class Checker:
         self._split = dict.fromkeys(("eager", "onnxruntime", "comparison"), 0.0)
         self._session: SessionProcess | None = None
         self._precisions: dict[str, torch.dtype] | None = None  # see computed_precisions
+        self._quantized_steps: dict[str, float] | None = None  # see quantized_output_steps
         self._unit: tuple[float, float, int] | None = None  # eager s, onnxruntime s, input elements
 
     @property
@@ -184,6 +187,8 @@ class Checker:
         if isinstance(actual, Exception) and self.failing is None and derived is None:
             self.failing = (tensors, expected)
         checks = self._compare(described, expected, actual)
+        if self.mismatched is None and derived is None and not all(c.ok for c in checks):
+            self.mismatched = (tensors, expected)
         if derived is not None and not all(c.ok for c in checks) and not isinstance(actual, Exception):
             start = time.perf_counter()
             expected = self._eager(args, kwargs)  # the rows were not what the model computes: eager decides
@@ -199,6 +204,11 @@ class Checker:
         worst = next(c for c in checks if not c.ok)
         self.result.runs.append(f"{described} (differs from eager PyTorch: {str(worst).strip()})")
         return "mismatch"
+
+    def _steps(self) -> dict[str, float]:
+        if self._quantized_steps is None:
+            self._quantized_steps = quantized_output_steps(self.program.model)
+        return self._quantized_steps
 
     def _computed(self) -> dict[str, torch.dtype]:
         if self._precisions is None:
@@ -248,7 +258,8 @@ class Checker:
         else:
             checks = compare(names, self.program.onnx_leaves(expected), actual, random=self.program.random_outputs,
                              random_sizes=self.program.random_sizes,
-                             float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed())
+                             float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed(),
+                             steps=self._steps())
         self._split["comparison"] += time.perf_counter() - start
         return checks
 
@@ -257,12 +268,12 @@ class Checker:
         """Whether onnxruntime failed at its default level on a set that a lower level runs right."""
         return "matches" in self.lower_levels.values()
 
-    def _diagnose_levels(self) -> None:
-        """After onnxruntime failed or crashed at its default level: whether the set it failed on runs
-        and matches at the lower levels (in child processes of their own)."""
-        if self.result.optimization != "all" or self.failing is None:
+    def _diagnose_levels(self, failing: tuple[list[torch.Tensor], Any] | None) -> None:
+        """After onnxruntime failed, crashed, or computed a quantized model wrong at its default level:
+        whether the set it failed on runs and matches at the lower levels (in child processes of their own)."""
+        if self.result.optimization != "all" or failing is None:
             return
-        inputs, expected = self.failing
+        inputs, expected = failing
         names = self.program.output_names
         for level in ("basic", "none"):
             session = SessionProcess(self.program.model, optimization=level, weights_as_inputs=level == "none")
@@ -276,7 +287,8 @@ class Checker:
             checks = compare(names, self.program.onnx_leaves(expected), actual,
                              random=self.program.random_outputs,
                              random_sizes=self.program.random_sizes,
-                             float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed())
+                             float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed(),
+                             steps=self._steps())
             self.lower_levels[level] = "matches" if all(c.ok for c in checks) else "differs"
             if self.lower_levels[level] == "matches":
                 break
@@ -286,7 +298,9 @@ class Checker:
         result, report = self.result, self.program.report
         self.close()
         if self.failure and not result.ok:
-            self._diagnose_levels()
+            self._diagnose_levels(self.failing)
+        elif not result.ok and not result.skipped and integer_kernels(self.program.model):
+            self._diagnose_levels(self.mismatched)
         result.seconds = self.budget.seconds
         result.time_split = {"session": self.session_seconds, **self._split}
         result.budget_seconds = self.budget.limit
@@ -313,11 +327,18 @@ class Checker:
 
     def _fix(self) -> str:
         keep = "pass verify_mode='warn' to keep the model anyway"
-        if not self.failure:
+        if not self.failure and self.lower_levels.get("basic") == "matches" and saturating_integer_products():
+            return ("the model's int8 arithmetic is right (onnxruntime computes it at level 'basic'), but the "
+                    "integer kernels onnxruntime fuses it into at its default level add each pair of uint8 x int8 "
+                    "products in int16 on this CPU (x86 with AVX2 and no VNNI), which weights' codes beyond 64 "
+                    "overflow: quantize the weights to [-64, 64] (a PT2E quantizer's weight quant_min/quant_max; "
+                    f"onnxport's own int8 quantization does so by default), or {keep} and run it with "
+                    "SessionOptions.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_BASIC")
+        if not self.failure and not self.onnxruntime_fault:
             return f"{keep}, and report the model to onnxport"
         import onnxruntime
 
-        what = "crashes" if self.crash is not None else "fails on"
+        what = "crashes" if self.crash is not None else "fails on" if self.failure else "computes wrong"
         release = f"onnxruntime {onnxruntime.__version__}"
         fine = next((level for level, outcome in self.lower_levels.items() if outcome == "matches"), None)
         if fine is not None:
