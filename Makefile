@@ -31,6 +31,13 @@ test: $(VENV)/.installed runtimes
 
 # The tests marked `slow` (a minute or more each: exports that fall back to strict capture), left out of
 # `make test`, which CI runs.
+# The quantization tests on an emulated x86 CPU with AVX2 and no VNNI (QEMU's Haswell), where onnxruntime's
+# uint8 x int8 kernels saturate their int16 pair sums; needs qemu-user (Debian: apt install qemu-user).
+.PHONY: test-no-vnni
+test-no-vnni: $(VENV)/.installed
+	qemu-x86_64 -cpu Haswell $(BIN)/python -m pytest -n 0 -p no:cacheprovider -m "not slow" \
+		tests/test_quantize_activations.py tests/test_quantize_kinds.py tests/ops/test_quantized.py
+
 .PHONY: test-slow
 test-slow: $(VENV)/.installed
 	$(BIN)/python -m pytest -n auto --dist loadfile -m slow

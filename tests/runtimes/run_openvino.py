@@ -4,8 +4,10 @@ line per input set (``caseio`` gives the formats). Needs numpy and openvino only
 
     python run_openvino.py [--default-precision] CASE_DIR [CASE_DIR ...]
 
-Models are compiled at f32 inference precision: on a CPU with bfloat16 units (AMX), OpenVINO's default is to
-compute in bfloat16, which no float32 tolerance holds. ``--default-precision`` compiles them as OpenVINO does
+Models are compiled at f32 inference precision and without dynamic quantization: on a CPU with bfloat16 units
+(AMX), OpenVINO's default is to compute in bfloat16, which no float32 tolerance holds, and on one with int8
+dot products (VNNI) it quantizes the activations of the products with int4/int8 weights (MatMulNBits) to int8
+in groups of 32 (the int4 Llama's logits 2.8e-3 off where they are exact without). ``--default-precision`` compiles them as OpenVINO does
 by default instead, reported as the runtime ``openvino-default`` (bench/runtimes.py measures what it does to
 the zoo's outputs; docs/targets.md says it).
 """
@@ -21,7 +23,7 @@ CORE = ov.Core()
 
 
 def load(path: str) -> ov.CompiledModel:
-    return CORE.compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    return CORE.compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"})
 
 
 def load_default(path: str) -> ov.CompiledModel:
