@@ -27,10 +27,20 @@ demo: $(VENV)/.installed
 	$(BIN)/onnxport demo
 
 test: $(VENV)/.installed runtimes
-	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow" --durations=10
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow and not sweep" --durations=10
+
+# The broad sweeps (marked `sweep`: all of torch's OpInfo database, the zoo without autograd, the fuzz seeds
+# past the first 90), left out of `make test`; CI runs them once, here, at the newest torch and transformers.
+.PHONY: test-sweep
+test-sweep: $(VENV)/.installed
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "sweep and not slow" --durations=5
 
 # The tests marked `slow` (a minute or more each: exports that fall back to strict capture), left out of
-# `make test`, which CI runs.
+# `make test` and of CI.
+.PHONY: test-slow
+test-slow: $(VENV)/.installed
+	$(BIN)/python -m pytest -n auto --dist loadfile -m slow
+
 # The quantization tests on an emulated x86 CPU with AVX2 and no VNNI (QEMU's Haswell), where onnxruntime's
 # uint8 x int8 kernels saturate their int16 pair sums; needs qemu-user (Debian: apt install qemu-user).
 .PHONY: test-no-vnni
@@ -38,21 +48,17 @@ test-no-vnni: $(VENV)/.installed
 	qemu-x86_64 -cpu Haswell $(BIN)/python -m pytest -n 0 -p no:cacheprovider -m "not slow" \
 		tests/test_quantize_activations.py tests/test_quantize_kinds.py tests/ops/test_quantized.py
 
-.PHONY: test-slow
-test-slow: $(VENV)/.installed
-	$(BIN)/python -m pytest -n auto --dist loadfile -m slow
-
 # The transformers-dependent tests (marked `transformers`) again, against the other end of the supported
 # range: requirements-test.txt pins the oldest transformers supported, $(TF_PINS) the newest (and whatever
 # it needs in other versions), in .venv-tf (layered on .venv, below).
-# Tests marked `pinned_only` (the zoo without autograd: its other variant runs here) are left out.
+# The sweeps are left out (`make test-sweep` runs them).
 TF_VENV := .venv-tf
 TF_PINS := requirements-transformers-newest.txt
 
 .PHONY: test-transformers
 test-transformers: $(TF_VENV)/.installed
 	$(TF_VENV)/bin/python -c "import importlib.metadata as m; print(*(f'{p}=={m.version(p)}' for p in ('torch', 'transformers', 'huggingface_hub', 'tokenizers')))"
-	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m "transformers and not slow and not pinned_only"
+	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m "transformers and not slow and not sweep"
 
 # .venv-tf is layered on .venv instead of a second copy of it (torch alone is 6 GB): its own site-packages holds
 # only $(TF_PINS)'s packages, installed without dependencies (a pin that needs another release of a package
@@ -67,8 +73,7 @@ $(TF_VENV)/.installed: $(VENV)/.installed $(TF_PINS)
 		> "$$($(TF_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_onnxport_base_venv.pth"
 	touch $@
 
-# The whole suite (but the slow tests, and the zoo without autograd, marked pinned_only: `make test` runs
-# both variants) at the oldest torch supported: requirements-torch-oldest.txt's torch stack in place of
+# `make test`'s suite (the slow tests and the sweeps left out) at the oldest torch supported: requirements-torch-oldest.txt's torch stack in place of
 # requirements-test.txt's (the newest), everything else as pinned there.
 OLDEST_VENV := .venv-torch-oldest
 OLDEST_PINS := requirements-torch-oldest.txt
@@ -76,7 +81,7 @@ OLDEST_PINS := requirements-torch-oldest.txt
 .PHONY: test-torch-oldest
 test-torch-oldest: $(OLDEST_VENV)/.installed runtimes
 	$(OLDEST_VENV)/bin/python -m pip list --format=freeze | grep -i -E "^(torch|transformers)=="
-	$(OLDEST_VENV)/bin/python -m pytest -n auto --dist loadfile -m "not slow and not pinned_only" --durations=10
+	$(OLDEST_VENV)/bin/python -m pytest -n auto --dist loadfile -m "not slow and not sweep" --durations=10
 
 $(OLDEST_VENV)/.installed: pyproject.toml requirements-test.txt $(OLDEST_PINS)
 	$(call side_venv,$(OLDEST_VENV),$(OLDEST_PINS),^(torch|triton|nvidia-[a-z0-9-]*|cuda-[a-z-]*)==)

@@ -8,6 +8,7 @@ entry that matches only from some torch release on is listed in ``EXPECTED_BEFOR
 its outcome before it (``expected_outcome``).
 Nothing but an ``OnnxportError`` may leave ``export`` (the census lets anything else through). The
 coverage line at the end of the session counts matched entries; ``bench/opinfo.py`` runs other dtypes.
+The whole database is a ``sweep``: ``make test-sweep`` runs it, once per CI, at the newest torch.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from torch.testing._internal.common_methods_invocations import op_db  # noqa: E4
 from onnxport.versions import torch_at_least  # noqa: E402
 from tests.opinfo_census import census_entry, ci_dtype, entry_key  # noqa: E402
 from tests.opinfo_expected import EXPECTED, EXPECTED_BEFORE  # noqa: E402
+
+pytestmark = pytest.mark.sweep
 
 SAMPLES_PER_ENTRY = 3
 RESULTS: dict[str, str] = {}

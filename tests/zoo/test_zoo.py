@@ -43,11 +43,11 @@ def check_other_size(case: ZooCase, model: torch.nn.Module, prog: onnxport.OnnxP
 
 
 def _params() -> list:
-    """Each case with autograd on and off; against the second pinned transformers (``make test-transformers``)
-    autograd on alone, as users call an exporter: whether autograd is on does not depend on the version."""
+    """Each case with autograd on and off; autograd off is a ``sweep`` (``make test-sweep``, once per CI): users
+    call an exporter with autograd on, and whether it is on does not depend on the versions installed."""
     return [
         pytest.param(case, grad, id=f"{case.name}-{'grad' if grad else 'no_grad'}",
-                     marks=[*([pytest.mark.slow] if case.slow else []), *([] if grad else [pytest.mark.pinned_only])])
+                     marks=[*([pytest.mark.slow] if case.slow else []), *([] if grad else [pytest.mark.sweep])])
         for case in ZOO for grad in (True, False)
     ]
 
