@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the side runtimes that tests/runtimes runs exported files in, from pinned versions, into
 # $1 (default .runtimes/): a venv per line of python.txt (numpy + onnxruntime only) and of openvino.txt
-# (numpy + openvino), and an npm folder per
-# node-*/ (onnxruntime-node + onnxruntime-web, `npm ci` from the committed lock file). Each one is stamped
+# (numpy + openvino), an npm folder per
+# node-*/ (onnxruntime-node + onnxruntime-web, `npm ci` from the committed lock file) and one for
+# transformers-js/ (transformers.js, which brings its own onnxruntime-node and -web). Each one is stamped
 # with the pins it was built from, so a rerun skips what is already there and rebuilds what changed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -39,17 +40,17 @@ grep -v '^#' "$here/openvino.txt" | while read -r ov numpy telemetry; do
     side_venv "$root/openvino-$ov" openvino "$ov" "openvino==$ov" "numpy==$numpy" "openvino-telemetry==$telemetry"
 done
 
-# npm: onnxruntime-node and onnxruntime-web per pinned lock file.
-for src in "$here"/node-*/; do
+# npm: onnxruntime-node and onnxruntime-web per pinned lock file, and transformers.js.
+for src in "$here"/node-*/ "$here"/transformers-js/; do
     name="$(basename "$src")"
     dir="$root/$name"
     want="$(cat "$src/package.json" "$src/package-lock.json" | sha256sum | cut -d' ' -f1) $(node --version)"
     if [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then continue; fi
-    echo "runtimes: $(grep -o '"onnxruntime-node": "[^"]*"' "$src/package.json") and onnxruntime-web -> $dir"
+    echo "runtimes: $(grep -o '"[a-z@/-]*": "[0-9][^"]*"' "$src/package.json" | tr '\n' ' ')-> $dir"
     rm -rf "$dir"
     mkdir -p "$dir"
     cp "$src/package.json" "$src/package-lock.json" "$dir/"
     # The CPU binaries ship in the package; its install script would fetch CUDA ones from nuget.org.
-    (cd "$dir" && ONNXRUNTIME_NODE_INSTALL=skip npm ci --silent --no-audit --no-fund)
+    (cd "$dir" && ONNXRUNTIME_NODE_INSTALL=skip ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm ci --silent --no-audit --no-fund)
     echo "$want" > "$dir/.stamp"
 done

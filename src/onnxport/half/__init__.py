@@ -45,9 +45,10 @@ def is_half(model: ir.Model) -> bool:
     return any(v.dtype == ir.DataType.FLOAT16 for v in model.graph.initializers.values())
 
 
-def to_half(model: ir.Model, opset: int, *, from_float32: bool, weights: Collection[str] = ()) -> HalfSummary:
-    """Convert ``model`` in place (``HalfConvertPass``; ``weights``: the initializers that are parameters);
-    returns what was done."""
-    convert = HalfConvertPass(opset, from_float32=from_float32, weights=weights)
+def to_half(model: ir.Model, opset: int, *, from_float32: bool, weights: Collection[str] = (),
+            keep_io: bool = False) -> HalfSummary:
+    """Convert ``model`` in place (``HalfConvertPass``; ``weights``: the initializers that are parameters;
+    ``keep_io``: float32 inputs and outputs stay float32); returns what was done."""
+    convert = HalfConvertPass(opset, from_float32=from_float32, weights=weights, keep_io=keep_io)
     convert(model)
     return convert.summary

@@ -55,14 +55,18 @@ class HalfConvertPass(ir.passes.InPlacePass):
     only the float16 values are considered (a float16 model) and its float32 ones are left as they are.
     ``weights`` names the initializers that are the model's parameters: always stored in float16, even
     where only islands read them (a norm's scale is cast up there); other constants read only in islands
-    (buffers such as rotary frequencies, epsilons) stay float32. After a run, ``summary`` says what was done.
+    (buffers such as rotary frequencies, epsilons) stay float32. ``keep_io`` leaves the model's float32
+    inputs and outputs float32, cast at the boundary (a runtime that feeds float32 whatever the weights). After
+    a run, ``summary`` says what was done.
     """
 
-    def __init__(self, opset: int, *, from_float32: bool = True, weights: Collection[str] = ()):
+    def __init__(self, opset: int, *, from_float32: bool = True, weights: Collection[str] = (),
+                 keep_io: bool = False):
         super().__init__()
         self.opset = opset
         self.from_float32 = from_float32
         self.weights = frozenset(weights)
+        self.keep_io = keep_io
         self.summary = HalfSummary({})
 
     def _eligible(self, value: ir.Value | None) -> bool:
@@ -91,9 +95,10 @@ class HalfConvertPass(ir.passes.InPlacePass):
             _retype_outputs(node, target, eligible)
             if node.op_type == "Attention" and node not in island and node not in frozen:
                 node.attributes.setdefault("softmax_precision", ir.AttrInt64("softmax_precision", F32))
+        kept = set(model.graph.inputs) if self.keep_io else set()
         for graph in graphs:
             for value in graph.inputs:
-                if value in eligible:
+                if value in eligible and value not in kept:
                     value.dtype = F16
         for node in nodes:
             for i, value in enumerate(node.inputs):
@@ -101,9 +106,10 @@ class HalfConvertPass(ir.passes.InPlacePass):
                 if wanted is not None and value.dtype != wanted:
                     node.replace_input_with(i, casts.cast(node, value, wanted))
         for graph in graphs:
+            wanted = F32 if self.keep_io and graph is model.graph else F16
             for value in list(graph.outputs):
-                if value in eligible and value.dtype != F16:
-                    casts.cast_output(graph, value, F16)
+                if value in eligible and value.dtype != wanted:
+                    casts.cast_output(graph, value, wanted)
         summary.casts = casts.count
         self.summary = summary
         return ir.passes.PassResult(model, modified=True)
@@ -221,7 +227,7 @@ def _as_dtype(tensor: ir.TensorProtocol, dtype: D) -> ir.TensorProtocol:
 
 
 def _converted(tensor: ir.TensorProtocol, dtype: D) -> TorchTensor:
-    source = tensor.raw if isinstance(tensor, TorchTensor) else torch.from_numpy(tensor.numpy())
+    source = tensor.raw if isinstance(tensor, TorchTensor) else torch.from_numpy(np.require(tensor.numpy(), requirements="W"))
     out = source.to(torch.float16 if dtype == F16 else torch.float32)
     if dtype == F16:
         overflow = out.isinf() & ~source.isinf()

@@ -40,14 +40,14 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
 
 from onnxport.arguments import check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
-from onnxport.hf import prequantized, stream
+from onnxport.hf import prequantized, stream, transformers_js
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
@@ -77,7 +77,7 @@ logger = logging.getLogger("onnxport")
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
               *, opset: int | None = None, progress: bool = False,
               streaming: bool | None = None, target: Any = None,
-              quantize: bool | str | Mapping[str, Any] | None = None
+              quantize: bool | str | Mapping[str, Any] | None = None, dtypes: Sequence[str] | str | None = None
               ) -> OnnxProgram | Seq2SeqPrograms | VlmPrograms | dict[str, OnnxProgram]:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
     programs of a seq2seq task, the three of a vision-language model; for ``text-to-image``, a diffusers pipeline
@@ -103,9 +103,27 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     ``task="auto"`` picks the task from the directory (``onnxport.hf.tasks.pick_task``: config.json's
     ``architectures``, or a sentence-transformers ``modules.json``), logs it and notes it in each program's
     report; a directory that does not tell is an ``InvalidInputError``.
+
+    ``target="transformers.js"`` (or ``"transformers.js>=4.0"``) writes the folder transformers.js loads
+    (``onnxport.hf.transformers_js``): ``onnx/`` with one file per session (``model``; ``encoder_model`` and
+    ``decoder_model_merged`` for the seq2seq tasks) and per ``dtypes`` (default: all of ``fp32``, ``fp16``,
+    ``q8``, ``q4``, ``q4f16``, the precisions its users pick with ``dtype:``), written for the onnxruntime-web
+    its oldest release runs; ``quantize`` does not apply there (``dtypes`` chooses the precisions). The
+    programs returned are the float32 ones.
     """
     directory = os.fspath(directory)
+    engine = transformers_js.engine_target(target)
+    if engine is not None:
+        if quantize is not None:
+            raise InvalidInputError("a transformers.js folder holds its own quantized variants (q8, q4, q4f16)",
+                                    fix="leave quantize out and choose the variants with dtypes=")
+        dtypes = transformers_js.check_dtypes(dtypes)
+    elif dtypes is not None:
+        raise InvalidInputError("dtypes= chooses the files of a transformers.js folder",
+                                fix="pass target='transformers.js' too, or leave dtypes out")
     if task == "text-to-image" or (task == "auto" and os.path.isfile(os.path.join(directory, INDEX_FILE))):
+        if engine is not None:
+            transformers_js.check_task("text-to-image")
         if quantize is not None:
             raise InvalidInputError("onnxport does not quantize a text-to-image pipeline",
                                     fix="export it without quantize")
@@ -128,6 +146,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         picked = pick_task(directory)
         task = picked.task
         logger.info("%s", picked)
+    if engine is not None:
+        transformers_js.check_task(task)
+        target = engine
     from onnxport.api import _quantize_options, export
 
     quantize = _quantize_options(quantize)  # checked before anything is loaded or written
@@ -140,9 +161,13 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         raise InvalidInputError(f"{task} models are exported with their weights loaded (their example inputs come "
                                 "from running the encoder)", fix="leave streaming unset, or pass streaming=False")
     # Where the files go, and what the directory says, before anything is loaded or exported.
-    written = [*(SEQ2SEQ_FILES if spec.seq2seq else VLM_FILES if spec.vlm else ("model.onnx",)),
-               *(("genai_config.json",) if task == "text-generation" else ()),
-               *(name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name)))]
+    copied = [name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name))]
+    if engine is not None:
+        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else ("model",)
+        written = [*transformers_js.file_names(sessions, dtypes), *copied]
+    else:
+        written = [*(SEQ2SEQ_FILES if spec.seq2seq else VLM_FILES if spec.vlm else ("model.onnx",)),
+                   *(("genai_config.json",) if task == "text-generation" else ()), *copied]
     check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
     config = read_config(model_dir)
     if spec.vlm:
@@ -193,11 +218,20 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         files = {"model.onnx": result}
     if quantize is not None:
         _check_quantized({name: prog for name, prog in files.items() if not spec.vlm or name == "model.onnx"})
+    if engine is not None and spec.seq2seq:
+        files = {"encoder_model": result.encoder,
+                 "decoder_model_merged": transformers_js.merge_decoders(result.decoder, result.decoder_with_past)}
+    elif engine is not None:
+        files = {"model": result}
     for prog in files.values():
         prog.model.metadata_props[TASK_KEY] = task
         if picked is not None:
             prog.report.notes.append(str(picked))
     os.makedirs(out, exist_ok=True)
+    if engine is not None:
+        _copy(model_dir, out, copied)
+        transformers_js.write_folder(out, files, dtypes)
+        return result
     for name, prog in files.items():
         prog.save(os.path.join(out, name))
     if task == "text-generation":
@@ -205,10 +239,13 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             json.dump(genai_config(config, model), f, indent=2)
     elif spec.vlm:
         write_genai(out, config, model, model_dir)
-    for name in COPIED_FILES:
-        if os.path.isfile(os.path.join(model_dir, name)):
-            shutil.copyfile(os.path.join(model_dir, name), os.path.join(out, name))
+    _copy(model_dir, out, copied)
     return result
+
+
+def _copy(directory: str, out: str, names: Sequence[str]) -> None:
+    for name in names:
+        shutil.copyfile(os.path.join(directory, name), os.path.join(out, name))
 
 
 def _prequantized_options(scheme: prequantized.Scheme, quantize: dict[str, Any] | None, task: str, spec: Task,

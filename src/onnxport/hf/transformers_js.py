@@ -1,0 +1,305 @@
+"""The folder transformers.js loads: ``export_hf(..., target="transformers.js")``.
+
+transformers.js (npm ``@huggingface/transformers``) runs ONNX models in browsers and Node through onnxruntime-web
+and onnxruntime-node. It loads a model folder as the Hub lays it out:
+
+- the model's ``config.json`` (with a ``transformers.js_config`` entry), its tokenizer or processor files and
+  ``generation_config.json``, beside
+- ``onnx/``: one file per session and per precision, ``<session><suffix>.onnx``. The sessions depend on the kind
+  of model: ``model`` (encoders, and decoder-only models with their KV cache), ``encoder_model`` and
+  ``decoder_model_merged`` (encoder-decoders: T5, BART, Whisper). The suffix is that of the ``dtype`` a user
+  picks (``pipeline(task, folder, {dtype})``): none for fp32, ``_fp16``, ``_quantized`` (q8: int8 weights and
+  activations, transformers.js's default on the wasm backend), ``_q4`` and ``_q4f16`` (4-bit weights in a
+  float32 or float16 model). A dtype whose file is missing is an error there, so the folder holds every one.
+
+The variants are made from the exported float32 model: fp16 by onnxport's half conversion (float32 islands,
+float32 inputs and outputs: transformers.js feeds float32 whatever the weights), q8 by its dynamic int8
+quantization, q4 and q4f16 by its 4-bit ``MatMulNBits`` (blocks of 32). ``decoder_model_merged`` is the first
+decoder step and the step with past in one file: an ``If`` on the ``use_cache_branch`` input, which
+transformers.js sets once it has a cache; their shared weights are stored once.
+
+A file whose weights exceed 2 GB (protobuf's limit) keeps them in ``<file>.onnx_data``, as transformers.js
+reads them, and ``transformers.js_config.use_external_data_format`` names it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import onnx_ir as ir
+from torch.utils import _pytree as pytree
+
+from onnxport.errors import InvalidInputError
+from onnxport.program import OnnxProgram
+from onnxport.report import Report
+from onnxport.verify.session import initializer_bytes
+
+__all__ = ["DTYPES", "NAME", "SUBFOLDER", "TASKS", "engine_target", "file_names", "merge_decoders", "variant",
+           "write_folder"]
+
+NAME = "transformers.js"
+SUBFOLDER = "onnx"
+# dtype -> file suffix, as transformers.js names them; the default folder holds them all.
+DTYPES = {"fp32": "", "fp16": "_fp16", "q8": "_quantized", "q4": "_q4", "q4f16": "_q4f16"}
+# The export-hf tasks transformers.js has a pipeline for, and the sessions (files) each loads.
+SEQ2SEQ_SESSIONS = ("encoder_model", "decoder_model_merged")
+TASKS = ("text-generation", "feature-extraction", "text-classification", "fill-mask", "token-classification",
+         "question-answering", "image-classification", "zero-shot-image-classification", "object-detection",
+         "image-segmentation", "depth-estimation", "audio-classification", "text2text-generation",
+         "automatic-speech-recognition")
+# transformers.js releases and the onnxruntime they run on: 4.0 to 4.2 on onnxruntime-node 1.24.3 and
+# onnxruntime-web 1.25 (a development build), 4.3 on 1.30 and 1.31. Its files are written for the oldest.
+_ENGINES = (((4, 0), "onnxruntime-web>=1.24"),)
+_SPEC = re.compile(r"^\s*transformers\.js\s*(?:>=\s*(\d+)(?:\.(\d+))?(?:\.\d+)?)?\s*$")
+_TWO_GB = 2 * 1024**3
+BRANCH = "use_cache_branch"
+
+
+def engine_target(target: Any) -> str | None:
+    """The onnxruntime target a ``transformers.js[>=X.Y]`` target's files are written for; None when ``target``
+    is not a transformers.js one."""
+    if not isinstance(target, str) or not target.strip().startswith(NAME):
+        return None
+    match = _SPEC.match(target)
+    if match is None:
+        raise InvalidInputError(f"target {target!r} is not one onnxport writes for",
+                                fix="write transformers.js or transformers.js>=4.0")
+    version = (int(match.group(1)), int(match.group(2) or 0)) if match.group(1) else _ENGINES[0][0]
+    engine = None
+    for since, runtime in _ENGINES:
+        if version >= since:
+            engine = runtime
+    if engine is None:
+        oldest = _ENGINES[0][0]
+        raise InvalidInputError(f"target {target!r} is older than onnxport writes for: transformers.js "
+                                f"{oldest[0]}.{oldest[1]} is the oldest", fix=f"name {NAME}>={oldest[0]}.{oldest[1]}")
+    return engine
+
+
+def check_task(task: str) -> None:
+    """Refuse a task transformers.js has no pipeline for (or computes otherwise), saying what to do instead."""
+    if task == "sentence-similarity":
+        raise InvalidInputError(
+            "transformers.js pools sentence embeddings itself, from the transformer's last_hidden_state",
+            fix="export the directory's transformer with task feature-extraction and call pipeline("
+            "'feature-extraction', folder, {pooling: 'mean', normalize: true}) as its modules.json says")
+    if task not in TASKS:
+        raise InvalidInputError(f"transformers.js has no pipeline for {task}",
+                                fix=f"export it for onnxruntime (no target), or pick one of {', '.join(TASKS)}")
+
+
+def check_dtypes(dtypes: Any) -> tuple[str, ...]:
+    """``dtypes`` (None: all of ``DTYPES``) as a checked tuple."""
+    if dtypes is None:
+        return tuple(DTYPES)
+    if isinstance(dtypes, str):
+        dtypes = [d.strip() for d in dtypes.split(",") if d.strip()]
+    if not isinstance(dtypes, Iterable) or not (dtypes := tuple(dtypes)) or any(d not in DTYPES for d in dtypes):
+        raise InvalidInputError(f"dtypes {dtypes!r} are not transformers.js's",
+                                fix=f"pick some of {', '.join(DTYPES)} (default: all)")
+    return tuple(dict.fromkeys(dtypes))
+
+
+def file_names(sessions: Sequence[str], dtypes: Sequence[str]) -> list[str]:
+    """The files under the output folder, ``onnx/<session><suffix>.onnx``."""
+    return [f"{SUBFOLDER}/{session}{DTYPES[dtype]}.onnx" for session in sessions for dtype in dtypes]
+
+
+# -- the precisions ---------------------------------------------------------------------------------------------
+
+
+def variant(prog: OnnxProgram, dtype: str) -> OnnxProgram:
+    """``prog`` (a float32 export) in transformers.js's ``dtype``: a new program, ``prog`` left as it is."""
+    if dtype == "fp32":
+        return prog
+    if dtype == "q8":
+        return prog.quantize(activations="dynamic")
+    if dtype == "q4":
+        return prog.quantize(bits=4)
+    half = _half(prog)
+    return half if dtype == "fp16" else half.quantize(bits=4)
+
+
+def _half(prog: OnnxProgram) -> OnnxProgram:
+    from onnxport.half import to_half
+
+    model = _clone(prog.model)
+    opset = model.opset_imports.get("", 0)
+    summary = to_half(model, opset, from_float32=True, keep_io=True)
+    report = Report(notes=[*prog.report.notes, str(summary)])
+    return _flat_program(model, report)
+
+
+def _clone(model: ir.Model) -> ir.Model:
+    """A copy of ``model`` whose values' types are its own (``ir.Model.clone`` shares them, so that retyping a
+    value of the copy would retype the original's too)."""
+    copied = model.clone()
+    for graph in (copied.graph, *copied.graph.subgraphs()):
+        values = [*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs)]
+        for value in values:
+            if value.type is not None:
+                value.type = copy.copy(value.type)
+    return copied
+
+
+def _flat_program(model: ir.Model, report: Report) -> OnnxProgram:
+    """A program over ``model``'s flat inputs and outputs (called as ``prog(*tensors)``, returning a list)."""
+    inputs, outputs = len(model.graph.inputs), len(model.graph.outputs)
+    return OnnxProgram(model, report=report, in_spec=pytree.tree_flatten((tuple(range(inputs)), {}))[1],
+                       out_spec=pytree.tree_flatten(list(range(outputs)))[1], input_used=[True] * inputs,
+                       output_slots=list(range(outputs)))
+
+
+# -- the merged decoder ------------------------------------------------------------------------------------------
+
+
+def merge_decoders(first: OnnxProgram, with_past: OnnxProgram) -> OnnxProgram:
+    """One model computing ``first`` (a decoder's first step: no past inputs) when its boolean input
+    ``use_cache_branch`` is false, and ``with_past`` (a step with the cache) when it is true.
+
+    Its inputs are ``with_past``'s and ``use_cache_branch``; its outputs, named as both have them, come from an
+    ``If``. Each model's graph becomes a branch; their initializers move to the outer graph, stored once where
+    both hold the same tensor (the decoder's weights)."""
+    if [v.name for v in first.model.graph.outputs] != [v.name for v in with_past.model.graph.outputs]:
+        raise InvalidInputError("the two decoders have different outputs", fix="export both from one model")
+    missing = {v.name for v in first.model.graph.inputs} - {v.name for v in with_past.model.graph.inputs}
+    if missing:
+        raise InvalidInputError(f"the first decoder takes inputs the one with past does not: {sorted(missing)}",
+                                fix="export both from one model")
+    models = [with_past.model.clone(), first.model.clone()]  # then, else
+    inputs = [ir.Value(name=v.name, type=v.type, shape=v.shape) for v in models[0].graph.inputs]
+    branch = ir.Value(name=BRANCH, type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([1]))
+    outer = {v.name: v for v in inputs}
+    stored: dict[tuple[Any, ...], ir.Value] = {}
+    initializers: list[ir.Value] = []
+    branches = []
+    for model, tag in zip(models, ("with_past", "first")):
+        graph = model.graph
+        for i, value in enumerate(list(graph.outputs)):
+            if value.producer() is None:  # an input or weight returned as it came: a branch must compute it
+                copy = ir.Node("", "Identity", [value], name=f"{value.name}/returned")
+                copy.outputs[0].name, copy.outputs[0].type, copy.outputs[0].shape = value.name, value.type, value.shape
+                graph.append(copy)
+                graph.outputs[i] = copy.outputs[0]
+        for value in list(graph.inputs):
+            value.replace_all_uses_with(outer[value.name])
+        graph.inputs.clear()
+        for name in list(graph.initializers):
+            value = graph.initializers.pop(name)
+            key = _content_key(value)
+            if key in stored:
+                value.replace_all_uses_with(stored[key])
+                continue
+            stored[key] = value
+            initializers.append(value)
+        for node in graph.all_nodes():  # the branches' own names, apart from each other's and the outer ones
+            for value in node.outputs:
+                value.name = f"{tag}/{value.name}"
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    for value in attr.value.inputs:
+                        value.name = f"{tag}/{value.name}"
+        graph.name = tag
+        branches.append(graph)
+    _unique_initializer_names(initializers)
+    outputs = []
+    for a, b in zip(branches[0].outputs, branches[1].outputs):
+        name = a.name.split("/", 1)[1]
+        outputs.append(ir.Value(name=name, type=a.type, shape=_common_shape(a.shape, b.shape)))
+    node = ir.Node("", "If", [branch], [ir.AttrGraph("then_branch", branches[0]),
+                                       ir.AttrGraph("else_branch", branches[1])], outputs=outputs, name="merged")
+    opsets = {**models[1].opset_imports, **models[0].opset_imports}
+    graph = ir.Graph([*inputs, branch], outputs, nodes=[node], initializers=initializers, opset_imports=opsets,
+                     name="decoder_model_merged")
+    functions = {**models[1].functions, **models[0].functions}
+    merged = ir.Model(graph, ir_version=max(m.ir_version for m in models), producer_name=models[0].producer_name,
+                      producer_version=models[0].producer_version, functions=list(functions.values()))
+    merged.metadata_props.update(models[0].metadata_props)
+    report = Report(notes=[f"merged: {len(initializers)} initializers for both branches"])
+    return _flat_program(merged, report)
+
+
+def _content_key(value: ir.Value) -> tuple[Any, ...]:
+    tensor = value.const_value
+    data = tensor.tobytes() if tensor is not None else b""
+    return (value.dtype, tuple(value.shape or ()), hashlib.sha256(data).hexdigest())
+
+
+def _unique_initializer_names(values: list[ir.Value]) -> None:
+    seen: set[str] = set()
+    for value in values:
+        name, n = value.name, 0
+        while value.name in seen:
+            n += 1
+            value.name = f"{name}_{n}"
+        seen.add(value.name)
+
+
+def _common_shape(a: ir.Shape | None, b: ir.Shape | None) -> ir.Shape | None:
+    """The dims two branches' outputs share; None (unknown) where they differ."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return ir.Shape([x if str(x) == str(y) else None for x, y in zip(a, b)])
+
+
+# -- the folder ------------------------------------------------------------------------------------------------
+
+
+def write_folder(out: str, sessions: Mapping[str, OnnxProgram], dtypes: Sequence[str]) -> dict[str, OnnxProgram]:
+    """Write ``onnx/<session><suffix>.onnx`` for each session and dtype, and the ``transformers.js_config`` entry
+    of ``out/config.json`` (copied there before); returns ``{file: program}``."""
+    folder = os.path.join(out, SUBFOLDER)
+    os.makedirs(folder, exist_ok=True)
+    written: dict[str, OnnxProgram] = {}
+    external: dict[str, int] = {}
+    for session, prog in sessions.items():
+        for dtype in dtypes:
+            name = f"{session}{DTYPES[dtype]}.onnx"
+            made = variant(prog, dtype)
+            path = os.path.join(folder, name)
+            if initializer_bytes(made.model) >= _TWO_GB:
+                _save_with_data(made, path)
+                external[name] = 1
+            else:
+                made.save(path, external_data=False)
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(f"{path}_data")  # an earlier, larger save's
+            written[f"{SUBFOLDER}/{name}"] = made
+    _write_config(os.path.join(out, "config.json"), external)
+    return written
+
+
+def _save_with_data(prog: OnnxProgram, path: str) -> None:
+    """``path`` with its weights in ``<path>_data``, the one data file transformers.js reads beside it: both
+    written in a staging folder, the data moved into place first, then the model."""
+    directory, name = os.path.split(path)
+    staging = tempfile.mkdtemp(prefix=f".{name}.", dir=directory)
+    try:
+        ir.save(prog.model, os.path.join(staging, name), external_data=f"{name}_data")
+        os.replace(os.path.join(staging, f"{name}_data"), f"{path}_data")
+        os.replace(os.path.join(staging, name), path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_config(path: str, external: Mapping[str, int]) -> None:
+    config: dict[str, Any] = {}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    settings = dict(config.get("transformers.js_config") or {})
+    settings.pop("use_external_data_format", None)
+    if external:
+        settings["use_external_data_format"] = dict(external)
+    config["transformers.js_config"] = settings
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)

@@ -1,0 +1,57 @@
+// Run transformers.js pipelines on exported folders, as its users call them, and write what they return as JSON.
+//
+//   node run_transformers_js.mjs --modules .runtimes/transformers-js JOBS.json RESULTS.json
+//
+// JOBS.json is a list of {folder, task, dtype, inputs, options}: each input is a string, a {question, context}
+// pair, {image: PATH} (read with transformers.js's RawImage), {audio: [samples]} (a Float32Array), or
+// {image: PATH, labels: [...]} for zero-shot image classification. RESULTS.json gets, per job, {outputs} (one
+// per input) or {error}. Tensors become {dims, data}; images {width, height, channels, data}.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+
+const args = process.argv.slice(2);
+const i = args.indexOf('--modules');
+const modules = path.resolve(args.splice(i, 2)[1]);
+const [jobsFile, resultsFile] = args;
+const require = createRequire(path.join(modules, 'package.json'));
+const tjs = await import(pathToFileURL(require.resolve('@huggingface/transformers')).href);
+tjs.env.allowRemoteModels = false;
+
+function plain(value) {
+  if (value instanceof tjs.Tensor) return { dims: value.dims, data: Array.from(value.data, Number) };
+  if (value instanceof tjs.RawImage) {
+    return { width: value.width, height: value.height, channels: value.channels, data: Array.from(value.data) };
+  }
+  if (ArrayBuffer.isView(value)) return Array.from(value, Number);
+  if (Array.isArray(value)) return value.map(plain);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, plain(v)]));
+  }
+  return typeof value === 'bigint' ? Number(value) : value;
+}
+
+async function call(pipe, task, input, options) {
+  if (typeof input === 'string') return pipe(input, options);
+  if (input.question !== undefined) return pipe(input.question, input.context, options);
+  if (input.audio !== undefined) return pipe(Float32Array.from(input.audio), options);
+  const image = await tjs.RawImage.read(input.image);
+  if (input.labels !== undefined) return pipe(image, input.labels, options);
+  return pipe(image, options);
+}
+
+const jobs = JSON.parse(fs.readFileSync(jobsFile, 'utf8'));
+const results = [];
+for (const job of jobs) {
+  try {
+    const pipe = await tjs.pipeline(job.task, job.folder, { dtype: job.dtype, local_files_only: true });
+    const outputs = [];
+    for (const input of job.inputs) outputs.push(plain(await call(pipe, job.task, input, job.options ?? {})));
+    await pipe.dispose();
+    results.push({ outputs });
+  } catch (error) {
+    results.push({ error: String(error?.stack ?? error) });
+  }
+}
+fs.writeFileSync(resultsFile, JSON.stringify(results));

@@ -1,0 +1,349 @@
+"""``export_hf(..., target="transformers.js")``: the folder transformers.js loads, run in Node by the pinned
+``@huggingface/transformers`` (tests/runtimes/transformers-js, installed by ``make runtimes``) through
+``pipeline(task, folder, {dtype})``, for each task it has a pipeline for and each dtype the folder holds.
+
+fp32 equals transformers' own pipeline on the PyTorch model (labels and tokens equal, scores within 1e-4);
+the other dtypes run and stay within the bounds stated in ``CLOSE``. Tiny random models, nothing downloaded.
+All folders are exported once and run in one Node process (the ``js`` fixture)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import onnxport
+from onnxport.hf import export_hf
+from onnxport.hf import transformers_js as tjs
+from tests.hf_dirs import write_llama
+from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
+from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
+
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.transformers
+
+MODULES = os.path.join(RUNTIMES_ROOT, "transformers-js")
+RUNNER = os.path.join(RUNTIMES_HERE, "run_transformers_js.mjs")
+DTYPES = tuple(tjs.DTYPES)
+# How far each dtype's scores (probabilities) may be from fp32's: float16 arithmetic, then int8 weights and
+# activations, then 4-bit weights (blocks of 32), measured on these tiny random models with a margin.
+CLOSE = {"fp32": 1e-4, "fp16": 5e-3, "q8": 0.1, "q4": 0.3, "q4f16": 0.3}
+PROMPT = "w5 w17 w33 w8"
+NEW_TOKENS = 8
+
+
+def write_special_tokenizer(directory: str, vocab_size: int) -> None:
+    """A word-level tokenizer (``<pad>``=0, ``<s>``=1, ``</s>``=2, then ``w3``...) whose three special tokens are
+    marked special, so that both transformers and transformers.js leave them out of decoded text."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, **{f"w{i}": i for i in range(3, vocab_size)}}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.add_special_tokens([AddedToken(t, special=True) for t in ("<pad>", "<s>", "</s>")])
+    tokenizer.save(os.path.join(directory, "tokenizer.json"))
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+                   "pad_token": "<pad>", "unk_token": "<pad>"}, f)
+
+
+def write_png(path: str, height: int, width: int, seed: int = 0) -> object:
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    image = Image.fromarray(rng.integers(0, 255, (height, width, 3), dtype=np.uint8))
+    image.save(path)
+    return image
+
+
+class Case:
+    """One exported folder: the task, the source directory, the inputs given to both pipelines, the options
+    (the same in both), and transformers' result for each input."""
+
+    def __init__(self, task: str, directory: str, inputs: list, options: dict, expected: list) -> None:
+        self.task, self.directory, self.inputs, self.options, self.expected = task, directory, inputs, options, expected
+
+
+def _text_generation(root: str) -> Case:
+    directory = os.path.join(root, "llama")
+    write_llama(directory)
+    write_special_tokenizer(directory, 99)
+    options = {"max_new_tokens": NEW_TOKENS, "do_sample": False}
+    eager = transformers.pipeline("text-generation", model=directory)
+    return Case("text-generation", directory, [PROMPT], options, [eager(PROMPT, **options)])
+
+
+def _text2text(root: str) -> Case:
+    directory = os.path.join(root, "t5")
+    torch.manual_seed(0)
+    config = transformers.T5Config(vocab_size=99, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=2, initializer_factor=4.0)
+    model = transformers.T5ForConditionalGeneration(config).eval()
+    model.save_pretrained(directory)
+    write_special_tokenizer(directory, 99)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    options = {"max_new_tokens": NEW_TOKENS, "do_sample": False}
+    texts = [PROMPT, "w40 w41 w42"]
+    expected = []
+    for text in texts:
+        ids = model.generate(**tokenizer(text, return_tensors="pt"), **options, num_beams=1)
+        expected.append([{"generated_text": tokenizer.decode(ids[0], skip_special_tokens=True)}])
+    return Case("text2text-generation", directory, texts, options, expected)
+
+
+def _encoder(root: str, task: str, head: str, **extra: object) -> Case:
+    from tests.test_export_hf_tasks import LABELS, QA, TEXTS, tiny_model, write_tokenizer
+
+
+    directory = os.path.join(root, head or "bert")
+    tokenizer = write_tokenizer(directory, "bert")
+    if task == "token-classification":
+        extra = dict(num_labels=5, id2label=LABELS, label2id={v: k for k, v in LABELS.items()})
+    model = tiny_model("bert", head or "Model", len(tokenizer), **extra)
+    model.save_pretrained(directory)
+    if task == "question-answering":
+        from onnxport.hf.question_answering import QuestionAnsweringPipeline
+
+        eager = QuestionAnsweringPipeline(model=model, tokenizer=tokenizer)
+        return Case(task, directory, QA[:2], {}, [eager(**q) for q in QA[:2]])
+    # Words of the vocabulary only: transformers.js drops [UNK] from token classification as a special token.
+    texts = ([TEXTS[1], TEXTS[3]] if task == "fill-mask"
+             else ["alice lives in paris", "bob visited rome and carol works near the river in london"])
+    eager = transformers.pipeline(task, model=model, tokenizer=tokenizer)
+    return Case(task, directory, texts, {}, [eager(t) for t in texts])
+
+
+def _image_classification(root: str) -> Case:
+    directory = os.path.join(root, "vit")
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                    image_size=32, patch_size=8, num_labels=4, initializer_range=0.3)
+    model = transformers.ViTForImageClassification(config).eval()
+    model.save_pretrained(directory)
+    transformers.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(directory)
+    paths = [os.path.join(root, f"image{i}.png") for i in range(2)]
+    pictures = [write_png(p, 32, 32, seed=i) for i, p in enumerate(paths)]  # of the model's size: no resizing
+    eager = transformers.pipeline("image-classification", model=model, image_processor=directory)
+    options = {"top_k": 4}
+    return Case("image-classification", directory, [{"image": p} for p in paths], options,
+                [eager(p, **options) for p in pictures])
+
+
+def _audio_classification(root: str) -> Case:
+    from tests.test_export_hf_vision_tasks import write_wav2vec2
+
+    directory = os.path.join(root, "wav2vec2")
+    model = write_wav2vec2(directory, "group")
+    extractor = transformers.AutoFeatureExtractor.from_pretrained(directory)
+    eager = transformers.pipeline("audio-classification", model=model, feature_extractor=extractor)
+    rng = np.random.default_rng(0)
+    clips = [rng.standard_normal(n).astype(np.float32) for n in (3000, 5210)]
+    options = {"top_k": 4}
+    return Case("audio-classification", directory, [{"audio": c.tolist()} for c in clips], options,
+                [eager(c, **options) for c in clips])
+
+
+def _zero_shot(root: str) -> Case:
+    from tests.test_export_hf_vision_tasks import write_zero_shot
+
+    directory = os.path.join(root, "clip")
+    model = write_zero_shot(directory, "clip")
+    path = os.path.join(root, "zero_shot.png")
+    picture = write_png(path, 32, 32, seed=3)
+    labels = ["cat", "dog", "car"]
+    eager = transformers.pipeline("zero-shot-image-classification", model=model, tokenizer=directory,
+                                  image_processor=directory)
+    return Case("zero-shot-image-classification", directory, [{"image": path, "labels": labels}], {},
+                [eager(picture, candidate_labels=labels)])
+
+
+MAKERS = {
+    "text-generation": _text_generation,
+    "text2text-generation": _text2text,
+    "feature-extraction": lambda root: _encoder(root, "feature-extraction", ""),
+    "text-classification": lambda root: _encoder(root, "text-classification", "ForSequenceClassification"),
+    "fill-mask": lambda root: _encoder(root, "fill-mask", "ForMaskedLM"),
+    "token-classification": lambda root: _encoder(root, "token-classification", "ForTokenClassification"),
+    "question-answering": lambda root: _encoder(root, "question-answering", "ForQuestionAnswering"),
+    "image-classification": _image_classification,
+    "audio-classification": _audio_classification,
+    "zero-shot-image-classification": _zero_shot,
+}
+
+
+def run_js(jobs: list[dict], scratch: str) -> list[dict]:
+    """The jobs run by run_transformers_js.mjs in one Node process."""
+    with open(os.path.join(scratch, "jobs.json"), "w", encoding="utf-8") as f:
+        json.dump(jobs, f)
+    results = os.path.join(scratch, "results.json")
+    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, os.path.join(scratch, "jobs.json"), results],
+                   check=True, timeout=900)
+    with open(results, encoding="utf-8") as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def js(tmp_path_factory):
+    """task -> (Case, {dtype: transformers.js's outputs}), every folder exported and run once."""
+    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
+        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
+    root = str(tmp_path_factory.mktemp("transformers-js"))
+    cases, jobs = {}, []
+    for task, make in MAKERS.items():
+        case = make(root)
+        out = os.path.join(root, f"{task}-out")
+        export_hf(case.directory, task, out, target="transformers.js")
+        cases[task] = case
+        jobs += [{"folder": out, "task": task, "dtype": dtype, "inputs": case.inputs, "options": case.options}
+                 for dtype in DTYPES]
+    results = iter(run_js(jobs, root))
+    return {task: (case, {dtype: next(results) for dtype in DTYPES}) for task, case in cases.items()}
+
+
+def scores(result: object) -> dict[str, float]:
+    """label (or token, or answer) -> score, from a pipeline's result for one input."""
+    items = result if isinstance(result, list) else [result]
+    found = {}
+    for item in items:
+        key = item.get("label", item.get("token_str", item.get("entity", item.get("answer"))))
+        if "index" in item:
+            key = f"{item['index']}:{key}"
+        found[key] = item["score"]
+    return found
+
+
+def assert_close_scores(got: object, expected: object, bound: float) -> None:
+    got, expected = scores(got), scores(expected)
+    if bound <= 1e-4:
+        assert set(got) == set(expected), (got, expected)
+    for key in set(got) & set(expected):
+        assert abs(got[key] - expected[key]) <= bound, (key, got[key], expected[key])
+    assert set(got) & set(expected), (got, expected)
+
+
+@pytest.mark.parametrize("task", [t for t in MAKERS if t not in ("text-generation", "text2text-generation",
+                                                                  "feature-extraction")])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_classifying_pipelines_equal_transformers(js, task, dtype) -> None:
+    case, results = js[task]
+    result = results[dtype]
+    assert "error" not in result, result.get("error")
+    for got, expected in zip(result["outputs"], case.expected, strict=True):
+        if task == "question-answering":  # the best answer; transformers.js scores it otherwise
+            if dtype in ("fp32", "fp16"):
+                assert got["answer"] == expected["answer"]
+            assert got["answer"] and 0 < got["score"] <= 1
+        else:
+            assert_close_scores(got, expected, CLOSE[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_feature_extraction_equals_transformers(js, dtype) -> None:
+    case, results = js["feature-extraction"]
+    result = results[dtype]
+    assert "error" not in result, result.get("error")
+    for got, expected in zip(result["outputs"], case.expected, strict=True):
+        got = np.array(got["data"], dtype=np.float32).reshape(got["dims"])
+        expected = np.asarray(expected, dtype=np.float32)
+        assert got.shape == expected.shape
+        if dtype == "fp32":
+            np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+        else:  # each token's features point the same way
+            cosine = (got * expected).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(expected, axis=-1)
+            assert cosine.min() >= 1 - CLOSE[dtype], cosine.min()
+
+
+@pytest.mark.parametrize("task", ["text-generation", "text2text-generation"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_generation_equals_transformers(js, task, dtype) -> None:
+    case, results = js[task]
+    result = results[dtype]
+    assert "error" not in result, result.get("error")
+    for got, expected in zip(result["outputs"], case.expected, strict=True):
+        text = got[0]["generated_text"]
+        assert isinstance(text, str)
+        if dtype in ("fp32", "fp16"):  # greedy: the same tokens (transformers joins new ones without a space)
+            assert "".join(text.split()) == "".join(expected[0]["generated_text"].split())
+        else:  # quantized: a text of the prompt's words, of the length asked for at most
+            prompt = case.inputs[0] if task == "text-generation" else ""
+            assert text.startswith(prompt) and len(text[len(prompt):].split()) <= NEW_TOKENS
+
+
+def test_folder_layout_and_config(js) -> None:
+    case, _ = js["text2text-generation"]
+    out = os.path.join(os.path.dirname(case.directory), "text2text-generation-out")
+    names = sorted(os.listdir(os.path.join(out, "onnx")))
+    assert names == sorted(f"{s}{tjs.DTYPES[d]}.onnx" for s in tjs.SEQ2SEQ_SESSIONS for d in DTYPES)
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    assert config["transformers.js_config"] == {} and config["model_type"] == "t5"
+    assert {"tokenizer.json", "tokenizer_config.json", "generation_config.json"} <= set(os.listdir(out))
+
+
+def test_merged_decoder_computes_both_steps(tmp_path) -> None:
+    """decoder_model_merged equals the first step without use_cache_branch and the step with past with it, and
+    stores the weights the two share once."""
+    import onnx
+    import onnxruntime as ort
+
+    case = _text2text(str(tmp_path))
+    progs = export_hf(case.directory, "text2text-generation", tmp_path / "ort")
+    merged = tjs.merge_decoders(progs.decoder, progs.decoder_with_past)
+    path = str(tmp_path / "merged.onnx")
+    merged.save(path)
+    onnx.checker.check_model(path, full_check=True)
+    both = sum(np.prod(v.shape.numpy()) for p in progs[1:] for v in p.model.graph.initializers.values())
+    once = sum(np.prod(v.shape.numpy()) for v in merged.model.graph.initializers.values())
+    assert once <= 0.6 * both
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ids = np.array([[0, 5, 6]], dtype=np.int64)
+    states = np.random.default_rng(0).standard_normal((1, 4, 32)).astype(np.float32)
+    mask = np.ones((1, 4), dtype=np.int64)
+    feeds = {"input_ids": ids, "encoder_attention_mask": mask, "encoder_hidden_states": states,
+             tjs.BRANCH: np.array([False])}
+    first = progs.decoder.run_flat([torch.from_numpy(feeds[v.name]) for v in progs.decoder.model.graph.inputs])
+    for value in merged.model.graph.inputs:
+        if value.name.startswith("past_key_values"):
+            feeds[value.name] = np.zeros((1, 4, 0, 8), dtype=np.float32)
+    got = session.run(None, feeds)
+    for a, b in zip(got, first, strict=True):
+        np.testing.assert_allclose(a, b.numpy(), atol=1e-5)
+    names = [o.name for o in progs.decoder.model.graph.outputs]
+    past = {n.replace("present", "past_key_values"): v for n, v in zip(names, got) if n.startswith("present")}
+    step = np.array([[7]], dtype=np.int64)
+    feeds = dict(feeds, input_ids=step, **past, **{tjs.BRANCH: np.array([True])})
+    expected = progs.decoder_with_past.run_flat([torch.from_numpy(feeds[v.name])
+                                                 for v in progs.decoder_with_past.model.graph.inputs])
+    for a, b in zip(session.run(None, feeds), expected, strict=True):
+        np.testing.assert_allclose(a, b.numpy(), atol=1e-5)
+
+
+def test_bad_calls(tmp_path) -> None:
+    directory = str(tmp_path / "llama")
+    write_llama(directory)
+    for kwargs, match in [
+        (dict(target="transformers.js", quantize="int4"), "holds its own quantized variants"),
+        (dict(target="transformers.js", dtypes=["fp8"]), "not transformers.js's"),
+        (dict(dtypes=["fp16"]), "chooses the files of a transformers.js folder"),
+        (dict(target="transformers.js>=3.0"), "older than onnxport writes for"),
+        (dict(target="transformers.jsx"), "not one onnxport writes for"),
+    ]:
+        with pytest.raises(onnxport.InvalidInputError, match=match):
+            export_hf(directory, "text-generation", tmp_path / "out", **kwargs)
+    with pytest.raises(onnxport.InvalidInputError, match="pools sentence embeddings itself"):
+        export_hf(directory, "sentence-similarity", tmp_path / "out", target="transformers.js")
+    assert not (tmp_path / "out").exists()
+
+
+def test_dtypes_choose_the_files(tmp_path) -> None:
+    directory = str(tmp_path / "llama")
+    write_llama(directory)
+    export_hf(directory, "text-generation", tmp_path / "out", target="transformers.js>=4.0", dtypes="fp32,q4")
+    assert sorted(os.listdir(tmp_path / "out" / "onnx")) == ["model.onnx", "model_q4.onnx"]
+
