@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 
@@ -38,7 +39,7 @@ PROMPT = "w5 w17 w33 w8"
 NEW_TOKENS = 8
 
 
-def write_special_tokenizer(directory: str, vocab_size: int) -> None:
+def write_special_tokenizer(directory: str, vocab_size: int, kind: str = "PreTrainedTokenizerFast") -> None:
     """A word-level tokenizer (``<pad>``=0, ``<s>``=1, ``</s>``=2, then ``w3``...) whose three special tokens are
     marked special, so that both transformers and transformers.js leave them out of decoded text."""
     from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
@@ -49,7 +50,7 @@ def write_special_tokenizer(directory: str, vocab_size: int) -> None:
     tokenizer.add_special_tokens([AddedToken(t, special=True) for t in ("<pad>", "<s>", "</s>")])
     tokenizer.save(os.path.join(directory, "tokenizer.json"))
     with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+        json.dump({"tokenizer_class": kind, "bos_token": "<s>", "eos_token": "</s>",
                    "pad_token": "<pad>", "unk_token": "<pad>"}, f)
 
 
@@ -163,6 +164,81 @@ def _zero_shot(root: str) -> Case:
                 [eager(picture, candidate_labels=labels)])
 
 
+def _object_detection(root: str) -> Case:
+    directory = os.path.join(root, "yolos")
+    torch.manual_seed(0)
+    labels = {0: "cat", 1: "dog", 2: "car"}
+    config = transformers.YolosConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=64, image_size=[32, 48], patch_size=8, num_detection_tokens=6,
+                                      num_labels=3, id2label=labels, label2id={v: k for k, v in labels.items()},
+                                      initializer_range=0.3)
+    model = transformers.YolosForObjectDetection(config).eval()
+    with torch.no_grad():  # its tokens and positions start at zero: each detection token would find the same box
+        for name, value in model.named_parameters():
+            if name.endswith(("cls_token", "detection_tokens", "position_embeddings")):
+                value.normal_()
+    model.save_pretrained(directory)
+    transformers.YolosImageProcessor(size={"height": 32, "width": 48}).save_pretrained(directory)
+    path = os.path.join(root, "detection.png")
+    picture = write_png(path, 32, 48, seed=4)
+    eager = transformers.pipeline("object-detection", model=model, image_processor=directory)
+    options = {"threshold": 0.3}
+    return Case("object-detection", directory, [{"image": path}], options, [eager(picture, **options)])
+
+
+def _image_segmentation(root: str) -> Case:
+    directory = os.path.join(root, "segformer")
+    torch.manual_seed(0)
+    labels = {0: "sky", 1: "road", 2: "tree"}
+    config = transformers.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                                          patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2],
+                                          mlp_ratios=[2, 2], decoder_hidden_size=32, image_size=32, num_labels=3,
+                                          id2label=labels, label2id={v: k for k, v in labels.items()},
+                                          initializer_range=0.3)
+    model = transformers.SegformerForSemanticSegmentation(config).eval()
+    model.save_pretrained(directory)
+    transformers.SegformerImageProcessor(size={"height": 32, "width": 32}).save_pretrained(directory)
+    path = os.path.join(root, "segmentation.png")
+    picture = write_png(path, 32, 32, seed=5)
+    eager = transformers.pipeline("image-segmentation", model=model, image_processor=directory)
+    return Case("image-segmentation", directory, [{"image": path}], {}, [eager(picture)])
+
+
+def _depth_estimation(root: str) -> Case:
+    directory = os.path.join(root, "dpt")
+    torch.manual_seed(0)
+    config = transformers.DPTConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64,
+                                    image_size=32, patch_size=8, backbone_out_indices=[0, 1, 2, 3],
+                                    neck_hidden_sizes=[8, 16, 16, 32], fusion_hidden_size=16, head_in_index=-1,
+                                    initializer_range=0.15)  # depths of a few units, as float16 holds them
+    model = transformers.DPTForDepthEstimation(config).eval()
+    model.save_pretrained(directory)
+    transformers.DPTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(directory)
+    path = os.path.join(root, "depth.png")
+    picture = write_png(path, 32, 32, seed=6)
+    eager = transformers.pipeline("depth-estimation", model=model, image_processor=directory)
+    return Case("depth-estimation", directory, [{"image": path}], {}, [eager(picture)])
+
+
+def _speech_recognition(root: str) -> Case:
+    from tests.test_export_hf import _seq2seq_dir
+
+    directory, model = _seq2seq_dir(pathlib.Path(root), "whisper")
+    write_special_tokenizer(directory, 99, "WhisperTokenizer")  # transformers.js decodes speech with its own
+    # 32 frames of 8 mel bins: the encoder's 2 * max_source_positions
+    extractor = transformers.WhisperFeatureExtractor(feature_size=8, sampling_rate=16000, hop_length=500,
+                                                     chunk_length=1, n_fft=400)
+    extractor.save_pretrained(directory)
+    rng = np.random.default_rng(1)
+    clip = rng.standard_normal(12000).astype(np.float32) * 0.1
+    options = {"max_new_tokens": NEW_TOKENS}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    features = extractor(clip, sampling_rate=16000, return_tensors="pt").input_features
+    ids = model.generate(features, **options)
+    return Case("automatic-speech-recognition", directory, [{"audio": clip.tolist()}], options,
+                [{"text": tokenizer.decode(ids[0], skip_special_tokens=True)}])
+
+
 MAKERS = {
     "text-generation": _text_generation,
     "text2text-generation": _text2text,
@@ -174,6 +250,10 @@ MAKERS = {
     "image-classification": _image_classification,
     "audio-classification": _audio_classification,
     "zero-shot-image-classification": _zero_shot,
+    "object-detection": _object_detection,
+    "image-segmentation": _image_segmentation,
+    "depth-estimation": _depth_estimation,
+    "automatic-speech-recognition": _speech_recognition,
 }
 
 
@@ -227,8 +307,11 @@ def assert_close_scores(got: object, expected: object, bound: float) -> None:
     assert set(got) & set(expected), (got, expected)
 
 
-@pytest.mark.parametrize("task", [t for t in MAKERS if t not in ("text-generation", "text2text-generation",
-                                                                  "feature-extraction")])
+OWN_CHECKS = ("text-generation", "text2text-generation", "automatic-speech-recognition", "feature-extraction",
+              "object-detection", "image-segmentation", "depth-estimation")
+
+
+@pytest.mark.parametrize("task", [t for t in MAKERS if t not in OWN_CHECKS])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_classifying_pipelines_equal_transformers(js, task, dtype) -> None:
     case, results = js[task]
@@ -259,20 +342,64 @@ def test_feature_extraction_equals_transformers(js, dtype) -> None:
             assert cosine.min() >= 1 - CLOSE[dtype], cosine.min()
 
 
-@pytest.mark.parametrize("task", ["text-generation", "text2text-generation"])
+@pytest.mark.parametrize("task", ["text-generation", "text2text-generation", "automatic-speech-recognition"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_generation_equals_transformers(js, task, dtype) -> None:
     case, results = js[task]
     result = results[dtype]
     assert "error" not in result, result.get("error")
-    for got, expected in zip(result["outputs"], case.expected, strict=True):
-        text = got[0]["generated_text"]
+    for given, got, expected in zip(case.inputs, result["outputs"], case.expected, strict=True):
+        key = "text" if task == "automatic-speech-recognition" else "generated_text"
+        text, wanted = (got, expected) if key == "text" else (got[0], expected[0])
+        text, wanted = text[key], wanted[key]
         assert isinstance(text, str)
         if dtype in ("fp32", "fp16"):  # greedy: the same tokens (transformers joins new ones without a space)
-            assert "".join(text.split()) == "".join(expected[0]["generated_text"].split())
+            assert "".join(text.split()) == "".join(wanted.split())
         else:  # quantized: a text of the prompt's words, of the length asked for at most
-            prompt = case.inputs[0] if task == "text-generation" else ""
+            prompt = given if task == "text-generation" else ""
             assert text.startswith(prompt) and len(text[len(prompt):].split()) <= NEW_TOKENS
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_object_detection_equals_transformers(js, dtype) -> None:
+    case, results = js["object-detection"]
+    result = results[dtype]
+    assert "error" not in result, result.get("error")
+    (got,), (expected,) = result["outputs"], case.expected
+    assert got and all(case.options["threshold"] <= box["score"] <= 1 for box in got)
+    if dtype == "fp32":  # the same boxes, in pixels (rounded: one apart at most)
+        assert len(got) == len(expected)
+        for a, b in zip(sorted(got, key=lambda x: x["score"]), sorted(expected, key=lambda x: x["score"])):
+            assert a["label"] == b["label"] and abs(a["score"] - b["score"]) <= CLOSE[dtype]
+            assert all(abs(a["box"][k] - b["box"][k]) <= 1 for k in b["box"])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_image_segmentation_equals_transformers(js, dtype) -> None:
+    case, results = js["image-segmentation"]
+    result = results[dtype]
+    assert "error" not in result, result.get("error")
+    (got,), (expected,) = result["outputs"], case.expected
+    masks = {s["label"]: np.array(s["mask"]["data"]).reshape(s["mask"]["height"], s["mask"]["width"]) for s in got}
+    wanted = {s["label"]: np.asarray(s["mask"]) for s in expected}
+    assert set(masks) <= set(wanted) and len(wanted) > 1
+    if dtype == "fp32":
+        assert set(masks) == set(wanted)
+    agree = np.mean([np.mean(masks.get(label, 0) == mask) for label, mask in wanted.items()])
+    assert agree >= (1.0 if dtype == "fp32" else 0.9), agree
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_depth_estimation_equals_transformers(js, dtype) -> None:
+    case, results = js["depth-estimation"]
+    result = results[dtype]
+    assert "error" not in result, result.get("error")
+    (got,), (expected,) = result["outputs"], case.expected
+    depth = np.array(got["predicted_depth"]["data"]).reshape(got["predicted_depth"]["dims"])
+    wanted = expected["predicted_depth"].numpy()
+    assert depth.shape == wanted.shape and np.ptp(wanted) > 0
+    # Both resize the model's depth map to the image, each with its own interpolation: compared in shape.
+    assert np.corrcoef(depth.ravel(), wanted.ravel())[0, 1] >= (0.99 if dtype in ("fp32", "fp16") else 0.9)
 
 
 def test_folder_layout_and_config(js) -> None:
@@ -341,9 +468,12 @@ def test_bad_calls(tmp_path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_dtypes_choose_the_files(tmp_path) -> None:
-    directory = str(tmp_path / "llama")
+def test_cli_dtypes_choose_the_files(tmp_path, capsys) -> None:
+    from onnxport.cli import main
+
+    directory, out = str(tmp_path / "llama"), tmp_path / "out"
     write_llama(directory)
-    export_hf(directory, "text-generation", tmp_path / "out", target="transformers.js>=4.0", dtypes="fp32,q4")
-    assert sorted(os.listdir(tmp_path / "out" / "onnx")) == ["model.onnx", "model_q4.onnx"]
+    assert main(["export-hf", directory, "-o", str(out), "--target", "transformers.js>=4.0", "--dtypes", "fp32,q4"]) == 0
+    assert sorted(os.listdir(out / "onnx")) == ["model.onnx", "model_q4.onnx"]
+    assert f"saved {out / 'onnx' / 'model_q4.onnx'}" in capsys.readouterr().out
 

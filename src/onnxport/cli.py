@@ -64,7 +64,7 @@ def _export_hf(ns: argparse.Namespace) -> int:
             print(picked, flush=True)
         task = picked.task
     result = export_hf(ns.directory, task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
-                       streaming=False if ns.in_memory else None, quantize=ns.quantize)
+                       streaming=False if ns.in_memory else None, quantize=ns.quantize, dtypes=ns.dtypes)
     programs = tuple(result.values()) if isinstance(result, dict) else result if isinstance(result, tuple) else (result,)
     if not ns.quiet:
         for prog in programs:
@@ -72,8 +72,10 @@ def _export_hf(ns: argparse.Namespace) -> int:
                   "safetensors files, never loaded (--in-memory loads them and verifies)")
             if prog.report.quantization is not None:
                 print(f"quantized: {prog.report.quantization}")
-    for name in sorted(os.listdir(ns.output)):
-        print(f"saved {os.path.join(ns.output, name)}")
+    for folder, dirs, names in sorted(os.walk(ns.output)):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in sorted(names):
+            print(f"saved {os.path.join(folder, name)}")
     return 0
 
 
@@ -195,10 +197,12 @@ def _add_target_args(p: argparse.ArgumentParser, optional_model: bool = False) -
     p.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
 
 
-def _add_runtime_args(p: argparse.ArgumentParser) -> None:
+def _add_runtime_args(p: argparse.ArgumentParser, folders: bool = False) -> None:
     p.add_argument("--target", default=None, metavar="RUNTIME>=VERSION",
                    help=f"the runtime the file is for and its oldest release (default {DEFAULT_TARGET}); e.g. "
-                   + ", ".join(t for t in TARGETS if t != DEFAULT_TARGET) + ": picks the opset and the fused ops")
+                   + ", ".join(t for t in TARGETS if t != DEFAULT_TARGET) + ": picks the opset and the fused ops"
+                   + ("; transformers.js writes the folder transformers.js loads (onnx/, one file per dtype)"
+                      if folders else ""))
     p.add_argument("--opset", type=int, default=None,
                    help="ONNX opset (default: the target's; at most what the target's oldest release loads)")
 
@@ -233,13 +237,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "read from config.json's architectures (a sentence-transformers directory: sentence-similarity; a "
                    "diffusers pipeline directory: text-to-image)")
     p.add_argument("-o", "--output", required=True, help="the folder to write the model(s) and their files into")
-    _add_runtime_args(p)
+    _add_runtime_args(p, folders=True)
     p.add_argument("--in-memory", action="store_true",
                    help="load the weights and verify against eager PyTorch (default: stream them from the "
                    "safetensors files without loading them, unverified; seq2seq tasks always load)")
     p.add_argument("--quantize", default=None, metavar="int4|int8",
                    help="int4 or int8 weights for the linear layers of the model(s) written (blocks of 32, "
                    "symmetric; MatMulNBits for onnxruntime targets, which onnxruntime-genai runs)")
+    p.add_argument("--dtypes", default=None, metavar="fp32,fp16,q8,q4,q4f16",
+                   help="with --target transformers.js: the precisions the onnx/ folder holds, one file each "
+                   "(default: all five)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="one line per stage on stderr (default: on when stderr is a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the saved paths")

@@ -227,7 +227,8 @@ def _as_dtype(tensor: ir.TensorProtocol, dtype: D) -> ir.TensorProtocol:
 
 
 def _converted(tensor: ir.TensorProtocol, dtype: D) -> TorchTensor:
-    source = tensor.raw if isinstance(tensor, TorchTensor) else torch.from_numpy(np.require(tensor.numpy(), requirements="W"))
+    source = (tensor.raw if isinstance(tensor, TorchTensor)
+              else torch.from_numpy(np.require(tensor.numpy(), requirements="W")))  # a read-only buffer is copied
     out = source.to(torch.float16 if dtype == F16 else torch.float32)
     if dtype == F16:
         overflow = out.isinf() & ~source.isinf()
