@@ -69,6 +69,7 @@ class Case:
 
     def __init__(self, task: str, directory: str, inputs: list, options: dict, expected: list) -> None:
         self.task, self.directory, self.inputs, self.options, self.expected = task, directory, inputs, options, expected
+        self.out = ""  # the exported folder
 
 
 def _text_generation(root: str) -> Case:
@@ -279,6 +280,7 @@ def js(tmp_path_factory):
         case = make(root)
         out = os.path.join(root, f"{task}-out")
         export_hf(case.directory, task, out, target="transformers.js")
+        case.out = out
         cases[task] = case
         jobs += [{"folder": out, "task": task, "dtype": dtype, "inputs": case.inputs, "options": case.options}
                  for dtype in DTYPES]
@@ -477,3 +479,86 @@ def test_cli_dtypes_choose_the_files(tmp_path, capsys) -> None:
     assert sorted(os.listdir(out / "onnx")) == ["model.onnx", "model_q4.onnx"]
     assert f"saved {out / 'onnx' / 'model_q4.onnx'}" in capsys.readouterr().out
 
+
+
+# -- a real browser ---------------------------------------------------------------------------------------------
+
+PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "transformers-js",
+                    "index.html")
+# One model per kind (an encoder, a decoder with its cache, an encoder-decoder, a vision model), in the dtype
+# transformers.js picks on wasm by default (q8) and in fp32.
+BROWSER = [("text-classification", "fp32"), ("text-classification", "q8"), ("text-generation", "fp32"),
+           ("text-generation", "q8"), ("text2text-generation", "fp32"), ("image-classification", "fp32"),
+           ("image-classification", "q4f16")]
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser(js, tmp_path_factory):
+    """(task, dtype) -> what the example page left in Chromium for the first input of the task's case."""
+    import functools
+    import http.server
+    import threading
+    import urllib.parse
+
+    if chromium() is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is not installed: run `make runtimes` (it installs tests/runtimes/chromium.txt)")
+        pytest.skip("Chromium is not installed (make runtimes installs it where apt-get runs as root)")
+    root = tmp_path_factory.mktemp("site")
+    modules = os.path.join(MODULES, "node_modules")
+    os.symlink(PAGE, root / "index.html")
+    os.symlink(os.path.join(modules, "@huggingface", "transformers", "dist"), root / "lib")
+    os.symlink(os.path.join(modules, "onnxruntime-web", "dist"), root / "ort")
+    for task, _ in BROWSER:
+        if not (root / task).exists():
+            os.symlink(js[task][0].out, root / task)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".mjs": "text/javascript",
+                              ".wasm": "application/wasm", ".onnx": "application/octet-stream"}
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        urls = []
+        for task, dtype in BROWSER:
+            case = js[task][0]
+            given = case.inputs[0]
+            if isinstance(given, dict):  # an image: served beside the folders
+                name = os.path.basename(given["image"])
+                if not (root / name).exists():
+                    os.symlink(given["image"], root / name)
+                given = name
+            query = {"model": task, "task": task, "dtype": dtype, "input": given, "lib": "lib/transformers.js",
+                     "wasm": "ort/", "options": json.dumps(case.options), "run": "1"}
+            urls.append(f"http://127.0.0.1:{server.server_port}/index.html?{urllib.parse.urlencode(query)}")
+        with open(root / "urls.json", "w", encoding="utf-8") as f:
+            json.dump(urls, f)
+        subprocess.run([shutil.which("node"), os.path.join(RUNTIMES_HERE, "run_browser.mjs"), "--modules", MODULES,
+                        "--chromium", chromium(), str(root / "urls.json"), str(root / "results.json")],
+                       check=True, timeout=900)
+    finally:
+        server.shutdown()
+    with open(root / "results.json", encoding="utf-8") as f:
+        return dict(zip(BROWSER, json.load(f)))
+
+
+@pytest.mark.parametrize(("task", "dtype"), BROWSER)
+def test_the_example_page_runs_each_model_kind_in_chromium(browser, js, task, dtype) -> None:
+    """In Chromium on the wasm backend: fp32 computes what transformers.js computes in Node (onnxruntime-node)
+    to float32's rounding, so equals transformers' pipeline; the others stay within their bounds of it (the
+    wasm build's integer and float16 kernels round otherwise than the native ones)."""
+    result = browser[task, dtype]
+    assert "error" not in result, result.get("error")
+    assert "Chrom" in result["userAgent"]
+    case, results = js[task]
+    got, in_node = result["output"], results[dtype]["outputs"][0]
+    if task in ("text-generation", "text2text-generation"):
+        assert got == in_node
+    elif dtype == "fp32":
+        assert_close_scores(got, in_node, 1e-4)
+    else:
+        assert_close_scores(got, case.expected[0], CLOSE[dtype])

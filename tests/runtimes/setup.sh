@@ -54,3 +54,17 @@ for src in "$here"/node-*/ "$here"/transformers-js/; do
     (cd "$dir" && ONNXRUNTIME_NODE_INSTALL=skip ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm ci --silent --no-audit --no-fund)
     echo "$want" > "$dir/.stamp"
 done
+
+# Chromium for the browser test (tests/test_transformers_js.py): Debian's package at the pinned version, where
+# apt-get runs as root; elsewhere the test is skipped (and fails under CI). A pin Debian no longer serves is said,
+# not fatal here: the rest of the suite still runs.
+chromium_pin="$(grep -v '^#' "$here/chromium.txt" | head -n 1)"
+if [ -n "$chromium_pin" ] && command -v apt-get > /dev/null && [ "$(id -u)" = 0 ]; then
+    if [ "$(dpkg-query -W -f='${Version}' chromium 2> /dev/null || true)" != "$chromium_pin" ]; then
+        echo "runtimes: chromium=$chromium_pin (apt)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q "chromium=$chromium_pin" > /dev/null 2>&1 \
+            || { apt-get update -q > /dev/null 2>&1 && apt-get install -y -q "chromium=$chromium_pin" > /dev/null 2>&1; } \
+            || echo "runtimes: could not install chromium=$chromium_pin; bump tests/runtimes/chromium.txt" >&2
+    fi
+fi

@@ -1,0 +1,41 @@
+// Open pages in headless Chromium, driven by puppeteer-core, and write what each page leaves in
+// window.onnxportResult (once window.onnxportDone is true) as JSON: the example page
+// examples/transformers-js/index.html run with ?run=1 on an exported folder.
+//
+//   node run_browser.mjs --modules .runtimes/transformers-js --chromium /usr/bin/chromium URLS.json RESULTS.json
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+
+const args = process.argv.slice(2);
+const option = (name) => args.splice(args.indexOf(name), 2)[1];
+const modules = path.resolve(option('--modules'));
+const chromium = option('--chromium');
+const [urlsFile, resultsFile] = args;
+const require = createRequire(path.join(modules, 'package.json'));
+const puppeteer = (await import(pathToFileURL(require.resolve('puppeteer-core')).href)).default;
+
+const browser = await puppeteer.launch({
+  executablePath: chromium, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+const results = [];
+try {
+  for (const url of JSON.parse(fs.readFileSync(urlsFile, 'utf8'))) {
+    const page = await browser.newPage();
+    const logs = [];
+    page.on('console', (message) => logs.push(message.text()));
+    page.on('pageerror', (error) => logs.push(String(error)));
+    try {
+      await page.goto(url);
+      await page.waitForFunction('window.onnxportDone === true', { timeout: 180000 });
+      results.push({ ...(await page.evaluate(() => window.onnxportResult)), userAgent: await browser.version() });
+    } catch (error) {
+      results.push({ error: `${error}\n${logs.join('\n')}` });
+    }
+    await page.close();
+  }
+} finally {
+  await browser.close();
+}
+fs.writeFileSync(resultsFile, JSON.stringify(results));
