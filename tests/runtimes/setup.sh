@@ -60,7 +60,7 @@ done
 # not fatal here: the rest of the suite still runs.
 chromium_pin="$(grep -v '^#' "$here/chromium.txt" | head -n 1)"
 if [ -n "$chromium_pin" ] && command -v apt-get > /dev/null && [ "$(id -u)" = 0 ]; then
-    if [ "$(dpkg-query -W -f='${Version}' chromium 2> /dev/null || true)" != "$chromium_pin" ]; then
+    if [ "$(dpkg-query -W -f='${Status} ${Version}' chromium 2> /dev/null || true)" != "install ok installed $chromium_pin" ]; then
         echo "runtimes: chromium=$chromium_pin (apt)"
         export DEBIAN_FRONTEND=noninteractive
         apt-get install -y -q "chromium=$chromium_pin" > /dev/null 2>&1 \
