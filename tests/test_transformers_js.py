@@ -562,3 +562,39 @@ def test_the_example_page_runs_each_model_kind_in_chromium(browser, js, task, dt
         assert_close_scores(got, in_node, 1e-4)
     else:
         assert_close_scores(got, case.expected[0], CLOSE[dtype])
+
+
+def test_a_bfloat16_checkpoint_gives_float32_files_that_generate_as_transformers(tmp_path) -> None:
+    """The fp32 file is float32 whatever the checkpoint's dtype (the weights converted as they are copied), and
+    every dtype is made from it: a bfloat16 checkpoint gives the folder a float32 one would."""
+    import onnx
+
+    directory, out = str(tmp_path / "llama"), str(tmp_path / "out")
+    write_llama(directory, dtype=torch.bfloat16)
+    write_special_tokenizer(directory, 99)
+    export_hf(directory, "text-generation", out, target="transformers.js", dtypes=["fp32", "q4"])
+    model = onnx.load(os.path.join(out, "onnx", "model.onnx"))
+    assert {init.data_type for init in model.graph.initializer} <= {onnx.TensorProto.FLOAT, onnx.TensorProto.INT64}
+    options = {"max_new_tokens": NEW_TOKENS, "do_sample": False}
+    results = run_js([{"folder": out, "task": "text-generation", "dtype": d, "inputs": [PROMPT], "options": options}
+                      for d in ("fp32", "q4")], str(tmp_path))
+    expected = transformers.pipeline("text-generation", model=directory, dtype=torch.float32)(PROMPT, **options)
+    assert "error" not in results[1], results[1].get("error")
+    got = results[0]["outputs"][0][0]["generated_text"]
+    assert "".join(got.split()) == "".join(expected[0]["generated_text"].split())
+
+
+def test_a_variant_that_cannot_be_made_leaves_nothing_written(tmp_path, monkeypatch) -> None:
+    directory, out = str(tmp_path / "llama"), tmp_path / "out"
+    write_llama(directory)
+    made = tjs.variant
+
+    def failing(prog, dtype):
+        if dtype == "q4f16":
+            raise onnxport.InvalidInputError("no q4f16 today", fix="none")
+        return made(prog, dtype)
+
+    monkeypatch.setattr(tjs, "variant", failing)
+    with pytest.raises(onnxport.InvalidInputError, match="no q4f16 today"):
+        export_hf(directory, "text-generation", out, target="transformers.js")
+    assert not out.exists()

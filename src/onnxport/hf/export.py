@@ -178,18 +178,25 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if sentence is not None:
             raise InvalidInputError(f"onnxport does not export a {scheme.method.upper()} checkpoint for {task}",
                                     fix="export its transformer for feature-extraction")
+        if engine is not None:
+            raise InvalidInputError(f"a transformers.js folder is made from float weights, not {scheme.method.upper()} "
+                                    "codes", fix="export the float checkpoint the codes were made from (its q4 and "
+                                    "q4f16 files hold 4-bit weights), or this one for onnxruntime (no target)")
         quantize = _prequantized_options(scheme, quantize, task, spec, asked_streaming)
         streaming = False
     import transformers
 
+    # A transformers.js folder's fp32 file is float32 whatever the checkpoint's dtype (its other files are made
+    # from it); otherwise the model is built in the checkpoint's dtype, as from_pretrained builds it.
+    dtype = {"dtype": torch.float32} if engine is not None else {}
     weights = None
     try:
         if scheme is not None:
             model, quantize["codes"] = prequantized.load(directory, spec.auto, config, scheme)
         elif streaming:
-            model, weights = stream.meta_model(model_dir, spec.auto, config)
+            model, weights = stream.meta_model(model_dir, spec.auto, config, **dtype)
         else:
-            model = getattr(transformers, spec.auto).from_pretrained(model_dir, local_files_only=True).eval()
+            model = getattr(transformers, spec.auto).from_pretrained(model_dir, local_files_only=True, **dtype).eval()
     except (ValueError, OSError) as exc:
         if isinstance(exc, OnnxportError):
             raise
@@ -227,11 +234,13 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         prog.model.metadata_props[TASK_KEY] = task
         if picked is not None:
             prog.report.notes.append(str(picked))
-    os.makedirs(out, exist_ok=True)
-    if engine is not None:
+    if engine is not None:  # every file made before any is written
+        made = transformers_js.variants(files, dtypes)
+        os.makedirs(out, exist_ok=True)
         _copy(model_dir, out, copied)
-        transformers_js.write_folder(out, files, dtypes)
+        transformers_js.write_folder(out, made)
         return result
+    os.makedirs(out, exist_ok=True)
     for name, prog in files.items():
         prog.save(os.path.join(out, name))
     if task == "text-generation":

@@ -32,16 +32,18 @@ __all__ = ["meta_cache", "meta_call", "meta_model"]
 _IN_MEMORY = "export with the model loaded instead (export_hf(..., streaming=False), or --in-memory on the command line)"
 
 
-def meta_model(directory: str, auto: str, config: Any) -> tuple[torch.nn.Module, Weights]:
+def meta_model(directory: str, auto: str, config: Any, dtype: torch.dtype | None = None
+               ) -> tuple[torch.nn.Module, Weights]:
     """The model of ``directory`` for the auto class (or model class) ``auto`` on the meta device (but for the buffers it
-    computes itself), and its weights named as the model names them."""
+    computes itself), and its weights named as the model names them; in ``dtype`` when given (the files' weights are
+    then converted as they are copied), else in the checkpoint's."""
     import transformers
 
     try:
         weights = Weights.open(directory)
     except InvalidInputError as exc:
         raise InvalidInputError(exc.message, fix=f"{_IN_MEMORY}; or {exc.fix}") from None
-    dtype = _checkpoint_dtype(config, weights)
+    dtype = dtype or _checkpoint_dtype(config, weights)
     cls = getattr(transformers, auto)  # an auto class, or a model class (a pipeline's CLIPTextModel)
     build = cls.from_config if hasattr(cls, "from_config") else cls._from_config
     with torch.device("meta"):

@@ -44,7 +44,7 @@ from onnxport.report import Report
 from onnxport.verify.session import initializer_bytes
 
 __all__ = ["DTYPES", "NAME", "SUBFOLDER", "TASKS", "engine_target", "file_names", "merge_decoders", "variant",
-           "write_folder"]
+           "variants", "write_folder"]
 
 NAME = "transformers.js"
 SUBFOLDER = "onnx"
@@ -254,28 +254,28 @@ def _common_shape(a: ir.Shape | None, b: ir.Shape | None) -> ir.Shape | None:
 # -- the folder ------------------------------------------------------------------------------------------------
 
 
-def write_folder(out: str, sessions: Mapping[str, OnnxProgram], dtypes: Sequence[str]) -> dict[str, OnnxProgram]:
-    """Write ``onnx/<session><suffix>.onnx`` for each session and dtype, and the ``transformers.js_config`` entry
-    of ``out/config.json`` (copied there before); returns ``{file: program}``."""
+def variants(sessions: Mapping[str, OnnxProgram], dtypes: Sequence[str]) -> dict[str, OnnxProgram]:
+    """``{file name: program}``: each session (a float32 program) in each dtype, ``<session><suffix>.onnx``."""
+    return {f"{session}{DTYPES[dtype]}.onnx": variant(prog, dtype) for session, prog in sessions.items()
+            for dtype in dtypes}
+
+
+def write_folder(out: str, files: Mapping[str, OnnxProgram]) -> None:
+    """Write ``files`` (``variants``'s) under ``out/onnx/``, and the ``transformers.js_config`` entry of
+    ``out/config.json`` (copied there before)."""
     folder = os.path.join(out, SUBFOLDER)
     os.makedirs(folder, exist_ok=True)
-    written: dict[str, OnnxProgram] = {}
     external: dict[str, int] = {}
-    for session, prog in sessions.items():
-        for dtype in dtypes:
-            name = f"{session}{DTYPES[dtype]}.onnx"
-            made = variant(prog, dtype)
-            path = os.path.join(folder, name)
-            if initializer_bytes(made.model) >= _TWO_GB:
-                _save_with_data(made, path)
-                external[name] = 1
-            else:
-                made.save(path, external_data=False)
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(f"{path}_data")  # an earlier, larger save's
-            written[f"{SUBFOLDER}/{name}"] = made
+    for name, prog in files.items():
+        path = os.path.join(folder, name)
+        if initializer_bytes(prog.model) >= _TWO_GB:
+            _save_with_data(prog, path)
+            external[name] = 1
+        else:
+            prog.save(path, external_data=False)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(f"{path}_data")  # an earlier, larger save's
     _write_config(os.path.join(out, "config.json"), external)
-    return written
 
 
 def _save_with_data(prog: OnnxProgram, path: str) -> None:
