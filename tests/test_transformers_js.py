@@ -33,8 +33,11 @@ MODULES = os.path.join(RUNTIMES_ROOT, "transformers-js")
 RUNNER = os.path.join(RUNTIMES_HERE, "run_transformers_js.mjs")
 DTYPES = tuple(tjs.DTYPES)
 # How far each dtype's scores (probabilities) may be from fp32's: float16 arithmetic, then int8 weights and
-# activations, then 4-bit weights (blocks of 32), measured on these tiny random models with a margin.
-CLOSE = {"fp32": 1e-4, "fp16": 5e-3, "q8": 0.1, "q4": 0.3, "q4f16": 0.3}
+# activations, then 4-bit weights. Loose for the quantized ones: these tiny random models (32-wide layers, wide
+# random weights for scores far apart) have the quantization error of a real model and none of its redundancy,
+# and torch's other releases draw other weights (measured at most 0.11 for q8 and 0.41 for q4 over torch 2.10
+# and 2.15).
+CLOSE = {"fp32": 1e-4, "fp16": 5e-3, "q8": 0.2, "q4": 0.5, "q4f16": 0.5}
 PROMPT = "w5 w17 w33 w8"
 NEW_TOKENS = 8
 
