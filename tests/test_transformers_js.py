@@ -13,6 +13,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -493,6 +494,7 @@ PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 BROWSER = [("text-classification", "fp32"), ("text-classification", "q8"), ("text-generation", "fp32"),
            ("text-generation", "q8"), ("text2text-generation", "fp32"), ("image-classification", "fp32"),
            ("image-classification", "q4f16")]
+SPLIT = ("text-generation", "fp32 with external data")  # run as fp32, from a folder with model.onnx_data
 
 
 def chromium() -> str | None:
@@ -519,6 +521,10 @@ def browser(js, tmp_path_factory):
     for task, _ in BROWSER:
         if not (root / task).exists():
             os.symlink(js[task][0].out, root / task)
+    # The decoder again with its weights in model.onnx_data, which the page fetches beside the model.
+    with mock.patch.object(tjs, "_TWO_GB", 1024):
+        export_hf(js["text-generation"][0].directory, "text-generation", root / "split", target="transformers.js",
+                  dtypes=["fp32"])
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     handler.extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".mjs": "text/javascript",
                               ".wasm": "application/wasm", ".onnx": "application/octet-stream"}
@@ -527,7 +533,7 @@ def browser(js, tmp_path_factory):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         urls = []
-        for task, dtype in BROWSER:
+        for task, dtype in [*BROWSER, SPLIT]:
             case = js[task][0]
             given = case.inputs[0]
             if isinstance(given, dict):  # an image: served beside the folders
@@ -535,7 +541,8 @@ def browser(js, tmp_path_factory):
                 if not (root / name).exists():
                     os.symlink(given["image"], root / name)
                 given = name
-            query = {"model": task, "task": task, "dtype": dtype, "input": given, "lib": "lib/transformers.js",
+            folder = "split" if (task, dtype) == SPLIT else task
+            query = {"model": folder, "task": task, "dtype": dtype.split()[0], "input": given, "lib": "lib/transformers.js",
                      "wasm": "ort/", "options": json.dumps(case.options), "run": "1"}
             urls.append(f"http://127.0.0.1:{server.server_port}/index.html?{urllib.parse.urlencode(query)}")
         with open(root / "urls.json", "w", encoding="utf-8") as f:
@@ -546,7 +553,13 @@ def browser(js, tmp_path_factory):
     finally:
         server.shutdown()
     with open(root / "results.json", encoding="utf-8") as f:
-        return dict(zip(BROWSER, json.load(f)))
+        return dict(zip(BROWSER + [SPLIT], json.load(f)))
+
+
+def test_the_browser_reads_external_data_as_declared(browser, js) -> None:
+    result = browser[SPLIT]
+    assert "error" not in result, result.get("error")
+    assert result["output"] == js["text-generation"][1]["fp32"]["outputs"][0]
 
 
 @pytest.mark.parametrize(("task", "dtype"), BROWSER)
@@ -601,3 +614,32 @@ def test_a_variant_that_cannot_be_made_leaves_nothing_written(tmp_path, monkeypa
     with pytest.raises(onnxport.InvalidInputError, match="no q4f16 today"):
         export_hf(directory, "text-generation", out, target="transformers.js")
     assert not out.exists()
+
+
+def test_external_data_is_named_and_declared_as_transformers_js_reads_it(tmp_path, monkeypatch) -> None:
+    """A file over the protobuf limit (lowered here) keeps its weights in ``<file>.onnx_data``, which
+    ``use_external_data_format`` declares; transformers.js loads it so, and generates as from one file."""
+    import onnx
+
+    directory = str(tmp_path / "llama")
+    write_llama(directory)
+    write_special_tokenizer(directory, 99)
+    export_hf(directory, "text-generation", tmp_path / "whole", target="transformers.js", dtypes=["fp32"])
+    monkeypatch.setattr(tjs, "_TWO_GB", 1024)
+    out = tmp_path / "split"
+    export_hf(directory, "text-generation", out, target="transformers.js", dtypes=["fp32", "q4"])
+    assert sorted(os.listdir(out / "onnx")) == ["model.onnx", "model.onnx_data", "model_q4.onnx", "model_q4.onnx_data"]
+    with open(out / "config.json", encoding="utf-8") as f:
+        settings = json.load(f)["transformers.js_config"]
+    assert settings == {"use_external_data_format": {"model.onnx": 1, "model_q4.onnx": 1}}
+    locations = {e.value for t in onnx.load(str(out / "onnx" / "model.onnx"), load_external_data=False).graph.initializer
+                 for e in t.external_data if e.key == "location"}
+    assert locations == {"model.onnx_data"}
+    cache = onnx.load(str(out / "onnx" / "model.onnx"), load_external_data=False).graph.input
+    assert all(i.type.tensor_type.shape.dim[0].dim_param == "batch_size" for i in cache if "past" in i.name)
+    options = {"max_new_tokens": NEW_TOKENS, "do_sample": False}
+    jobs = [{"folder": str(folder), "task": "text-generation", "dtype": "fp32", "inputs": [PROMPT], "options": options}
+            for folder in (tmp_path / "whole", out)]
+    whole, split = run_js(jobs, str(tmp_path))
+    assert "error" not in split, split.get("error")
+    assert split == whole
