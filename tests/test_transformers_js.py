@@ -149,7 +149,7 @@ def _audio_classification(root: str) -> Case:
     extractor = transformers.AutoFeatureExtractor.from_pretrained(directory)
     eager = transformers.pipeline("audio-classification", model=model, feature_extractor=extractor)
     rng = np.random.default_rng(0)
-    clips = [rng.standard_normal(n).astype(np.float32) for n in (3000, 5210)]
+    clips = [(rng.standard_normal(n) * 0.25).clip(-1, 1).astype(np.float32) for n in (3000, 5210)]  # as a WAV holds
     options = {"top_k": 4}
     return Case("audio-classification", directory, [{"audio": c.tolist()} for c in clips], options,
                 [eager(c, **options) for c in clips])
@@ -493,8 +493,22 @@ PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 # transformers.js picks on wasm by default (q8) and in fp32.
 BROWSER = [("text-classification", "fp32"), ("text-classification", "q8"), ("text-generation", "fp32"),
            ("text-generation", "q8"), ("text2text-generation", "fp32"), ("image-classification", "fp32"),
-           ("image-classification", "q4f16")]
+           ("image-classification", "q4f16"), ("audio-classification", "fp32"),
+           ("automatic-speech-recognition", "fp32")]
 SPLIT = ("text-generation", "fp32 with external data")  # run as fp32, from a folder with model.onnx_data
+
+
+def write_wav(path: pathlib.Path, samples: list[float]) -> str:
+    """``samples`` (16 kHz) as a 32-bit float WAV file; returns its name."""
+    import wave
+
+    data = np.asarray(samples, dtype=np.float32)
+    with wave.open(str(path), "wb") as f:  # wave writes PCM only: 32-bit integers of the floats' full scale
+        f.setnchannels(1)
+        f.setsampwidth(4)
+        f.setframerate(16000)
+        f.writeframes((np.clip(data, -1, 1) * (2**31 - 1)).astype("<i4").tobytes())
+    return path.name
 
 
 def chromium() -> str | None:
@@ -536,7 +550,9 @@ def browser(js, tmp_path_factory):
         for task, dtype in [*BROWSER, SPLIT]:
             case = js[task][0]
             given = case.inputs[0]
-            if isinstance(given, dict):  # an image: served beside the folders
+            if isinstance(given, dict) and "audio" in given:  # a WAV file of the samples, served beside the folders
+                given = write_wav(root / f"{task}.wav", given["audio"])
+            elif isinstance(given, dict):  # an image: served beside the folders
                 name = os.path.basename(given["image"])
                 if not (root / name).exists():
                     os.symlink(given["image"], root / name)
@@ -572,7 +588,7 @@ def test_the_example_page_runs_each_model_kind_in_chromium(browser, js, task, dt
     assert "Chrom" in result["userAgent"]
     case, results = js[task]
     got, in_node = result["output"], results[dtype]["outputs"][0]
-    if task in ("text-generation", "text2text-generation"):
+    if task in ("text-generation", "text2text-generation", "automatic-speech-recognition"):
         assert got == in_node
     elif dtype == "fp32":
         assert_close_scores(got, in_node, 1e-4)

@@ -102,7 +102,7 @@ def _weight(graph: ir.Graph, value: ir.Value) -> torch.Tensor | None:
         return None
     if isinstance(tensor, TorchTensor):
         return tensor.raw
-    return torch.from_numpy(np.ascontiguousarray(tensor.numpy()))
+    return torch.from_numpy(np.require(tensor.numpy(), requirements=("C", "W")))  # a read-only buffer is copied
 
 
 def _scaled(weight: torch.Tensor, factors: np.ndarray) -> ir.Tensor:
