@@ -170,6 +170,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                    *(("genai_config.json",) if task == "text-generation" else ()), *copied]
     check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
     config = read_config(model_dir)
+    if task == "text-generation" or spec.seq2seq or spec.vlm:
+        _caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
         check_supported(config)
         check_output_folder(out, genai_names(config))  # genai's files, for the types it runs
@@ -196,7 +198,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         elif streaming:
             model, weights = stream.meta_model(model_dir, spec.auto, config, **dtype)
         else:
-            model = getattr(transformers, spec.auto).from_pretrained(model_dir, local_files_only=True, **dtype).eval()
+            model = getattr(transformers, spec.auto).from_pretrained(model_dir, config=config, local_files_only=True,
+                                                                      **dtype).eval()
     except (ValueError, OSError) as exc:
         if isinstance(exc, OnnxportError):
             raise
@@ -250,6 +253,15 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         write_genai(out, config, model, model_dir)
     _copy(model_dir, out, copied)
     return result
+
+
+def _caching(config: Any) -> None:
+    """Turn the KV cache on in ``config`` and the configs it holds (a text config, an encoder-decoder's): a
+    generation export takes and returns the cache whatever the checkpoint was saved with."""
+    configs = [config, *(getattr(config, name, None) for name in ("text_config", "decoder", "encoder"))]
+    for each in configs:
+        if each is not None and hasattr(each, "use_cache"):
+            each.use_cache = True
 
 
 def _copy(directory: str, out: str, names: Sequence[str]) -> None:
@@ -596,7 +608,7 @@ def genai_config(config: Any, model: torch.nn.Module) -> dict[str, Any]:
             "eos_token_id": eos if eos is not None else 0,
             "pad_token_id": token("pad_token_id") if token("pad_token_id") is not None else (
                 eos[0] if isinstance(eos, list) else eos or 0),
-            "type": config.model_type,
+            "type": _genai_type(config.model_type),
             "vocab_size": text.vocab_size,
         },
         "search": {
@@ -607,6 +619,17 @@ def genai_config(config: Any, model: torch.nn.Module) -> dict[str, Any]:
             "top_p": 1.0,
         },
     }
+
+
+# The model types onnxruntime-genai runs as a plain decoder under their own name; it refuses a type it does not
+# know, and runs "gpt2" by an older path (one past input per layer), so every other type is its generic "decoder",
+# whose inputs and outputs are those genai_config.json names.
+_GENAI_DECODERS = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi", "phi3", "gemma", "gemma2", "granite", "olmo",
+                             "smollm3"})
+
+
+def _genai_type(model_type: str) -> str:
+    return model_type if model_type in _GENAI_DECODERS else "decoder"
 
 
 def _takes_positions(model: torch.nn.Module) -> bool:

@@ -186,13 +186,25 @@ def meta_call(module: torch.nn.Module, **inputs: Any) -> Any:
 def _all_meta(model: torch.nn.Module) -> Iterator[None]:
     """The model's real buffers on the meta device for the block, so that a run on meta inputs stays there."""
     swapped = []
+    silenced = []
     try:
         for module in model.modules():
             for attr, buffer in list(module._buffers.items()):
                 if buffer is not None and not buffer.is_meta:
                     swapped.append((module, attr, buffer))
                     module._buffers[attr] = buffer.to("meta")
+            # transformers' warning about padding without a mask reads input_ids' values (a pad id in the
+            # config): on meta inputs there are none to read, and no warning to give.
+            if callable(getattr(module, "warn_if_padding_and_no_attention_mask", None)):
+                silenced.append(module)
+                module.warn_if_padding_and_no_attention_mask = _no_warning
         yield
     finally:
         for module, attr, buffer in swapped:
             module._buffers[attr] = buffer
+        for module in silenced:
+            del module.warn_if_padding_and_no_attention_mask
+
+
+def _no_warning(*args: Any, **kwargs: Any) -> None:
+    return None

@@ -1,0 +1,92 @@
+"""export-hf on checkpoints as users save them: configs with ``"use_cache": false`` or a pad id, GPT-2 and
+Llama saved with ``save_pretrained``; the folder runs in onnxruntime-genai and generates transformers' greedy
+tokens. Tiny random models, nothing downloaded."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from onnxport.hf import export_hf
+from tests.hf_dirs import NEW_TOKENS, PROMPT, genai_greedy, write_tokenizer
+
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.transformers
+
+
+def write_gpt2(directory: str, **config: object) -> torch.nn.Module:
+    torch.manual_seed(0)
+    settings = dict(vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1, eos_token_id=2)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**{**settings, **config})).eval()
+    model.save_pretrained(directory)
+    write_tokenizer(directory, 99)
+    return model
+
+
+def greedy(model: torch.nn.Module) -> list[int]:
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        return model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
+                              use_cache=True)[0].tolist()
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+@pytest.mark.parametrize("config", [{"use_cache": False}, {"pad_token_id": 0}, {"pad_token_id": 0, "use_cache": False}],
+                         ids=["no-cache", "pad-id", "both"])
+def test_text_generation_of_checkpoints_saved_as_users_save_them(config, streaming, tmp_path) -> None:
+    """``"use_cache": false`` (fine-tuned checkpoints are saved so): the model still takes and returns its cache.
+    A pad id: the streamed export's run on meta tensors does not read input_ids for transformers' warning."""
+    directory, out = str(tmp_path / "gpt2"), tmp_path / "out"
+    model = write_gpt2(directory, **config)
+    prog = export_hf(directory, "text-generation", out, streaming=streaming)
+    outputs = [o.name for o in prog.model.graph.outputs]
+    assert outputs == ["logits", *(f"present.{i}.{kv}" for i in range(2) for kv in ("key", "value"))]
+    assert [i.name for i in prog.model.graph.inputs][-4:] == [f"past_key_values.{i}.{kv}" for i in range(2)
+                                                              for kv in ("key", "value")]
+    tokens, _ = genai_greedy(out)
+    assert tokens == greedy(model)
+
+
+def _edit_config(directory: str, **changes: object) -> None:
+    import json
+    import os
+
+    path = os.path.join(directory, "config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f)
+
+
+@pytest.mark.parametrize("variant", ["sharded", "eos-list", "torch_dtype", "no-dtype", "generation-config"])
+def test_text_generation_of_llama_checkpoint_variants(variant, tmp_path) -> None:
+    """Sharded safetensors with their index, a list of end-of-sequence ids, the dtype under its older key
+    (``torch_dtype``) or none, a generation_config.json of its own: each folder generates transformers' tokens."""
+    import os
+
+    from tests.hf_dirs import TINY_LLAMA
+
+    directory, out = str(tmp_path / "llama"), tmp_path / "out"
+    torch.manual_seed(0)
+    sizes = dict(TINY_LLAMA, eos_token_id=[2, 7]) if variant == "eos-list" else TINY_LLAMA
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**sizes)).eval()
+    model.save_pretrained(directory, max_shard_size="20KB" if variant == "sharded" else "5GB")
+    write_tokenizer(directory, 99)
+    if variant == "sharded":
+        assert "model.safetensors.index.json" in os.listdir(directory)
+    if variant == "torch_dtype":
+        _edit_config(directory, dtype=None, torch_dtype="float32")
+    if variant == "no-dtype":
+        _edit_config(directory, dtype=None, torch_dtype=None)
+    if variant == "generation-config":
+        transformers.GenerationConfig(bos_token_id=1, eos_token_id=[2, 9], pad_token_id=0, do_sample=True,
+                                      temperature=0.7).save_pretrained(directory)
+    export_hf(directory, "text-generation", out)
+    tokens, _ = genai_greedy(out)
+    assert tokens == greedy(model)
