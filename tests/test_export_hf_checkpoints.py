@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import onnxport
 from onnxport.hf import export_hf
 from tests.hf_dirs import NEW_TOKENS, PROMPT, genai_greedy, write_tokenizer
 
@@ -90,3 +91,51 @@ def test_text_generation_of_llama_checkpoint_variants(variant, tmp_path) -> None
     export_hf(directory, "text-generation", out)
     tokens, _ = genai_greedy(out)
     assert tokens == greedy(model)
+
+
+def _llama(directory: str, dtype: torch.dtype) -> torch.nn.Module:
+    """A bfloat16 (or float16) Llama checkpoint, and the model it holds in float32 (its weights upcast exactly)."""
+    from tests.hf_dirs import write_llama
+
+    return write_llama(directory, dtype=dtype).float()
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+def test_a_bfloat16_checkpoint_exports_as_float32_by_default(streaming, tmp_path) -> None:
+    import onnx_ir as ir
+
+    directory, out = str(tmp_path / "llama"), tmp_path / "out"
+    model = _llama(directory, torch.bfloat16)
+    prog = export_hf(directory, "text-generation", out, streaming=streaming)
+    assert {v.dtype for v in prog.model.graph.initializers.values()} <= {ir.DataType.FLOAT, ir.DataType.INT64}
+    assert {v.dtype for v in (*prog.model.graph.inputs, *prog.model.graph.outputs)} <= {ir.DataType.FLOAT,
+                                                                                         ir.DataType.INT64}
+    if not streaming:
+        assert prog.report.verification.ok
+    tokens, _ = genai_greedy(out)  # onnxruntime's Python API feeds it from numpy: no bfloat16 input
+    assert tokens == greedy(model)
+    prog = export_hf(directory, "text-generation", tmp_path / "int4", quantize="int4")  # float32 layers quantize
+    assert prog.report.quantization.quantized
+
+
+def test_dtype_chooses_the_precision_written(tmp_path) -> None:
+    import numpy as np
+    import onnx_ir as ir
+
+    from tests.hf_dirs import eager_greedy
+
+    directory = str(tmp_path / "llama")
+    model = _llama(directory, torch.bfloat16)
+    half = export_hf(directory, "text-generation", tmp_path / "fp16", dtype="fp16")
+    assert half.model.graph.outputs[0].dtype == ir.DataType.FLOAT16  # logits, and the cache
+    assert ir.DataType.FLOAT16 in {v.dtype for v in half.model.graph.initializers.values()}
+    _, logits = genai_greedy(tmp_path / "fp16")
+    _, expected = eager_greedy(model)
+    np.testing.assert_allclose(logits, expected, atol=2e-2 * np.abs(expected).max())
+    kept = export_hf(directory, "text-generation", tmp_path / "bf16", dtype="bf16")
+    assert ir.DataType.BFLOAT16 in {v.dtype for v in kept.model.graph.initializers.values()}
+    with pytest.raises(onnxport.InvalidInputError, match="not a precision export_hf writes"):
+        export_hf(directory, "text-generation", tmp_path / "bad", dtype="float8")
+    with pytest.raises(onnxport.InvalidInputError, match="precisions are its dtypes"):
+        export_hf(directory, "text-generation", tmp_path / "bad", dtype="fp16", target="transformers.js")
+    assert not (tmp_path / "bad").exists()

@@ -121,7 +121,7 @@ def test_a_model_with_nothing_quantized_is_refused_before_writing(tmp_path) -> N
     directory = str(tmp_path / "bf16")
     write_llama(directory, dtype=torch.bfloat16)  # quantization takes float32 and float16 weights
     with pytest.raises(onnxport.InvalidInputError, match="weights are bfloat16") as caught:
-        export_hf(directory, "text-generation", tmp_path / "out", quantize="int4")
+        export_hf(directory, "text-generation", tmp_path / "out", quantize="int4", dtype="bf16")
     assert "float16" in caught.value.fix and not (tmp_path / "out").exists()
 
 

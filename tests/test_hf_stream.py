@@ -38,10 +38,10 @@ def _empty_cache(config: object, batch: int, dtype: torch.dtype) -> object:
 def test_streamed_llama_matches_transformers_in_the_checkpoint_dtype(dtype: torch.dtype, tmp_path) -> None:
     directory = str(tmp_path / "llama")
     write_llama(directory, dtype)
-    prog = export_hf(directory, "text-generation", tmp_path / "out")
+    prog = export_hf(directory, "text-generation", tmp_path / "out", dtype="auto")
     assert prog.report.verification is None and any("never loaded" in n for n in prog.report.notes)
     weights = {v.name: v.dtype for v in prog.model.graph.initializers.values() if "rotary" not in v.name}
-    assert set(weights.values()) == {_ONNX[dtype]}  # the checkpoint's dtype, not float32
+    assert set(weights.values()) == {_ONNX[dtype]}  # the checkpoint's dtype (auto), not float32
     model = transformers.AutoModelForCausalLM.from_pretrained(directory).eval()  # loaded as transformers loads it
     assert model.dtype == dtype
     ids = torch.tensor([[5, 17, 33, 8, 61, 2], [9, 40, 3, 3, 77, 12]])

@@ -64,7 +64,8 @@ def _export_hf(ns: argparse.Namespace) -> int:
             print(picked, flush=True)
         task = picked.task
     result = export_hf(ns.directory, task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
-                       streaming=False if ns.in_memory else None, quantize=ns.quantize, dtypes=ns.dtypes)
+                       streaming=False if ns.in_memory else None, quantize=ns.quantize, dtypes=ns.dtypes,
+                       dtype=ns.dtype)
     programs = tuple(result.values()) if isinstance(result, dict) else result if isinstance(result, tuple) else (result,)
     if not ns.quiet:
         for prog in programs:
@@ -244,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantize", default=None, metavar="int4|int8",
                    help="int4 or int8 weights for the linear layers of the model(s) written (blocks of 32, "
                    "symmetric; MatMulNBits for onnxruntime targets, which onnxruntime-genai runs)")
+    p.add_argument("--dtype", choices=["fp32", "fp16", "bf16", "auto"], default=None,
+                   help="the precision of the models written, whatever the checkpoint's (default fp32; fp16: float16 "
+                   "with float32 islands; auto: the checkpoint's own)")
     p.add_argument("--dtypes", default=None, metavar="fp32,fp16,q8,q4,q4f16",
                    help="with --target transformers.js: the precisions the onnx/ folder holds, one file each "
                    "(default: all five)")

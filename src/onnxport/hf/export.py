@@ -77,8 +77,8 @@ logger = logging.getLogger("onnxport")
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
               *, opset: int | None = None, progress: bool = False,
               streaming: bool | None = None, target: Any = None,
-              quantize: bool | str | Mapping[str, Any] | None = None, dtypes: Sequence[str] | str | None = None
-              ) -> OnnxProgram | Seq2SeqPrograms | VlmPrograms | dict[str, OnnxProgram]:
+              quantize: bool | str | Mapping[str, Any] | None = None, dtypes: Sequence[str] | str | None = None,
+              dtype: str | None = None) -> OnnxProgram | Seq2SeqPrograms | VlmPrograms | dict[str, OnnxProgram]:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
     programs of a seq2seq task, the three of a vision-language model; for ``text-to-image``, a diffusers pipeline
     directory, ``{component: program}``: ``onnxport.hf.diffusion``).
@@ -104,6 +104,12 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     ``architectures``, or a sentence-transformers ``modules.json``), logs it and notes it in each program's
     report; a directory that does not tell is an ``InvalidInputError``.
 
+    ``dtype`` is the precision of the models written, whatever the checkpoint's storage type: ``"fp32"`` (the
+    default: what CPUs compute fastest and every runtime computes; a bfloat16 or float16 checkpoint's weights are
+    converted as they are copied), ``"fp16"`` (float16 with float32 islands, ``onnxport.half``; inputs, outputs
+    and the cache in float16), ``"bf16"`` (bfloat16 weights, computed as the model computes them), or ``"auto"``
+    (the checkpoint's own, as ``from_pretrained`` builds the model).
+
     ``target="transformers.js"`` (or ``"transformers.js>=4.0"``) writes the folder transformers.js loads
     (``onnxport.hf.transformers_js``): ``onnx/`` with one file per session (``model``; ``encoder_model`` and
     ``decoder_model_merged`` for the seq2seq tasks) and per ``dtypes`` (default: all of ``fp32``, ``fp16``,
@@ -112,7 +118,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     programs returned are the float32 ones.
     """
     directory = os.fspath(directory)
+    precision = _precision(dtype)
     engine = transformers_js.engine_target(target)
+    if engine is not None and precision not in (None, torch.float32):
+        raise InvalidInputError(f"a transformers.js folder's precisions are its dtypes, not dtype={dtype!r}",
+                                fix="leave dtype out and pick the files with dtypes= (fp16, q4f16, ...)")
     if engine is not None:
         if quantize is not None:
             raise InvalidInputError("a transformers.js folder holds its own quantized variants (q8, q4, q4f16)",
@@ -188,18 +198,20 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         streaming = False
     import transformers
 
-    # A transformers.js folder's fp32 file is float32 whatever the checkpoint's dtype (its other files are made
-    # from it); otherwise the model is built in the checkpoint's dtype, as from_pretrained builds it.
-    dtype = {"dtype": torch.float32} if engine is not None else {}
+    # The model is built in float32 for fp32 and fp16 (float16 comes from the half-precision conversion, with its
+    # float32 islands), in bfloat16 for bf16, in the checkpoint's dtype for auto; a transformers.js folder's fp32
+    # file is float32 too (its other files are made from it).
+    half = precision == torch.float16
+    built = {"dtype": torch.float32 if half else precision} if precision is not None else {}
     weights = None
     try:
         if scheme is not None:
             model, quantize["codes"] = prequantized.load(directory, spec.auto, config, scheme)
         elif streaming:
-            model, weights = stream.meta_model(model_dir, spec.auto, config, **dtype)
+            model, weights = stream.meta_model(model_dir, spec.auto, config, **built)
         else:
             model = getattr(transformers, spec.auto).from_pretrained(model_dir, config=config, local_files_only=True,
-                                                                      **dtype).eval()
+                                                                      **built).eval()
     except (ValueError, OSError) as exc:
         if isinstance(exc, OnnxportError):
             raise
@@ -210,12 +222,16 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if weights is not None:
             weights = weights.renamed({f"transformer.{key}": key for key in weights})
     if spec.vlm:  # three models; the decoder's linear layers are what quantize rounds
+        if half:
+            raise InvalidInputError("onnxport does not export image-text-to-text models as float16",
+                                    fix="pass dtype='fp32' (the default), 'bf16' or 'auto'")
         result = VlmPrograms(*export_vlm(model, config, opset=opset, progress=progress, weights=weights, target=target,
                                          quantize=quantize).values())
         files = dict(zip(VLM_FILES, result))
     elif spec.seq2seq:
         inputs = spec.inputs(model, config)
-        result = export_seq2seq(model, inputs, opset=opset, progress=progress, target=target)
+        result = export_seq2seq(model, inputs, opset=opset, progress=progress, target=target,
+                                dtype=torch.float16 if half else None)
         if quantize is not None:
             result = Seq2SeqPrograms(*(prog.quantize(**quantize) for prog in result))
         files = dict(zip(SEQ2SEQ_FILES, result))
@@ -224,7 +240,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         inputs = spec.inputs(model, config)
         dynamic = spec.dynamic(model, config) if callable(spec.dynamic) else spec.dynamic
         result = export(model, (), inputs, dynamic_shapes=dynamic, opset=opset, progress=progress,
-                        weights=weights, target=target, quantize=quantize)
+                        weights=weights, target=target, quantize=quantize, dtype=torch.float16 if half else None)
         files = {"model.onnx": result}
     if quantize is not None:
         _check_quantized({name: prog for name, prog in files.items() if not spec.vlm or name == "model.onnx"})
@@ -253,6 +269,20 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         write_genai(out, config, model, model_dir)
     _copy(model_dir, out, copied)
     return result
+
+
+# export_hf's dtype= values and the dtype each builds the model in (None: the checkpoint's).
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "auto": None}
+
+
+def _precision(dtype: Any) -> torch.dtype | None:
+    """``dtype`` (None: ``"fp32"``) as the torch dtype of the models written; None for ``"auto"``."""
+    if dtype is None:
+        return torch.float32
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise InvalidInputError(f"dtype={dtype!r} is not a precision export_hf writes",
+                                fix=f"pass one of {', '.join(DTYPES)} (default fp32)")
+    return DTYPES[dtype]
 
 
 def _caching(config: Any) -> None:

@@ -75,19 +75,20 @@ class DecoderPart(torch.nn.Module):
 
 @serialized
 def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, opset: int | None = None,
-                   verify: bool = True, progress: bool = False, target: Any = None) -> Seq2SeqPrograms:
+                   verify: bool = True, progress: bool = False, target: Any = None,
+                   dtype: torch.dtype | None = None) -> Seq2SeqPrograms:
     """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past.
 
     ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}`` or ``{"input_features"}``,
     batch 2 or more. Batch, lengths and past lengths are dynamic in all three models. ``opset``, ``verify``,
-    ``progress`` and ``target`` are ``onnxport.export``'s, passed to the three exports.
+    ``progress``, ``target`` and ``dtype`` are ``onnxport.export``'s, passed to the three exports.
     """
     from onnxport.api import export
 
     model = model.eval()
     start = _start_token(model)
     encoder, decoder = EncoderPart(model), DecoderPart(model)
-    kw = dict(opset=opset, verify=verify, progress=progress, target=target)
+    kw = dict(opset=opset, verify=verify, progress=progress, target=target, dtype=dtype)
     text = {0: BATCH, 1: ENCODER}
     shapes = {name: text if name != "input_features" else {0: BATCH} for name in inputs}
     encoder_prog = export(encoder, (), inputs, dynamic_shapes=shapes, **kw)
