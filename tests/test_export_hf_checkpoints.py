@@ -138,4 +138,8 @@ def test_dtype_chooses_the_precision_written(tmp_path) -> None:
         export_hf(directory, "text-generation", tmp_path / "bad", dtype="float8")
     with pytest.raises(onnxport.InvalidInputError, match="precisions are its dtypes"):
         export_hf(directory, "text-generation", tmp_path / "bad", dtype="fp16", target="transformers.js")
+    with pytest.raises(onnxport.InvalidInputError, match="does not apply to a text-to-image pipeline"):
+        export_hf(directory, "text-to-image", tmp_path / "bad", dtype="fp16")
+    with pytest.raises(onnxport.InvalidInputError, match="image-text-to-text models as float16"):
+        export_hf(directory, "image-text-to-text", tmp_path / "bad", dtype="fp16")
     assert not (tmp_path / "bad").exists()

@@ -134,6 +134,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if task == "text-to-image" or (task == "auto" and os.path.isfile(os.path.join(directory, INDEX_FILE))):
         if engine is not None:
             transformers_js.check_task("text-to-image")
+        if dtype is not None:
+            raise InvalidInputError("dtype= does not apply to a text-to-image pipeline: each component is exported "
+                                    "in the dtype its checkpoint stores", fix="leave dtype out")
         if quantize is not None:
             raise InvalidInputError("onnxport does not quantize a text-to-image pipeline",
                                     fix="export it without quantize")
@@ -163,6 +166,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
 
     quantize = _quantize_options(quantize)  # checked before anything is loaded or written
     spec = TASKS[task]
+    if spec.vlm and precision == torch.float16:
+        raise InvalidInputError("onnxport does not export image-text-to-text models as float16",
+                                fix="pass dtype='fp32' (the default), 'bf16' or 'auto'")
     sentence = read_sentence_model(directory) if task == "sentence-similarity" else None
     model_dir = sentence.transformer if sentence is not None else directory  # where config.json and weights are
     asked_streaming = streaming
@@ -222,9 +228,6 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if weights is not None:
             weights = weights.renamed({f"transformer.{key}": key for key in weights})
     if spec.vlm:  # three models; the decoder's linear layers are what quantize rounds
-        if half:
-            raise InvalidInputError("onnxport does not export image-text-to-text models as float16",
-                                    fix="pass dtype='fp32' (the default), 'bf16' or 'auto'")
         result = VlmPrograms(*export_vlm(model, config, opset=opset, progress=progress, weights=weights, target=target,
                                          quantize=quantize).values())
         files = dict(zip(VLM_FILES, result))
