@@ -143,3 +143,18 @@ def test_dtype_chooses_the_precision_written(tmp_path) -> None:
     with pytest.raises(onnxport.InvalidInputError, match="image-text-to-text models as float16"):
         export_hf(directory, "image-text-to-text", tmp_path / "bad", dtype="fp16")
     assert not (tmp_path / "bad").exists()
+
+
+def test_cli_dtype(tmp_path, capsys) -> None:
+    import onnx
+
+    from onnxport.cli import main
+
+    directory, out = str(tmp_path / "llama"), tmp_path / "out"
+    _llama(directory, torch.bfloat16)
+    assert main(["export-hf", directory, "-o", str(out), "--dtype", "fp16", "-q"]) == 0
+    logits = onnx.load(str(out / "model.onnx"), load_external_data=False).graph.output[0]
+    assert logits.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    with pytest.raises(SystemExit):
+        main(["export-hf", directory, "-o", str(tmp_path / "bad"), "--dtype", "int3"])
+    assert "invalid choice" in capsys.readouterr().err
