@@ -158,3 +158,45 @@ def test_cli_dtype(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["export-hf", directory, "-o", str(tmp_path / "bad"), "--dtype", "int3"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    """An offline Hugging Face cache holding ``tiny/llama`` (main and a tag) as the Hub's tools leave it."""
+    from huggingface_hub import constants
+
+    from tests.hf_dirs import write_llama
+
+    cache = tmp_path / "hub"
+    repo = cache / "models--tiny--llama"
+    for commit in ("a" * 40, "b" * 40):
+        write_llama(str(repo / "snapshots" / commit), seed=0 if commit[0] == "a" else 1)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    (repo / "refs" / "v2").write_text("b" * 40)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return repo
+
+
+def test_a_hub_id_is_fetched_through_the_hub_cache(hub_cache, tmp_path, capsys) -> None:
+    from onnxport.cli import main
+
+    prog = export_hf("tiny/llama", "text-generation", tmp_path / "main")
+    tagged = export_hf("tiny/llama", "text-generation", tmp_path / "v2", revision="v2")
+    weights = lambda p: {k: v.const_value.numpy() for k, v in p.model.graph.initializers.items()}  # noqa: E731
+    main_weights, v2_weights = weights(prog), weights(tagged)
+    assert any(not (main_weights[k] == v2_weights[k]).all() for k in main_weights)  # the tag's commit, not main's
+    tokens, _ = genai_greedy(tmp_path / "main")
+    assert tokens == greedy(transformers.AutoModelForCausalLM.from_pretrained(str(hub_cache / "snapshots" / ("a" * 40))))
+    assert main(["export-hf", "tiny/llama", "--task", "auto", "-o", str(tmp_path / "cli"), "-q"]) == 0
+    for call, match in [
+        (lambda: export_hf("tiny/absent", "text-generation", tmp_path / "bad"), "not in the Hub cache"),
+        (lambda: export_hf("tiny/llama", "text-generation", tmp_path / "bad", revision="v9"), "not in the Hub cache"),
+        (lambda: export_hf(str(hub_cache), "text-generation", tmp_path / "bad", revision="v2"),
+         "applies to a Hub model id"),
+    ]:
+        with pytest.raises(onnxport.InvalidInputError, match=match):
+            call()
+    assert not (tmp_path / "bad").exists()

@@ -57,13 +57,15 @@ def _progress(ns: argparse.Namespace) -> bool:
 
 
 def _export_hf(ns: argparse.Namespace) -> int:
-    task = ns.task
+    from onnxport.hf import hub
+
+    task, directory = ns.task, hub.resolve(ns.directory, ns.revision)  # a Hub id: fetched first
     if task == "auto":
-        picked = pick_task(ns.directory)  # said before the export, which may take long
+        picked = pick_task(directory)  # said before the export, which may take long
         if not ns.quiet:
             print(picked, flush=True)
         task = picked.task
-    result = export_hf(ns.directory, task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
+    result = export_hf(directory, task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
                        streaming=False if ns.in_memory else None, quantize=ns.quantize, dtypes=ns.dtypes,
                        dtype=ns.dtype)
     programs = tuple(result.values()) if isinstance(result, dict) else result if isinstance(result, tuple) else (result,)
@@ -231,8 +233,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="print only the saved path")
     p.set_defaults(run=_export)
     p = sub.add_parser("export-hf", help="export a local transformers model directory for a task")
-    p.add_argument("directory", help="a transformers model directory (config.json and safetensors weights), or a "
-                   "diffusers pipeline directory (model_index.json)")
+    p.add_argument("directory", help="a transformers model directory (config.json and safetensors weights), a "
+                   "diffusers pipeline directory (model_index.json), or a Hugging Face Hub id (owner/name: fetched "
+                   "into the Hub's cache, HF_TOKEN and HF_HUB_OFFLINE as the Hub's tools read them)")
+    p.add_argument("--revision", default=None, help="with a Hub id: the branch, tag or commit (default main)")
     p.add_argument("--task", default="text-generation", choices=[*TASKS, "auto"],
                    help="what the model is exported for (default: text-generation, with its KV cache); auto: "
                    "read from config.json's architectures (a sentence-transformers directory: sentence-similarity; a "

@@ -47,7 +47,7 @@ import torch
 
 from onnxport.arguments import check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
-from onnxport.hf import prequantized, stream, transformers_js
+from onnxport.hf import hub, prequantized, stream, transformers_js
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
@@ -78,7 +78,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
               *, opset: int | None = None, progress: bool = False,
               streaming: bool | None = None, target: Any = None,
               quantize: bool | str | Mapping[str, Any] | None = None, dtypes: Sequence[str] | str | None = None,
-              dtype: str | None = None) -> OnnxProgram | Seq2SeqPrograms | VlmPrograms | dict[str, OnnxProgram]:
+              dtype: str | None = None, revision: str | None = None
+              ) -> OnnxProgram | Seq2SeqPrograms | VlmPrograms | dict[str, OnnxProgram]:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
     programs of a seq2seq task, the three of a vision-language model; for ``text-to-image``, a diffusers pipeline
     directory, ``{component: program}``: ``onnxport.hf.diffusion``).
@@ -104,6 +105,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     ``architectures``, or a sentence-transformers ``modules.json``), logs it and notes it in each program's
     report; a directory that does not tell is an ``InvalidInputError``.
 
+    ``directory`` may be a Hugging Face Hub id (``owner/name``) instead (``onnxport.hf.hub``): its configs,
+    safetensors and tokenizer files are fetched into the Hub's cache (at ``revision``, default ``main``) with
+    ``huggingface_hub``, which reads the token, cache and offline settings as the Hub's tools do.
+
     ``dtype`` is the precision of the models written, whatever the checkpoint's storage type: ``"fp32"`` (the
     default: what CPUs compute fastest and every runtime computes; a bfloat16 or float16 checkpoint's weights are
     converted as they are copied), ``"fp16"`` (float16 with float32 islands, ``onnxport.half``; inputs, outputs
@@ -117,7 +122,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     its oldest release runs; ``quantize`` does not apply there (``dtypes`` chooses the precisions). The
     programs returned are the float32 ones.
     """
-    directory = os.fspath(directory)
+    directory = hub.resolve(os.fspath(directory), revision)
     precision = _precision(dtype)
     engine = transformers_js.engine_target(target)
     if engine is not None and precision not in (None, torch.float32):
