@@ -291,6 +291,7 @@ def genai_files(config: Any, model: torch.nn.Module, preprocessor: Mapping[str, 
     from onnxport.hf.export import genai_config
 
     described = genai_config(config, model)
+    described["model"]["type"] = config.model_type  # a vision-language type genai runs by its name (GENAI_TYPES)
     decoder = described["model"]["decoder"]
     decoder["inputs"] = {"inputs_embeds": "inputs_embeds", "attention_mask": "attention_mask",
                          "position_ids": "position_ids", "past_key_names": "past_key_values.%d.key",
