@@ -30,7 +30,8 @@ test: $(VENV)/.installed runtimes
 	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow and not sweep" --durations=10
 
 # The broad sweeps (marked `sweep`: all of torch's OpInfo database, the zoo without autograd, the fuzz seeds
-# past the first 90), left out of `make test`; CI runs them once, here, at the newest torch and transformers.
+# past the first 60, the transformers.js matrix in Node and Chromium, the export-hf checkpoint variants), left
+# out of `make test`; CI runs them once, here, at the newest torch and transformers.
 .PHONY: test-sweep
 test-sweep: $(VENV)/.installed
 	$(BIN)/python -m pytest -n auto --dist loadfile -m "sweep and not slow" --durations=5

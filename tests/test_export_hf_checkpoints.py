@@ -1,6 +1,8 @@
 """export-hf on checkpoints as users save them: configs with ``"use_cache": false`` or a pad id, GPT-2 and
-Llama saved with ``save_pretrained``; the folder runs in onnxruntime-genai and generates transformers' greedy
-tokens. Tiny random models, nothing downloaded."""
+Llama saved with ``save_pretrained`` (sharded, eos lists, either dtype key, bfloat16 weights), ``dtype=``, and
+Hub ids read through an offline Hub cache; the folder runs in onnxruntime-genai and generates transformers'
+greedy tokens. Tiny random models, nothing downloaded. The loaded exports and most variants are a ``sweep``
+(``make test-sweep``)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,11 @@ def greedy(model: torch.nn.Module) -> list[int]:
                               use_cache=True)[0].tolist()
 
 
-@pytest.mark.parametrize("streaming", [True, False])
+# The streamed exports (export-hf's default) in make test, the loaded ones in the sweep (make test-sweep).
+STREAMED = [True, pytest.param(False, marks=pytest.mark.sweep)]
+
+
+@pytest.mark.parametrize("streaming", STREAMED)
 @pytest.mark.parametrize("config", [{"use_cache": False}, {"pad_token_id": 0}, {"pad_token_id": 0, "use_cache": False}],
                          ids=["no-cache", "pad-id", "both"])
 def test_text_generation_of_checkpoints_saved_as_users_save_them(config, streaming, tmp_path) -> None:
@@ -65,7 +71,8 @@ def _edit_config(directory: str, **changes: object) -> None:
         json.dump(config, f)
 
 
-@pytest.mark.parametrize("variant", ["sharded", "eos-list", "torch_dtype", "no-dtype", "generation-config"])
+@pytest.mark.parametrize("variant", ["sharded", *(pytest.param(v, marks=pytest.mark.sweep) for v in
+                                                  ("eos-list", "torch_dtype", "no-dtype", "generation-config"))])
 def test_text_generation_of_llama_checkpoint_variants(variant, tmp_path) -> None:
     """Sharded safetensors with their index, a list of end-of-sequence ids, the dtype under its older key
     (``torch_dtype``) or none, a generation_config.json of its own: each folder generates transformers' tokens."""
@@ -100,7 +107,7 @@ def _llama(directory: str, dtype: torch.dtype) -> torch.nn.Module:
     return write_llama(directory, dtype=dtype).float()
 
 
-@pytest.mark.parametrize("streaming", [True, False])
+@pytest.mark.parametrize("streaming", STREAMED)
 def test_a_bfloat16_checkpoint_exports_as_float32_by_default(streaming, tmp_path) -> None:
     import onnx_ir as ir
 

@@ -4,7 +4,9 @@
 
 fp32 equals transformers' own pipeline on the PyTorch model (labels and tokens equal, scores within 1e-4);
 the other dtypes run and stay within the bounds stated in ``CLOSE``. Tiny random models, nothing downloaded.
-All folders are exported once and run in one Node process (the ``js`` fixture)."""
+All folders are exported once and run in one Node process (the ``js`` fixture), and one model per kind in
+headless Chromium: that matrix (about a minute) is a ``sweep``, run once per CI (``make test-sweep``); ``make
+test`` runs the rest (the merged decoder, external data, a bfloat16 checkpoint, the refusals) in Node."""
 
 from __future__ import annotations
 
@@ -317,6 +319,7 @@ OWN_CHECKS = ("text-generation", "text2text-generation", "automatic-speech-recog
               "object-detection", "image-segmentation", "depth-estimation")
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("task", [t for t in MAKERS if t not in OWN_CHECKS])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_classifying_pipelines_equal_transformers(js, task, dtype) -> None:
@@ -332,6 +335,7 @@ def test_classifying_pipelines_equal_transformers(js, task, dtype) -> None:
             assert_close_scores(got, expected, CLOSE[dtype])
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_feature_extraction_equals_transformers(js, dtype) -> None:
     case, results = js["feature-extraction"]
@@ -348,6 +352,7 @@ def test_feature_extraction_equals_transformers(js, dtype) -> None:
             assert cosine.min() >= 1 - CLOSE[dtype], cosine.min()
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("task", ["text-generation", "text2text-generation", "automatic-speech-recognition"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_generation_equals_transformers(js, task, dtype) -> None:
@@ -366,6 +371,7 @@ def test_generation_equals_transformers(js, task, dtype) -> None:
             assert text.startswith(prompt) and len(text[len(prompt):].split()) <= NEW_TOKENS
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_object_detection_equals_transformers(js, dtype) -> None:
     case, results = js["object-detection"]
@@ -380,6 +386,7 @@ def test_object_detection_equals_transformers(js, dtype) -> None:
             assert all(abs(a["box"][k] - b["box"][k]) <= 1 for k in b["box"])
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_image_segmentation_equals_transformers(js, dtype) -> None:
     case, results = js["image-segmentation"]
@@ -395,6 +402,7 @@ def test_image_segmentation_equals_transformers(js, dtype) -> None:
     assert agree >= (1.0 if dtype == "fp32" else 0.9), agree
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_depth_estimation_equals_transformers(js, dtype) -> None:
     case, results = js["depth-estimation"]
@@ -408,6 +416,7 @@ def test_depth_estimation_equals_transformers(js, dtype) -> None:
     assert np.corrcoef(depth.ravel(), wanted.ravel())[0, 1] >= (0.99 if dtype in ("fp32", "fp16") else 0.9)
 
 
+@pytest.mark.sweep
 def test_folder_layout_and_config(js) -> None:
     case, _ = js["text2text-generation"]
     out = os.path.join(os.path.dirname(case.directory), "text2text-generation-out")
@@ -572,12 +581,14 @@ def browser(js, tmp_path_factory):
         return dict(zip(BROWSER + [SPLIT], json.load(f)))
 
 
+@pytest.mark.sweep
 def test_the_browser_reads_external_data_as_declared(browser, js) -> None:
     result = browser[SPLIT]
     assert "error" not in result, result.get("error")
     assert result["output"] == js["text-generation"][1]["fp32"]["outputs"][0]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize(("task", "dtype"), BROWSER)
 def test_the_example_page_runs_each_model_kind_in_chromium(browser, js, task, dtype) -> None:
     """In Chromium on the wasm backend: fp32 computes what transformers.js computes in Node (onnxruntime-node)
