@@ -26,7 +26,9 @@ endef
 demo: $(VENV)/.installed
 	$(BIN)/onnxport demo
 
-test: $(VENV)/.installed runtimes
+# The environment and the side runtimes install side by side (neither uses the other).
+test:
+	$(MAKE) --no-print-directory -j2 $(VENV)/.installed runtimes
 	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow and not sweep" --durations=10
 
 # The broad sweeps (marked `sweep`: all of torch's OpInfo database, the zoo without autograd, the fuzz seeds

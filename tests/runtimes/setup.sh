@@ -28,24 +28,30 @@ side_venv() {
     echo "$want" > "$dir/.stamp"
 }
 
+# Each runtime installs in a job of its own, all at once (most of the time is spent waiting on files and
+# venv creation); the script fails if any job does.
+jobs=()
+launch() { "$@" & jobs+=("$!"); }
+
 # Python: one venv per onnxruntime wheel.
-grep -v '^#' "$here/python.txt" | while read -r ort numpy; do
+while read -r ort numpy; do
     [ -n "$ort" ] || continue
-    side_venv "$root/ort-$ort" onnxruntime "$ort" "onnxruntime==$ort" "numpy==$numpy"
-done
+    launch side_venv "$root/ort-$ort" onnxruntime "$ort" "onnxruntime==$ort" "numpy==$numpy"
+done < <(grep -v '^#' "$here/python.txt")
 
 # Python: one venv per OpenVINO release (openvino imports its telemetry package, nothing else beside numpy).
-grep -v '^#' "$here/openvino.txt" | while read -r ov numpy telemetry; do
+while read -r ov numpy telemetry; do
     [ -n "$ov" ] || continue
-    side_venv "$root/openvino-$ov" openvino "$ov" "openvino==$ov" "numpy==$numpy" "openvino-telemetry==$telemetry"
-done
+    launch side_venv "$root/openvino-$ov" openvino "$ov" "openvino==$ov" "numpy==$numpy" "openvino-telemetry==$telemetry"
+done < <(grep -v '^#' "$here/openvino.txt")
 
 # npm: onnxruntime-node and onnxruntime-web per pinned lock file, and transformers.js.
-for src in "$here"/node-*/ "$here"/transformers-js/; do
+npm_folder() {
+    local src="$1" name dir want
     name="$(basename "$src")"
     dir="$root/$name"
     want="$(cat "$src/package.json" "$src/package-lock.json" | sha256sum | cut -d' ' -f1) $(node --version)"
-    if [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then continue; fi
+    if [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then return; fi
     echo "runtimes: $(grep -o '"[a-z@/-]*": "[0-9][^"]*"' "$src/package.json" | tr '\n' ' ')-> $dir"
     rm -rf "$dir"
     mkdir -p "$dir"
@@ -53,7 +59,16 @@ for src in "$here"/node-*/ "$here"/transformers-js/; do
     # The CPU binaries ship in the package; its install script would fetch CUDA ones from nuget.org.
     (cd "$dir" && ONNXRUNTIME_NODE_INSTALL=skip ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm ci --silent --no-audit --no-fund)
     echo "$want" > "$dir/.stamp"
+}
+for src in "$here"/node-*/ "$here"/transformers-js/; do
+    launch npm_folder "$src"
 done
+
+failed=0
+for job in "${jobs[@]}"; do
+    wait "$job" || failed=1
+done
+[ "$failed" = 0 ] || { echo "runtimes: an install failed (see above)" >&2; exit 1; }
 
 # Chromium for the browser test (tests/test_transformers_js.py): Debian's package at the pinned version, where
 # apt-get runs as root; elsewhere the test is skipped (and fails under CI). A pin Debian no longer serves is said,
