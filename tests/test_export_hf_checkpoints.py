@@ -143,8 +143,9 @@ def test_dtype_chooses_the_precision_written(tmp_path) -> None:
     assert ir.DataType.BFLOAT16 in {v.dtype for v in kept.model.graph.initializers.values()}
     with pytest.raises(onnxport.InvalidInputError, match="not a precision export_hf writes"):
         export_hf(directory, "text-generation", tmp_path / "bad", dtype="float8")
-    with pytest.raises(onnxport.InvalidInputError, match="precisions are its dtypes"):
-        export_hf(directory, "text-generation", tmp_path / "bad", dtype="fp16", target="transformers.js")
+    for refused in ("fp16", "auto"):  # auto would keep this checkpoint's bfloat16 in the fp32 file
+        with pytest.raises(onnxport.InvalidInputError, match="precisions are its dtypes"):
+            export_hf(directory, "text-generation", tmp_path / "bad", dtype=refused, target="transformers.js")
     with pytest.raises(onnxport.InvalidInputError, match="does not apply to a text-to-image pipeline"):
         export_hf(directory, "text-to-image", tmp_path / "bad", dtype="fp16")
     with pytest.raises(onnxport.InvalidInputError, match="image-text-to-text models as float16"):

@@ -125,7 +125,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     directory = hub.resolve(os.fspath(directory), revision)
     precision = _precision(dtype)
     engine = transformers_js.engine_target(target)
-    if engine is not None and precision not in (None, torch.float32):
+    if engine is not None and precision != torch.float32:  # auto too: its fp32 file is float32 whatever is stored
         raise InvalidInputError(f"a transformers.js folder's precisions are its dtypes, not dtype={dtype!r}",
                                 fix="leave dtype out and pick the files with dtypes= (fp16, q4f16, ...)")
     if engine is not None:
