@@ -1,4 +1,4 @@
-"""Peak memory of exporting a ~1.9 GB float32 Llama checkpoint: ``onnxport export-hf`` (weights streamed
+"""Peak memory of exporting a ~1.9 GB float32 Llama checkpoint: ``onnxport export-hf --streaming`` (weights streamed
 from the safetensors files) against ``torch.onnx.export(dynamo=True)`` on the model loaded by transformers.
 
     python bench/memory.py                        # hidden 2048, 8 layers: 1.93 GB of float32 weights
@@ -109,7 +109,7 @@ def measure(exporter: str, directory: str, out: str) -> dict[str, object]:
     before = _memory()["VmRSS"]
     start = time.perf_counter()
     if exporter == "onnxport":
-        code = main(["export-hf", directory, "-o", out, "-q"])
+        code = main(["export-hf", directory, "-o", out, "-q", "--streaming"])
         assert code == 0
     else:
         _torch_onnx(directory, out)
@@ -183,7 +183,7 @@ def table(results: dict[str, dict[str, object]], weights: int, args: argparse.Na
         "| exporter | what it does | peak RSS beyond imports (GB) | / weights | export + save (s) |",
         "|---|---|---|---|---|",
     ]
-    what = {"onnxport": "`onnxport export-hf DIR` (weights streamed, never loaded)",
+    what = {"onnxport": "`onnxport export-hf DIR --streaming` (weights streamed, never loaded)",
             "torch.onnx": "`from_pretrained`, then `torch.onnx.export(dynamo=True)`, saved with external data"}
     for name, r in results.items():
         if "error" in r:

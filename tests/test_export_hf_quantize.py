@@ -51,7 +51,7 @@ def _weight_bytes(folder: os.PathLike[str]) -> int:
 
 def test_int8_folder_generates_the_float_tokens_in_onnxruntimegenai_greedy(llama_dir, tmp_path) -> None:
     directory, model = llama_dir
-    prog = export_hf(directory, "text-generation", tmp_path / "int8", target=INT8, quantize="int8")
+    prog = export_hf(directory, "text-generation", tmp_path / "int8", target=INT8, quantize="int8", streaming=True)
     assert len(prog.report.quantization.quantized) == LINEAR_LAYERS and not prog.report.quantization.left
     assert _bits(tmp_path / "int8") == [(8, 32)] * PRODUCTS
     # The quantized layers are in memory, the rest (embedding, norms) still streamed from the checkpoint:

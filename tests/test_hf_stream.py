@@ -1,5 +1,7 @@
-"""``export_hf`` without loading the weights (its default): the ONNX model matches transformers' on the same
-checkpoint, keeps the checkpoint's dtype, and copies the weights from the safetensors files, never into memory."""
+"""``export_hf`` without loading the weights (``streaming=True``, and the default for checkpoints too big to load):
+the ONNX model matches transformers' on the same checkpoint, keeps the checkpoint's dtype, and copies the weights
+from the safetensors files, never into memory; its report says on its first line that it is not verified. Left
+to choose, export_hf loads and verifies what fits in memory."""
 
 from __future__ import annotations
 
@@ -38,8 +40,10 @@ def _empty_cache(config: object, batch: int, dtype: torch.dtype) -> object:
 def test_streamed_llama_matches_transformers_in_the_checkpoint_dtype(dtype: torch.dtype, tmp_path) -> None:
     directory = str(tmp_path / "llama")
     write_llama(directory, dtype)
-    prog = export_hf(directory, "text-generation", tmp_path / "out", dtype="auto")
-    assert prog.report.verification is None and any("never loaded" in n for n in prog.report.notes)
+    prog = export_hf(directory, "text-generation", tmp_path / "out", dtype="auto", streaming=True)
+    assert prog.report.verification is None
+    assert str(prog.report).splitlines()[0].startswith("onnxport export report: NOT VERIFIED (the weights were "
+                                                       "streamed from the safetensors files, never loaded")
     weights = {v.name: v.dtype for v in prog.model.graph.initializers.values() if "rotary" not in v.name}
     assert set(weights.values()) == {_ONNX[dtype]}  # the checkpoint's dtype (auto), not float32
     model = transformers.AutoModelForCausalLM.from_pretrained(directory).eval()  # loaded as transformers loads it
@@ -57,7 +61,7 @@ def test_streamed_llama_matches_transformers_in_the_checkpoint_dtype(dtype: torc
 def test_weights_are_copied_from_the_checkpoint_never_held(tmp_path) -> None:
     directory = str(tmp_path / "llama")
     write_llama(directory, tie_word_embeddings=True)
-    prog = export_hf(directory, "text-generation", tmp_path / "out")
+    prog = export_hf(directory, "text-generation", tmp_path / "out", streaming=True)
     checkpoint = os.path.join(directory, "model.safetensors")
     for value in prog.model.graph.initializers.values():
         if "rotary" in value.name:  # computed by the model, not in the checkpoint
@@ -92,11 +96,11 @@ _PEAK = textwrap.dedent("""
             return {l.split(":")[0]: int(l.split()[1]) * 1024 for l in f if l.startswith(("VmRSS", "VmHWM"))}
 
     small, big, out = sys.argv[1:4]
-    onnxport.export_hf(small, "text-generation", out + "-warm")  # torch's lazy imports and caches, once
+    onnxport.export_hf(small, "text-generation", out + "-warm", streaming=True)  # torch's lazy imports and caches, once
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # the peak RSS restarts from the current RSS
     before = memory()["VmRSS"]
-    onnxport.export_hf(big, "text-generation", out)
+    onnxport.export_hf(big, "text-generation", out, streaming=True)
     print(json.dumps(memory()["VmHWM"] - before))
 """)
 
@@ -126,7 +130,7 @@ def test_sharded_checkpoint_with_a_head_exports_its_base_model(tmp_path) -> None
     torch.manual_seed(0)
     transformers.BertForSequenceClassification(config).save_pretrained(directory, max_shard_size="20KB")
     assert os.path.isfile(os.path.join(directory, "model.safetensors.index.json"))
-    prog = export_hf(directory, "feature-extraction", tmp_path / "out")
+    prog = export_hf(directory, "feature-extraction", tmp_path / "out", streaming=True)
     model = transformers.AutoModel.from_pretrained(directory).eval()
     ids = torch.randint(3, 99, (3, 11), generator=torch.Generator().manual_seed(2))
     mask = torch.ones_like(ids)
@@ -136,7 +140,8 @@ def test_sharded_checkpoint_with_a_head_exports_its_base_model(tmp_path) -> None
                                atol=1e-4, rtol=1e-4)
 
 
-def test_a_checkpoint_lacking_a_weight_is_refused_naming_it(tmp_path) -> None:
+@pytest.mark.parametrize("streaming", [True, None])
+def test_a_checkpoint_lacking_a_weight_is_refused_naming_it(streaming, tmp_path) -> None:
     directory = str(tmp_path / "llama")
     write_llama(directory)
     path = os.path.join(directory, "model.safetensors")
@@ -144,18 +149,38 @@ def test_a_checkpoint_lacking_a_weight_is_refused_naming_it(tmp_path) -> None:
     del tensors["model.layers.1.mlp.up_proj.weight"]
     safetensors.save_file(tensors, path, metadata={"format": "pt"})
     with pytest.raises(onnxport.InvalidInputError, match=r"lacks 1 weights .*layers\.1\.mlp\.up_proj\.weight") as err:
-        export_hf(directory, "text-generation", tmp_path / "out")
-    assert "streaming=False" in err.value.fix
+        export_hf(directory, "text-generation", tmp_path / "out", streaming=streaming)
+    assert "its head included" in err.value.fix
+    assert not os.path.exists(tmp_path / "out")
 
 
-def test_a_checkpoint_without_safetensors_says_how_to_export_it(tmp_path) -> None:
+def test_a_checkpoint_without_safetensors_is_loaded_and_only_streaming_refuses_it(tmp_path) -> None:
     directory = str(tmp_path / "llama")
     model = write_llama(directory)
     os.remove(os.path.join(directory, "model.safetensors"))
     torch.save(model.state_dict(), os.path.join(directory, "pytorch_model.bin"))
     with pytest.raises(onnxport.InvalidInputError, match="no safetensors weights") as err:
-        export_hf(directory, "text-generation", tmp_path / "out")
+        export_hf(directory, "text-generation", tmp_path / "streamed", streaming=True)
     assert "streaming=False" in err.value.fix
+    prog = export_hf(directory, "text-generation", tmp_path / "out")  # left to choose: loaded from the .bin file
+    assert prog.report.verification.ok and not prog.report.unverified
+
+
+def test_left_to_choose_it_loads_what_fits_and_streams_what_does_not(tmp_path, monkeypatch) -> None:
+    from onnxport import memory
+
+    directory = str(tmp_path / "llama")
+    write_llama(directory)
+    prog = export_hf(directory, "text-generation", tmp_path / "loaded")
+    assert prog.report.verification.ok and str(prog.report).splitlines()[0] == "onnxport export report"
+    weights = os.path.getsize(os.path.join(directory, "model.safetensors"))
+    monkeypatch.setattr(memory, "available_memory", lambda: 2 * weights + memory.SPARE)  # not three times over
+    prog = export_hf(directory, "text-generation", tmp_path / "streamed")
+    assert prog.report.verification is None
+    first = str(prog.report).splitlines()[0]
+    assert first.startswith("onnxport export report: NOT VERIFIED (the weights were streamed") and "GiB free" in first
+    monkeypatch.setattr(memory, "available_memory", lambda: 4 * weights + memory.SPARE)
+    assert export_hf(directory, "text-generation", tmp_path / "fits").report.verification.ok
 
 
 def test_seq2seq_tasks_refuse_streaming(tmp_path) -> None:
@@ -165,12 +190,15 @@ def test_seq2seq_tasks_refuse_streaming(tmp_path) -> None:
         export_hf(directory, "text2text-generation", tmp_path / "out", streaming=True)
 
 
-def test_cli_says_when_it_streamed_and_verifies_with_in_memory(tmp_path, capsys) -> None:
+def test_cli_verifies_by_default_and_says_when_it_streamed(tmp_path, capsys) -> None:
     from onnxport.cli import main
 
     directory = str(tmp_path / "llama")
     write_llama(directory)
-    assert main(["export-hf", directory, "-o", str(tmp_path / "streamed")]) == 0
-    assert "verification skipped: the weights were streamed" in capsys.readouterr().out
-    assert main(["export-hf", directory, "-o", str(tmp_path / "loaded"), "--in-memory"]) == 0
+    assert main(["export-hf", directory, "-o", str(tmp_path / "loaded")]) == 0
     assert "verification (onnxruntime vs eager PyTorch): passed" in capsys.readouterr().out
+    assert main(["export-hf", directory, "-o", str(tmp_path / "streamed"), "--streaming"]) == 0
+    assert "NOT VERIFIED: the weights were streamed from the safetensors files, never loaded (streaming=True)" in (
+        capsys.readouterr().out)
+    with pytest.raises(SystemExit):
+        main(["export-hf", directory, "-o", str(tmp_path / "both"), "--streaming", "--in-memory"])

@@ -300,9 +300,11 @@ def _finished(
         aliases=_capture.argument_aliases(model),
     )
     if bound is not None:
-        report.notes.append("not verified against eager PyTorch: the weights were streamed from files, never "
-                            "loaded (load the model and export it without weights= to verify)")
-    elif verify:
+        report.unverified = ("the weights were streamed from files, never loaded: load the model and export it "
+                             "without weights= to verify")
+    elif not verify:
+        report.unverified = "verify=False"
+    else:
         with report.stage("verify") as stage:
             given = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
             result = _verify.verify_export(

@@ -66,13 +66,12 @@ def _export_hf(ns: argparse.Namespace) -> int:
             print(picked, flush=True)
         task = picked.task
     result = export_hf(directory, task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
-                       streaming=False if ns.in_memory else None, quantize=ns.quantize, dtypes=ns.dtypes,
+                       streaming=False if ns.in_memory else True if ns.streaming else None, quantize=ns.quantize, dtypes=ns.dtypes,
                        dtype=ns.dtype)
     programs = tuple(result.values()) if isinstance(result, dict) else result if isinstance(result, tuple) else (result,)
     if not ns.quiet:
         for prog in programs:
-            print(prog.report.verification or "verification skipped: the weights were streamed from the "
-                  "safetensors files, never loaded (--in-memory loads them and verifies)")
+            print(f"NOT VERIFIED: {prog.report.unverified}" if prog.report.unverified else prog.report.verification)
             if prog.report.quantization is not None:
                 print(f"quantized: {prog.report.quantization}")
     for folder, dirs, names in sorted(os.walk(ns.output)):
@@ -243,9 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "diffusers pipeline directory: text-to-image)")
     p.add_argument("-o", "--output", required=True, help="the folder to write the model(s) and their files into")
     _add_runtime_args(p, folders=True)
-    p.add_argument("--in-memory", action="store_true",
-                   help="load the weights and verify against eager PyTorch (default: stream them from the "
-                   "safetensors files without loading them, unverified; seq2seq tasks always load)")
+    loading = p.add_mutually_exclusive_group()
+    loading.add_argument("--in-memory", action="store_true",
+                         help="load the weights and verify against eager PyTorch whatever their size (default: "
+                         "loaded and verified where they fit in memory with room to spare, else streamed)")
+    loading.add_argument("--streaming", action="store_true",
+                         help="stream the weights from the safetensors files into the ONNX data file without "
+                         "loading them, whatever their size: not verified (seq2seq tasks always load)")
     p.add_argument("--quantize", default=None, metavar="int4|int8",
                    help="int4 or int8 weights for the linear layers of the model(s) written (blocks of 32, "
                    "symmetric; MatMulNBits for onnxruntime targets, which onnxruntime-genai runs)")

@@ -47,6 +47,7 @@ class Report:
     notes: list[str] = dataclasses.field(default_factory=list)  # what onnxport did for the user, for the record
     blocks: list[str] = dataclasses.field(default_factory=list)  # repeated blocks captured once, or why not
     verification: Any = None
+    unverified: str = ""  # why the program was not compared with eager PyTorch: said on the report's first line
     quantization: Any = None  # onnxport.quantize.QuantizeResult of a quantized program, with its checks
     progress: bool = False
 
@@ -79,7 +80,8 @@ class Report:
         return sum(s.seconds for s in self.stages)
 
     def __str__(self) -> str:
-        lines = ["onnxport export report"]
+        lines = [f"onnxport export report: NOT VERIFIED ({self.unverified})" if self.unverified
+                 else "onnxport export report"]
         for s in self.stages:
             lines.append(f"  {s.name:<10} {s.seconds:7.3f}s  {s.detail}".rstrip())
         lines.append(f"  {'total':<10} {self.total_seconds:7.3f}s")

@@ -26,3 +26,20 @@ EXPECTED = torch.tensor([1.0, NAN, INF, -INF, 2.0])
 def test_nan_and_inf(actual: list[float], ok: bool) -> None:
     (check,) = compare(["y"], [EXPECTED], [torch.tensor(actual)])
     assert check.ok is ok, check
+
+
+def test_large_outputs_are_held_to_the_rounding_of_their_largest_values() -> None:
+    """A float32 output whose values reach 5e5 (a head on random weights drawn wide) knows its small elements
+    only to the rounding of the sums they came from: 0.9 off at an element near zero is rounding there, not a
+    wrong graph; the same error in an output of ordinary size is one."""
+    expected = torch.tensor([476562.0, -3.0e5, 0.05, 1.0])
+    (check,) = compare(["logits"], [expected], [expected + torch.tensor([0.0, 0.0, 0.9, 0.0])])
+    assert check.ok and check.atol > 1.0, check
+    (check,) = compare(["logits"], [expected], [expected + torch.tensor([0.0, 0.0, 10.0, 0.0])])
+    assert not check.ok, check  # more than the rounding of the largest values
+    small = torch.tensor([4.0, -3.0, 0.05, 1.0])
+    (check,) = compare(["logits"], [small], [small + torch.tensor([0.0, 0.0, 0.001, 0.0])])
+    assert not check.ok and check.atol == 1e-4, check
+    half = expected.half()
+    (check,) = compare(["logits"], [half], [half])
+    assert check.atol == 1e-2  # float16's tolerances as they were

@@ -22,12 +22,14 @@ Each folder gets its component's ``config.json`` (the VAE's for both of its halv
 (``onnxport.hf.task`` = ``text-to-image``), so that ``onnxport.hf.diffusion_runner.OnnxDiffusionPipeline``
 runs the folder in onnxruntime.
 
-By default the weights are never loaded (``streaming``): each diffusers model is built from its config with its
+By default every component is loaded with ``from_pretrained`` and its export verified where the pipeline's weights
+fit in memory with room to spare (``onnxport.memory.fits``), as ``export_hf`` does. Otherwise, or with
+``streaming=True``, the weights are never loaded: each diffusers model is built from its config with its
 parameters on the meta device (its computed buffers, such as positional tables, real) and in float32, as
 diffusers' ``from_pretrained`` builds it; a transformers text encoder is built as ``export_hf`` builds a streamed
 model, in its checkpoint's dtype. The safetensors files are then copied tensor by tensor into each model's
-data file. Such models are not verified against eager PyTorch; ``streaming=False`` loads every component with
-``from_pretrained`` and verifies each export.
+data file. Such models are not verified against eager PyTorch (the first line of each report says so);
+``streaming=False`` loads every component with ``from_pretrained`` and verifies each export.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ from typing import Any, NamedTuple
 
 import torch
 
+from onnxport import memory
 from onnxport.arguments import check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
+from onnxport.hf import stream
 from onnxport.hf.tasks import TASK_KEY
 from onnxport.program import OnnxProgram
 
@@ -136,8 +140,9 @@ def export_diffusion(directory: str | os.PathLike, out: str | os.PathLike = "onn
     """Export the text-to-image pipeline in ``directory`` into the folder ``out``; returns each component's
     program by its folder name (``text_encoder``, ``unet`` or ``transformer``, ``vae_decoder``, ...).
 
-    ``streaming`` (default True) exports without loading the weights (see the module's docstring); ``False``
-    loads each model with ``from_pretrained`` and verifies its export against it. ``opset``, ``target`` and
+    ``streaming=True`` exports without loading the weights (see the module's docstring); ``False`` loads each
+    model with ``from_pretrained`` and verifies its export against it; left out, the weights are loaded where
+    they fit in memory with room to spare, else streamed. ``opset``, ``target`` and
     ``reuse_blocks`` are ``onnxport.export``'s, given to every export (``reuse_blocks=False`` saves time on
     small models, whose few repeated layers do not pay for their separate capture). Nothing is written to
     ``out`` until every component is exported; the files are then written into a hidden folder in ``out`` and
@@ -149,9 +154,17 @@ def export_diffusion(directory: str | os.PathLike, out: str | os.PathLike = "onn
     index = read_model_index(directory)
     if streaming is not None and not isinstance(streaming, bool):
         raise InvalidInputError(f"streaming must be True, False or None, not {streaming!r}",
-                                fix="leave it out (weights streamed), or pass streaming=False to load them")
-    streaming = True if streaming is None else streaming
+                                fix="leave it out (loaded and verified where the weights fit in memory), or pass "
+                                "True to stream them, False to load them")
     components = _components(directory, index)
+    why_streamed = "streaming=True" if streaming else ""
+    if streaming is None:  # loaded and verified where every component fits in memory at once
+        sizes = [stream.loaded_size(os.path.join(directory, source), None)
+                 for source in sorted({c.source for c in components})]
+        total = sum(size or 0 for size in sizes)
+        streaming = not memory.fits(total)
+        if streaming:
+            why_streamed = f"{memory.gib(total)} of weights loaded would not fit {memory.LOAD_FACTOR} times over here"
     copied = [name for name in COPIED_FOLDERS if os.path.isdir(os.path.join(directory, name))]
     check_output_folder(out, [INDEX_FILE, *(f"{c.name}/model.onnx" for c in components),
                               *(f"{c.name}/config.json" for c in components)])
@@ -174,6 +187,9 @@ def export_diffusion(directory: str | os.PathLike, out: str | os.PathLike = "onn
         prog = export(wrapper, (), inputs, dynamic_shapes=dynamic, output_names=names, opset=opset,
                       progress=progress, weights=weights, target=target, reuse_blocks=reuse_blocks)
         prog.model.metadata_props[TASK_KEY] = TASK
+        if streaming:
+            prog.report.unverified = (f"the weights were streamed from the safetensors files, never loaded "
+                                      f"({why_streamed}); pass streaming=False (--in-memory) to load and verify")
         programs[part.name] = prog
     _write(directory, out, programs, components, copied)
     return programs

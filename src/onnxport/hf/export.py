@@ -22,10 +22,12 @@ OUT/ gets the model's ``config.json`` and its tokenizer or processor files, and 
 task in its metadata (``onnxport.hf.task``), so that ``onnxport.hf.pipeline(OUT)`` runs it in onnxruntime behind
 transformers' own pipeline (``onnxport.hf.runner``).
 
-By default the weights are never loaded (``streaming``, every task but the seq2seq ones): the model is built
-on the meta device and its safetensors files are copied tensor by tensor into the model's data file
-(``model.onnx.<digest>.data``; ``onnxport.hf.stream``), so a checkpoint larger than memory exports. Eager PyTorch cannot run such a
-model, so it is not verified against it; ``streaming=False`` loads the model and verifies the export.
+By default the model is loaded with ``from_pretrained`` and the export verified against it wherever the weights
+fit in memory with room to spare (``onnxport.memory.fits``: three times their loaded size, and a GiB). Larger
+checkpoints are streamed (``streaming``): the model is built on the meta device and its safetensors files are
+copied tensor by tensor into the model's data file (``model.onnx.<digest>.data``; ``onnxport.hf.stream``), so a
+checkpoint larger than memory exports. Eager PyTorch cannot run such a model, so it is not verified against it,
+and the first line of each report says so and why. ``streaming=True`` streams whatever the size, ``False`` loads.
 
 A checkpoint quantized with GPTQ or AWQ (config.json's ``quantization_config``; ``onnxport.hf.prequantized``)
 is loaded with its quantized layers' weights dequantized, in memory (not streamed), exported and verified as a
@@ -45,6 +47,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from onnxport import memory
 from onnxport.arguments import check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import hub, prequantized, stream, transformers_js
@@ -84,11 +87,13 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     programs of a seq2seq task, the three of a vision-language model; for ``text-to-image``, a diffusers pipeline
     directory, ``{component: program}``: ``onnxport.hf.diffusion``).
 
-    ``streaming`` (default: True but for the seq2seq tasks) exports without loading the weights: the ONNX
-    weights are the checkpoint's, in its dtype, copied from its safetensors files when the model is saved,
-    and the export is not verified against eager PyTorch. ``streaming=False`` loads the model with
-    ``from_pretrained`` and verifies the export against it. ``target`` is ``onnxport.export``'s (the runtime
-    the files are for), passed to every export.
+    ``streaming`` (default: None, decided by size) exports without loading the weights when True: the ONNX
+    weights are the checkpoint's, copied from its safetensors files when the model is saved, and the export is not
+    verified against eager PyTorch (the report's first line says so). ``False`` loads the model with
+    ``from_pretrained`` and verifies the export against it. Left out, the model is loaded wherever its weights
+    fit in memory with room to spare, streamed where they do not (never for the seq2seq tasks, whose example
+    inputs come from running the encoder). ``target`` is ``onnxport.export``'s (the runtime the files are for),
+    passed to every export.
 
     ``quantize`` is ``onnxport.export``'s too (``True`` or ``"int4"``, ``"int8"``, or a dict of
     ``OnnxProgram.quantize``'s options): the linear layers' weights of every model written are quantized
@@ -176,8 +181,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                                 fix="pass dtype='fp32' (the default), 'bf16' or 'auto'")
     sentence = read_sentence_model(directory) if task == "sentence-similarity" else None
     model_dir = sentence.transformer if sentence is not None else directory  # where config.json and weights are
+    if streaming is not None and not isinstance(streaming, bool):
+        raise InvalidInputError(f"streaming must be True, False or None, not {streaming!r}",
+                                fix="leave it out (loaded and verified where the weights fit in memory), or pass "
+                                "True to stream them, False to load them")
     asked_streaming = streaming
-    streaming = not spec.seq2seq if streaming is None else streaming
     if streaming and spec.seq2seq:
         raise InvalidInputError(f"{task} models are exported with their weights loaded (their example inputs come "
                                 "from running the encoder)", fix="leave streaming unset, or pass streaming=False")
@@ -207,6 +215,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                                     "q4f16 files hold 4-bit weights), or this one for onnxruntime (no target)")
         quantize = _prequantized_options(scheme, quantize, task, spec, asked_streaming)
         streaming = False
+    why_streamed = "streaming=True" if streaming else ""
+    if streaming is None:
+        streaming, why_streamed = _stream_or_load(model_dir, spec, precision)
     import transformers
 
     # The model is built in float32 for fp32 and fp16 (float16 comes from the half-precision conversion, with its
@@ -221,8 +232,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         elif streaming:
             model, weights = stream.meta_model(model_dir, spec.auto, config, **built)
         else:
-            model = getattr(transformers, spec.auto).from_pretrained(model_dir, config=config, local_files_only=True,
-                                                                      **built).eval()
+            model = _load(getattr(transformers, spec.auto), model_dir, config, built)
     except (ValueError, OSError) as exc:
         if isinstance(exc, OnnxportError):
             raise
@@ -250,6 +260,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         result = export(model, (), inputs, dynamic_shapes=dynamic, opset=opset, progress=progress,
                         weights=weights, target=target, quantize=quantize, dtype=torch.float16 if half else None)
         files = {"model.onnx": result}
+    if streaming:  # the first line of each report says so
+        for prog in (result.values() if isinstance(result, dict) else result if isinstance(result, tuple) else [result]):
+            prog.report.unverified = (f"the weights were streamed from the safetensors files, never loaded "
+                                      f"({why_streamed}); pass streaming=False (--in-memory) to load and verify")
     if quantize is not None:
         _check_quantized({name: prog for name, prog in files.items() if not spec.vlm or name == "model.onnx"})
     if engine is not None and spec.seq2seq:
@@ -291,6 +305,36 @@ def _precision(dtype: Any) -> torch.dtype | None:
         raise InvalidInputError(f"dtype={dtype!r} is not a precision export_hf writes",
                                 fix=f"pass one of {', '.join(DTYPES)} (default fp32)")
     return DTYPES[dtype]
+
+
+def _load(cls: Any, directory: str, config: Any, built: dict[str, Any]) -> torch.nn.Module:
+    """``cls.from_pretrained`` of ``directory``, refusing a checkpoint that lacks weights of the model (transformers
+    would initialise them at random, and the export would hold them)."""
+    model, info = cls.from_pretrained(directory, config=config, local_files_only=True, output_loading_info=True,
+                                      **built)
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        raise InvalidInputError(
+            f"the checkpoint lacks {len(missing)} weights of {type(model).__name__} "
+            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): transformers would initialise them "
+            "at random", fix="check that the directory holds this task's model (its head included)")
+    return model.eval()
+
+
+def _stream_or_load(directory: str, spec: Task, precision: torch.dtype | None) -> tuple[bool, str]:
+    """Whether to stream the weights (and why) when the caller did not say: load them, and so verify the export,
+    wherever they fit in memory with room to spare (``onnxport.memory.fits``); stream only those that do not."""
+    if spec.seq2seq:
+        return False, ""
+    nbytes = stream.loaded_size(directory, precision)
+    if nbytes is None or memory.fits(nbytes):  # no safetensors files: from_pretrained reads what there is
+        return False, ""
+    available = memory.available_memory()
+    free = f"{memory.gib(available)} free" if available is not None else "free memory unknown"
+    why = (f"{memory.gib(nbytes)} of weights loaded would not fit {memory.LOAD_FACTOR} times over in the memory "
+           f"here, {free}")
+    logger.info("streaming the weights: %s", why)
+    return True, why
 
 
 def _caching(config: Any) -> None:

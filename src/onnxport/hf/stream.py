@@ -27,7 +27,7 @@ from onnxport.hf.cache import registered
 from onnxport.hf.signature import cache_of
 from onnxport.weights import Weights
 
-__all__ = ["meta_cache", "meta_call", "meta_model"]
+__all__ = ["loaded_size", "meta_cache", "meta_call", "meta_model"]
 
 _IN_MEMORY = "export with the model loaded instead (export_hf(..., streaming=False), or --in-memory on the command line)"
 
@@ -55,6 +55,16 @@ def meta_model(directory: str, auto: str, config: Any, dtype: torch.dtype | None
     if os.path.isfile(generation) and getattr(model, "generation_config", None) is not None:
         model.generation_config = transformers.GenerationConfig.from_pretrained(directory)
     return model, weights.renamed(names)
+
+
+def loaded_size(directory: str, dtype: torch.dtype | None) -> int | None:
+    """Bytes the weights of ``directory``'s safetensors files take once loaded, their floating-point ones in
+    ``dtype`` (None: as stored); None where the directory has no safetensors files to read."""
+    try:
+        weights = Weights.open(directory)
+    except InvalidInputError:
+        return None
+    return weights.nbytes(dtype)
 
 
 def _checkpoint_dtype(config: Any, weights: Weights) -> torch.dtype:

@@ -155,7 +155,7 @@ def _example_inputs(model: torch.nn.Module, config: Any) -> dict[str, dict[str, 
     ids = _ids(text, EXAMPLE_BATCH, per_prompt + 4)
     ids[:, 2:2 + per_prompt] = image_token_id(config)
     generator = torch.Generator().manual_seed(1)
-    features = torch.randn(rows, hidden, generator=generator)
+    features = torch.randn(EXAMPLE_BATCH * per_prompt, hidden, generator=generator)  # one row per image token
     prompt = _ids(text, EXAMPLE_BATCH, PAST)
     if meta:
         cache = stream.meta_cache(model, input_ids=prompt)

@@ -14,7 +14,6 @@ optimisations.
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from typing import Any
@@ -24,6 +23,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.errors import InvalidInputError, OnnxportError, VerificationError
+from onnxport.memory import available_memory
 from onnxport.verify.ahead import EagerAhead
 from onnxport.verify.budget import Budget
 from onnxport.verify.child import Crashed, SessionProcess, no_fork_reason
@@ -47,7 +47,7 @@ def session_level(model: ir.Model, available: int | None = None) -> str:
     """``"all"`` (onnxruntime's default), or ``"none"`` where a copy of the weights would not fit in the
     memory free (``available`` bytes; read from the system when None)."""
     if available is None:
-        available = _available_memory()
+        available = available_memory()
     return "all" if available is None or 2 * initializer_bytes(model) < available else "none"
 
 
@@ -73,21 +73,6 @@ def computed_precisions(model: ir.Model) -> dict[str, torch.dtype]:
         for value in node.outputs:
             loosest[value] = looser(upstream, _FLOATS.get(value.dtype) if value.dtype is not None else None)
     return {v.name: loosest[v] for v in model.graph.outputs if loosest.get(v) is not None}
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory free for new work (Linux's MemAvailable, else the free pages), or None."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 class Checker:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -66,6 +67,19 @@ class Weights:
     def dtype(self, key: str) -> torch.dtype | None:
         """The dtype ``key`` is stored in (None: one torch has no name for)."""
         return self._entries[key].dtype
+
+    def nbytes(self, dtype: torch.dtype | None = None) -> int:
+        """Bytes these weights take in memory, their floating-point ones (but 8-bit floats) in ``dtype`` when
+        given, else as stored."""
+        total = 0
+        for entry in self._entries.values():
+            shape, stored = tuple(entry.shape), entry.dtype
+            if stored is None:
+                total += entry.length
+                continue
+            keep = dtype is None or not stored.is_floating_point or stored.itemsize == 1
+            total += math.prod(shape) * (stored if keep else dtype).itemsize
+        return total
 
     def renamed(self, names: Mapping[str, str]) -> Weights:
         """These weights under other names: ``names`` maps each new name to an existing one."""
