@@ -202,3 +202,47 @@ def test_cli_verifies_by_default_and_says_when_it_streamed(tmp_path, capsys) -> 
         capsys.readouterr().out)
     with pytest.raises(SystemExit):
         main(["export-hf", directory, "-o", str(tmp_path / "both"), "--streaming", "--in-memory"])
+
+
+def _write_moe(directory: str, kind: str) -> object:
+    """A random Mixtral or Qwen2-MoE saved as save_pretrained saves it: one tensor per expert, which transformers
+    merges into one per layer when it loads the checkpoint (Qwen2-MoE's shared-expert gate is a Linear(K, 1))."""
+    from tests.hf_dirs import write_tokenizer
+
+    torch.manual_seed(0)
+    sizes = dict(vocab_size=99, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    if kind == "mixtral":
+        model = transformers.MixtralForCausalLM(transformers.MixtralConfig(**sizes, num_local_experts=4,
+                                                                           num_experts_per_tok=2))
+    else:
+        model = transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(
+            **sizes, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, shared_expert_intermediate_size=40))
+    with torch.no_grad():  # spread weights: greedy tokens that do not turn on rounding
+        for param in model.parameters():
+            param.normal_(0, 0.2)
+    model.eval().save_pretrained(directory)
+    write_tokenizer(directory, 99)
+    return model
+
+
+@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe"])
+def test_experts_transformers_merges_on_load_are_merged_as_they_stream(kind: str, tmp_path) -> None:
+    from tests.hf_dirs import PROMPT, genai_greedy
+
+    directory = str(tmp_path / kind)
+    _write_moe(directory, kind)
+    keys = safetensors.load_file(os.path.join(directory, "model.safetensors"))
+    assert any(".layers.0." in key and ".experts.3." in key for key in keys)  # per expert in the file, merged in the model
+    prog = export_hf(directory, "text-generation", tmp_path / "out", streaming=True)
+    assert prog.report.unverified
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory).eval()
+    merged = model.model.layers[1].mlp.experts.gate_up_proj.detach()
+    saved = {v.name: v for v in ir.load(str(tmp_path / "out" / "model.onnx")).graph.initializers.values()}
+    stored = saved["model.layers.1.mlp.experts.gate_up_proj"].const_value.numpy()
+    np.testing.assert_array_equal(stored.reshape(merged.shape) if stored.size == merged.numel() else stored,
+                                  merged.numpy())
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
+    assert genai_greedy(tmp_path / "out")[0] == expected[0].tolist()

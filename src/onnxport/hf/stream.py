@@ -6,16 +6,22 @@ memory-mapped and never reads them, and ``OnnxProgram.save`` copies each one's b
 the model's data file. What ``from_pretrained`` does besides reading the files is done as it does it:
 checkpoint names renamed as its loader renames them (base-model prefix, legacy names), tied weights taken
 from the one the checkpoint holds, ``_keep_in_fp32_modules`` kept in float32, and the buffers a model
-computes itself (rotary ``inv_freq``, ``position_ids``) computed by the model's own ``initialize_weights``.
-A checkpoint that needs more (weights merged or split on load, weights it lacks and transformers would
-initialise at random) is refused, naming them.
+computes itself (rotary ``inv_freq``, ``position_ids``) computed by the model's own ``initialize_weights``, and
+the weights transformers converts on load (a mixture of experts saved one tensor per expert, merged into one per
+layer) computed by transformers' own conversion, one layer at a time, when the model is saved. A checkpoint that
+lacks weights transformers would initialise at random is refused, naming them. The model runs on the meta device
+(for the KV cache's shapes) with transformers' shortcuts that read a tensor's values turned off, as under
+torch.export.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import os
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +31,7 @@ from torch.utils import _pytree as pytree
 from onnxport.errors import InvalidInputError
 from onnxport.hf.cache import registered
 from onnxport.hf.signature import cache_of
-from onnxport.weights import Weights
+from onnxport.weights import Derived, Weights
 
 __all__ = ["loaded_size", "meta_cache", "meta_call", "meta_model"]
 
@@ -49,12 +55,12 @@ def meta_model(directory: str, auto: str, config: Any, dtype: torch.dtype | None
     with torch.device("meta"):
         model = build(config, dtype=dtype).eval()
     _keep_in_float32(model, dtype)
-    names = _checkpoint_names(model, weights)
-    _compute_buffers(model, names)
+    names, derived = _checkpoint_names(model, weights)
+    _compute_buffers(model, {**names, **dict.fromkeys(derived, "")})
     generation = os.path.join(directory, "generation_config.json")
     if os.path.isfile(generation) and getattr(model, "generation_config", None) is not None:
         model.generation_config = transformers.GenerationConfig.from_pretrained(directory)
-    return model, weights.renamed(names)
+    return model, weights.renamed(names).with_derived(derived)
 
 
 def loaded_size(directory: str, dtype: torch.dtype | None) -> int | None:
@@ -96,27 +102,83 @@ def _keep_in_float32(model: torch.nn.Module, dtype: torch.dtype) -> None:
                     slots[attr] = torch.nn.Parameter(cast, tensor.requires_grad) if kind == "_parameters" else cast
 
 
-def _checkpoint_names(model: torch.nn.Module, weights: Weights) -> dict[str, str]:
+def _checkpoint_names(model: torch.nn.Module, weights: Weights) -> tuple[dict[str, str], dict[str, Derived]]:
     """Each state-dict key of the model found in the checkpoint -> the checkpoint's name for it, renamed as
-    transformers' loader renames (prefix added or removed, legacy names); refuses what it would convert."""
+    transformers' loader renames (prefix added or removed, legacy names); and the weights transformers converts
+    on load (experts merged into one tensor, a projection split), computed from the checkpoint's as it would
+    compute them, when they are read."""
     expected = model.state_dict()
     renamings, converters = _conversions(model)
     prefix = getattr(model, "base_model_prefix", None) or None
     found: dict[str, str] = {}
-    converted = set()
-    for key in sorted(weights):
-        name, merged = _rename(key, renamings, converters, prefix, expected)
+    groups: dict[str, _Conversion] = {}
+    for key in sorted(weights, key=_natural):  # experts in their order: 2 before 10, as transformers sorts them
+        name, pattern = _rename(key, renamings, converters, prefix, expected)
         if name not in expected and key in expected:
-            name, merged = _rename(key, [], [], prefix, expected)
-        if name in expected:
-            (converted.add(name) if merged else found.setdefault(name, key))
-    if converted:
-        raise InvalidInputError(
-            f"transformers converts {len(converted)} weights of this checkpoint when it loads them (merged or split, "
-            f"e.g. {', '.join(sorted(converted)[:3])}), which onnxport does not do without loading them",
-            fix=_IN_MEMORY,
-        )
-    return found
+            name, pattern = _rename(key, [], [], prefix, expected)
+        if name not in expected:
+            continue
+        if pattern is None:
+            found.setdefault(name, key)
+            continue
+        converter = next((c for c in converters if pattern in c.source_patterns), None)
+        if converter is None:  # a rule without transformers' converter objects: nothing onnxport can follow
+            raise InvalidInputError(f"transformers converts the checkpoint's weight {key} into {name} when it loads "
+                                    "it, which onnxport cannot follow without loading it", fix=_IN_MEMORY)
+        groups.setdefault(name, _Conversion(model, converter, weights)).add(pattern, key)
+    derived = {}
+    for name, conversion in groups.items():
+        for target in conversion.targets(name, expected):
+            like = expected[target]
+            derived[target] = Derived(tuple(like.shape), conversion.dtype, functools.partial(conversion.value, name,
+                                                                                              target))
+    return found, derived
+
+
+class _Conversion:
+    """The checkpoint's tensors one of transformers' ``WeightConverter``s turns into a model's weights (one layer's
+    experts into ``gate_up_proj`` and ``down_proj``, say), and the conversion run when a weight is read: by
+    transformers' own operations, on a fresh copy of the converter, the last layer's results kept for the other
+    weights it gives."""
+
+    def __init__(self, model: torch.nn.Module, converter: Any, weights: Weights) -> None:
+        self.model, self.converter, self.weights = model, converter, weights
+        self.sources: list[tuple[str, str]] = []  # (source pattern, checkpoint key), in transformers' order
+        self._last: tuple[str, dict[str, torch.Tensor]] | None = None
+
+    def add(self, pattern: str, key: str) -> None:
+        self.sources.append((pattern, key))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.weights.dtype(self.sources[0][1])
+
+    def targets(self, name: str, expected: Any) -> list[str]:
+        """The model's weights this conversion gives: ``name``, and the others of a one-to-many converter."""
+        first = self.converter.target_patterns[0]
+        names = [name.replace(first, pattern, 1) for pattern in self.converter.target_patterns]
+        return [n for n in dict.fromkeys(names) if n in expected]
+
+    def value(self, name: str, target: str) -> torch.Tensor:
+        if self._last is None or self._last[0] != name:
+            self._last = None  # the previous layer's tensors go before this one's are read
+            self._last = (name, self._convert(name))
+        value = self._last[1].get(target)
+        if value is None:
+            raise InvalidInputError(f"transformers' conversion of the checkpoint gave no {target}",
+                                    fix=_IN_MEMORY)
+        return value[0] if isinstance(value, list) else value
+
+    def _convert(self, name: str) -> dict[str, Any]:
+        converter = copy.deepcopy(self.converter)
+        for pattern, key in self.sources:
+            converter.add_tensor(name, key, pattern, functools.partial(self.weights.load, key))
+        with torch.no_grad():
+            return converter.convert(name, model=self.model, config=self.model.config)
+
+
+def _natural(key: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in key.split(".")]
 
 
 def _conversions(model: torch.nn.Module) -> tuple[list[Any], list[Any]]:
@@ -130,21 +192,21 @@ def _conversions(model: torch.nn.Module) -> tuple[list[Any], list[Any]]:
     return ([m for m in mapping if isinstance(m, WeightRenaming)], [m for m in mapping if isinstance(m, WeightConverter)])
 
 
-def _rename(key: str, renamings: list[Any], converters: list[Any], prefix: str | None, expected: Any) -> tuple[str, bool]:
-    """The model's name for checkpoint ``key`` and whether a conversion (not a renaming) produced it: transformers'
-    own rule where it has one, else the base-model prefix added or removed."""
+def _rename(key: str, renamings: list[Any], converters: list[Any], prefix: str | None, expected: Any
+            ) -> tuple[str, str | None]:
+    """The model's name for checkpoint ``key`` and the source pattern of the conversion (not a renaming) that
+    produced it, if one did: transformers' own rule where it has one, else the base-model prefix added or removed."""
     try:
         from transformers.core_model_loading import rename_source_key
     except ImportError:
         rename_source_key = None
     if rename_source_key is not None:
-        name, pattern = rename_source_key(key, renamings, converters, prefix, expected)
-        return name, pattern is not None
+        return rename_source_key(key, renamings, converters, prefix, expected)
     if prefix and key.startswith(f"{prefix}.") and key[len(prefix) + 1:] in expected:
-        return key[len(prefix) + 1:], False
+        return key[len(prefix) + 1:], None
     if prefix and f"{prefix}.{key}" in expected:
-        return f"{prefix}.{key}", False
-    return key, False
+        return f"{prefix}.{key}", None
+    return key, None
 
 
 def _compute_buffers(model: torch.nn.Module, names: dict[str, str]) -> None:
@@ -208,12 +270,39 @@ def _all_meta(model: torch.nn.Module) -> Iterator[None]:
             if callable(getattr(module, "warn_if_padding_and_no_attention_mask", None)):
                 silenced.append(module)
                 module.warn_if_padding_and_no_attention_mask = _no_warning
-        yield
+        with _meta_is_tracing():
+            yield
     finally:
         for module, attr, buffer in swapped:
             module._buffers[attr] = buffer
         for module in silenced:
             del module.warn_if_padding_and_no_attention_mask
+
+
+@contextlib.contextmanager
+def _meta_is_tracing() -> Iterator[None]:
+    """transformers' ``is_tracing(tensor)`` true of meta tensors for the block: where it would read a tensor's
+    values to take a shortcut (skip an all-ones mask, test a cache offset for 0), it takes the path that keeps
+    them tensors, as it does under torch.export. A meta tensor has no values to read."""
+    try:
+        from transformers.utils import import_utils
+    except ImportError:
+        yield
+        return
+    original = import_utils.is_tracing
+
+    def is_tracing(tensor: Any = None) -> bool:
+        return original(tensor) or (isinstance(tensor, torch.Tensor) and tensor.is_meta)
+
+    holders = [module for name, module in list(sys.modules.items())
+               if name.startswith("transformers") and getattr(module, "is_tracing", None) is original]
+    for module in holders:
+        module.is_tracing = is_tracing
+    try:
+        yield
+    finally:
+        for module in holders:
+            module.is_tracing = original
 
 
 def _no_warning(*args: Any, **kwargs: Any) -> None:

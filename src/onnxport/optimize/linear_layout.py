@@ -136,7 +136,7 @@ def _transposed_rows(source: ir.TensorProtocol, rows: slice) -> np.ndarray:
     """The source's ``rows``, transposed into memory of their own; a file the read mapped is unmapped."""
     tensor = source.raw() if isinstance(source, ir.LazyTensor) else source
     array = np.asarray(tensor.numpy())
-    out = np.ascontiguousarray(array[rows].T)
+    out = np.array(array[rows].T, order="C", copy=True)  # a copy even where the transpose is contiguous ([1, K])
     del array  # the last view of the mapping
     if isinstance(tensor, ir.ExternalTensor):
         tensor.release()

@@ -3,6 +3,6 @@ safetensors files memory-mapped (never read), and ``OnnxProgram.save`` copies ea
 them into the model's data file (``model.onnx.<digest>.data``)."""
 
 from onnxport.weights.bind import Binding, bind
-from onnxport.weights.source import Weights
+from onnxport.weights.source import Derived, Weights
 
-__all__ = ["Binding", "Weights", "bind"]
+__all__ = ["Binding", "Derived", "Weights", "bind"]

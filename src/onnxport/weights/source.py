@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import onnx_ir as ir
@@ -15,7 +16,17 @@ from onnx_ir.tensor_adapters import TorchTensor, from_torch_dtype
 from onnxport.errors import InvalidInputError
 from onnxport.weights.files import FileRange, read_header, safetensors_files
 
-__all__ = ["Weights"]
+__all__ = ["Derived", "Weights"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Derived:
+    """A weight computed from others when it is read (experts merged into one tensor, a fused projection split):
+    its ``shape`` and ``dtype``, and ``compute()`` giving its values."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    compute: Callable[[], torch.Tensor]
 
 
 class Weights:
@@ -27,7 +38,7 @@ class Weights:
     when ``OnnxProgram.save`` writes its external data.
     """
 
-    def __init__(self, entries: Mapping[str, FileRange | torch.Tensor]):
+    def __init__(self, entries: Mapping[str, FileRange | torch.Tensor | Derived]):
         self._entries = dict(entries)
         self._maps: dict[str, torch.UntypedStorage] = {}
 
@@ -81,6 +92,21 @@ class Weights:
             total += math.prod(shape) * (stored if keep else dtype).itemsize
         return total
 
+    def load(self, key: str) -> torch.Tensor:
+        """``key``'s values, read into memory in the dtype they are stored in."""
+        entry = self._entries[key]
+        if isinstance(entry, Derived):
+            return entry.compute()
+        if isinstance(entry, torch.Tensor):
+            return entry.detach()
+        return _converted(entry, entry.dtype).raw
+
+    def with_derived(self, derived: Mapping[str, Derived]) -> Weights:
+        """These weights and the ``derived`` ones, computed from them when read."""
+        extended = Weights({**self._entries, **derived})
+        extended._maps = self._maps
+        return extended
+
     def renamed(self, names: Mapping[str, str]) -> Weights:
         """These weights under other names: ``names`` maps each new name to an existing one."""
         renamed = Weights({new: self._entries[old] for new, old in names.items()})
@@ -104,6 +130,8 @@ class Weights:
         """The tensor capture sees for ``key``, in the dtype of ``like``; its data is never read."""
         self.check(key, like)
         entry = self._entries[key]
+        if isinstance(entry, Derived):
+            return torch.empty(like.shape, dtype=like.dtype)  # pages never touched: no memory used
         if isinstance(entry, torch.Tensor):
             if entry.dtype == like.dtype and entry.device.type == "cpu":
                 return entry.detach()
@@ -121,6 +149,8 @@ class Weights:
         """The ONNX tensor of ``key`` in ``dtype``: the file's bytes, read only when serialised or saved."""
         entry = self._entries[key]
         shape = ir.Shape(entry.shape)
+        if isinstance(entry, Derived):
+            return ir.LazyTensor(functools.partial(_computed, entry, dtype), _onnx_dtype(dtype), shape)
         if isinstance(entry, torch.Tensor):
             return ir.LazyTensor(functools.partial(_from_tensor, entry, dtype), _onnx_dtype(dtype), _onnx_shape(entry, dtype))
         if entry.dtype == dtype:
@@ -153,6 +183,10 @@ def _converted(entry: FileRange, dtype: torch.dtype) -> TorchTensor:
         f.seek(entry.offset)
         f.readinto(data)
     return TorchTensor(torch.frombuffer(data, dtype=entry.dtype).reshape(entry.shape).to(dtype))
+
+
+def _computed(entry: Derived, dtype: torch.dtype) -> TorchTensor:
+    return TorchTensor(entry.compute().detach().to(dtype).contiguous())
 
 
 def _from_tensor(tensor: torch.Tensor, dtype: torch.dtype) -> TorchTensor:
