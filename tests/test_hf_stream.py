@@ -246,3 +246,28 @@ def test_experts_transformers_merges_on_load_are_merged_as_they_stream(kind: str
     with torch.no_grad():
         expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
     assert genai_greedy(tmp_path / "out")[0] == expected[0].tolist()
+
+
+def test_a_model_whose_masks_read_tensor_values_streams(tmp_path) -> None:
+    """mBART's decoder asks whether its cache offset is 0 before building a mask: on the meta device (the run that
+    gives the cache's shapes) there is no value to read, and the run takes the path it takes under torch.export."""
+    from tests.hf_dirs import PROMPT, genai_greedy, write_tokenizer
+
+    directory = str(tmp_path / "mbart")
+    torch.manual_seed(0)
+    config = transformers.MBartConfig(vocab_size=99, d_model=32, decoder_layers=2, decoder_attention_heads=4,
+                                      decoder_ffn_dim=64, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=64,
+                                      max_position_embeddings=64, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                                      decoder_start_token_id=2, forced_eos_token_id=None, is_decoder=True,
+                                      is_encoder_decoder=False)
+    model = transformers.MBartForCausalLM(config).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0, 0.2)
+    model.save_pretrained(directory)
+    write_tokenizer(directory, 99)
+    export_hf(directory, "text-generation", tmp_path / "out", streaming=True)
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
+    assert genai_greedy(tmp_path / "out")[0] == expected[0].tolist()
