@@ -80,8 +80,9 @@ class Report:
         return sum(s.seconds for s in self.stages)
 
     def __str__(self) -> str:
-        lines = [f"onnxport export report: NOT VERIFIED ({self.unverified})" if self.unverified
-                 else "onnxport export report"]
+        skipped = getattr(self.verification, "skipped", "")  # onnxruntime could not run the model here
+        why = self.unverified or skipped
+        lines = [f"onnxport export report: NOT VERIFIED ({why})" if why else "onnxport export report"]
         for s in self.stages:
             lines.append(f"  {s.name:<10} {s.seconds:7.3f}s  {s.detail}".rstrip())
         lines.append(f"  {'total':<10} {self.total_seconds:7.3f}s")

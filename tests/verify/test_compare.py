@@ -43,3 +43,16 @@ def test_large_outputs_are_held_to_the_rounding_of_their_largest_values() -> Non
     half = expected.half()
     (check,) = compare(["logits"], [half], [half])
     assert check.atol == 1e-2  # float16's tolerances as they were
+
+
+def test_a_report_says_on_its_first_line_when_nothing_was_compared() -> None:
+    from onnxport.report import Report
+    from onnxport.verify.compare import Verification
+
+    checked = Report(verification=Verification("onnxruntime vs eager PyTorch", []))
+    assert str(checked).splitlines()[0] == "onnxport export report"
+    skipped = Report(verification=Verification("onnxruntime vs eager PyTorch", [],
+                                               skipped="onnxruntime cannot run it here: NOT_IMPLEMENTED"))
+    assert str(skipped).splitlines()[0] == ("onnxport export report: NOT VERIFIED (onnxruntime cannot run it here: "
+                                            "NOT_IMPLEMENTED)")
+    assert str(Report(unverified="verify=False")).splitlines()[0] == "onnxport export report: NOT VERIFIED (verify=False)"
