@@ -208,3 +208,41 @@ def test_a_hub_id_is_fetched_through_the_hub_cache(hub_cache, tmp_path, capsys) 
         with pytest.raises(onnxport.InvalidInputError, match=match):
             call()
     assert not (tmp_path / "bad").exists()
+
+
+def test_latent_attention_caches_one_head_size_for_onnxruntime_genai(tmp_path) -> None:
+    """DeepSeek V3's multi-head latent attention caches its compressed latent as keys (kv_lora_rank wide) and its
+    rotary part as values (qk_rope_head_dim wide); onnxruntime-genai allocates one head size for both. The folder's
+    cache pads the values to the keys' size, and generates transformers' tokens in onnxruntime-genai."""
+    import json
+
+    import onnx_ir as ir
+
+    from tests.hf_dirs import PROMPT
+
+    directory, out = str(tmp_path / "deepseek"), tmp_path / "out"
+    torch.manual_seed(0)
+    config = transformers.DeepseekV3Config(
+        vocab_size=99, hidden_size=32, intermediate_size=64, moe_intermediate_size=16, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=16, qk_nope_head_dim=8,
+        qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+        first_k_dense_replace=1, max_position_embeddings=64, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    model = transformers.DeepseekV3ForCausalLM(config).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0, 0.2)
+    model.save_pretrained(directory)
+    write_tokenizer(directory, 99)
+    prog = export_hf(directory, "text-generation", out)
+    assert prog.report.verification.ok
+    shapes = {v.name: v.shape for v in prog.model.graph.inputs}
+    assert shapes["past_key_values.0.key"][3] == shapes["past_key_values.0.value"][3] == 16
+    with open(out / "genai_config.json") as f:
+        decoder = json.load(f)["model"]["decoder"]
+    assert (decoder["head_size"], decoder["num_key_value_heads"]) == (16, 1)
+    assert ir.load(str(out / "model.onnx")).graph.outputs[2].shape[3] == 16  # present.0.value, padded
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False)
+    tokens = expected[0].tolist()
+    assert tokens[-1] == 2 and genai_greedy(out)[0] == tokens[:-1]  # genai's sequence stops before the eos it drew

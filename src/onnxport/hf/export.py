@@ -37,12 +37,13 @@ and zero points (blocks of its ``group_size``); the layers it holds in float (an
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -50,7 +51,7 @@ import torch
 from onnxport import memory
 from onnxport.arguments import check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
-from onnxport.hf import hub, prequantized, stream, transformers_js
+from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
@@ -257,8 +258,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         # export quantizes after verifying the float model (when the weights are loaded) and measures the result
         inputs = spec.inputs(model, config)
         dynamic = spec.dynamic(model, config) if callable(spec.dynamic) else spec.dynamic
-        result = export(model, (), inputs, dynamic_shapes=dynamic, opset=opset, progress=progress,
-                        weights=weights, target=target, quantize=quantize, dtype=torch.float16 if half else None)
+        with _one_head_size(model, inputs, task, engine) as inputs:
+            result = export(model, (), inputs, dynamic_shapes=dynamic, opset=opset, progress=progress,
+                            weights=weights, target=target, quantize=quantize, dtype=torch.float16 if half else None)
         files = {"model.onnx": result}
     if streaming:  # the first line of each report says so
         for prog in (result.values() if isinstance(result, dict) else result if isinstance(result, tuple) else [result]):
@@ -286,7 +288,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         prog.save(os.path.join(out, name))
     if task == "text-generation":
         with open(os.path.join(out, "genai_config.json"), "w", encoding="utf-8") as f:
-            json.dump(genai_config(config, model), f, indent=2)
+            json.dump(genai_config(config, model, result), f, indent=2)
     elif spec.vlm:
         write_genai(out, config, model, model_dir)
     _copy(model_dir, out, copied)
@@ -319,6 +321,20 @@ def _load(cls: Any, directory: str, config: Any, built: dict[str, Any]) -> torch
             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): transformers would initialise them "
             "at random", fix="check that the directory holds this task's model (its head included)")
     return model.eval()
+
+
+@contextlib.contextmanager
+def _one_head_size(model: torch.nn.Module, inputs: dict[str, Any], task: str, engine: Any) -> Iterator[dict[str, Any]]:
+    """``inputs`` as they are, or, for a genai folder whose model caches keys and values of different head sizes
+    (multi-head latent attention), with the cache padded to one size while ``model`` is exported that way
+    (``onnxport.hf.uniform_cache``)."""
+    argument = cache_argument(model)
+    cache = inputs.get(argument)
+    if task != "text-generation" or engine is not None or cache is None or uniform_cache.uniform(cache):
+        yield inputs
+        return
+    with uniform_cache.padded(model, argument, cache) as example:
+        yield {**inputs, argument: example}
 
 
 def _stream_or_load(directory: str, spec: Task, precision: torch.dtype | None) -> tuple[bool, str]:
@@ -653,11 +669,14 @@ TASKS: dict[str, Task] = {
 }
 
 
-def genai_config(config: Any, model: torch.nn.Module) -> dict[str, Any]:
-    """onnxruntime-genai's description of the exported decoder: sizes, token ids, input/output names."""
+def genai_config(config: Any, model: torch.nn.Module, program: OnnxProgram | None = None) -> dict[str, Any]:
+    """onnxruntime-genai's description of the exported decoder: sizes, token ids, input/output names; the cache's
+    heads and head size as the exported ``program`` takes them, where given (a config's ``head_dim`` is not always
+    the cache's: multi-head latent attention caches keys of its nope and rope dims together)."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     heads = text.num_attention_heads
     hidden = text.hidden_size
+    kv_heads, head_size = _cache_dims(program) if program is not None else (None, None)
     generation = getattr(model, "generation_config", None)
 
     def token(name: str) -> Any:
@@ -672,7 +691,7 @@ def genai_config(config: Any, model: torch.nn.Module) -> dict[str, Any]:
             "decoder": {
                 "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
                 "filename": "model.onnx",
-                "head_size": getattr(text, "head_dim", None) or hidden // heads,
+                "head_size": head_size or getattr(text, "head_dim", None) or hidden // heads,
                 "hidden_size": hidden,
                 "inputs": {
                     "input_ids": "input_ids",
@@ -685,7 +704,7 @@ def genai_config(config: Any, model: torch.nn.Module) -> dict[str, Any]:
                             "present_value_names": "present.%d.value"},
                 "num_attention_heads": heads,
                 "num_hidden_layers": text.num_hidden_layers,
-                "num_key_value_heads": getattr(text, "num_key_value_heads", None) or heads,
+                "num_key_value_heads": kv_heads or getattr(text, "num_key_value_heads", None) or heads,
             },
             "eos_token_id": eos if eos is not None else 0,
             "pad_token_id": token("pad_token_id") if token("pad_token_id") is not None else (
@@ -701,6 +720,16 @@ def genai_config(config: Any, model: torch.nn.Module) -> dict[str, Any]:
             "top_p": 1.0,
         },
     }
+
+
+def _cache_dims(program: OnnxProgram) -> tuple[int | None, int | None]:
+    """The heads and head size of the first layer's cached keys, as the exported model takes them (None where
+    they are not fixed sizes)."""
+    for value in program.model.graph.inputs:
+        if value.name == "past_key_values.0.key" and value.shape is not None and len(value.shape) == 4:
+            heads, size = value.shape[1], value.shape[3]
+            return (heads if isinstance(heads, int) else None), (size if isinstance(size, int) else None)
+    return None, None
 
 
 # The model types onnxruntime-genai runs as a plain decoder under their own name; it refuses a type it does not
