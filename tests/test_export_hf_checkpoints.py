@@ -246,3 +246,30 @@ def test_latent_attention_caches_one_head_size_for_onnxruntime_genai(tmp_path) -
         expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False)
     tokens = expected[0].tolist()
     assert tokens[-1] == 2 and genai_greedy(out)[0] == tokens[:-1]  # genai's sequence stops before the eos it drew
+
+
+def test_a_decoder_vocabulary_of_its_own_is_the_genai_vocabulary(tmp_path) -> None:
+    """Marian's decoder has a vocabulary of its own (decoder_vocab_size): genai_config.json's vocab_size is the
+    exported logits' width, and onnxruntime-genai runs the folder."""
+    import json
+
+    from tests.hf_dirs import PROMPT
+
+    directory, out = str(tmp_path / "marian"), tmp_path / "out"
+    torch.manual_seed(0)
+    config = transformers.MarianConfig(vocab_size=120, decoder_vocab_size=99, d_model=32, decoder_layers=2,
+                                       decoder_attention_heads=4, decoder_ffn_dim=64, encoder_layers=2,
+                                       encoder_attention_heads=4, encoder_ffn_dim=64, max_position_embeddings=64,
+                                       bos_token_id=1, eos_token_id=2, pad_token_id=0, decoder_start_token_id=0,
+                                       forced_eos_token_id=None, is_decoder=True, is_encoder_decoder=False,
+                                       share_encoder_decoder_embeddings=False)
+    model = transformers.MarianForCausalLM(config).eval()
+    model.save_pretrained(directory)
+    write_tokenizer(directory, 99)
+    export_hf(directory, "text-generation", out)
+    with open(out / "genai_config.json") as f:
+        assert json.load(f)["model"]["vocab_size"] == 99
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False)
+    assert genai_greedy(out)[0] == expected[0].tolist()

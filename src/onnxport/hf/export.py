@@ -442,10 +442,22 @@ def read_config(directory: str) -> Any:
         ) from None
 
 
-def _ids(config: Any, batch: int, length: int, seed: int = 0) -> torch.Tensor:
+def _ids(config: Any, batch: int, length: int, seed: int = 0, model: torch.nn.Module | None = None) -> torch.Tensor:
+    """Random token ids below the vocabulary's size: the config's, or the rows of ``model``'s input embeddings
+    where they are fewer (a decoder of a vocabulary of its own: Marian's)."""
     vocab = getattr(config, "vocab_size", None) or 100
+    embeddings = _input_embeddings(model) if model is not None else None
+    if isinstance(getattr(embeddings, "num_embeddings", None), int):
+        vocab = min(vocab, embeddings.num_embeddings)
     low = min(3, vocab - 1)  # clear of the usual special ids
     return torch.randint(low, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def _input_embeddings(model: torch.nn.Module) -> Any:
+    try:
+        return model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
 
 
 def _text_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
@@ -470,13 +482,13 @@ def _encoder_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
 
 def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """A decode step: the cache of a ``PAST``-token prefill, then ``NEW`` tokens."""
-    prompt = _ids(config, EXAMPLE_BATCH, PAST)
+    prompt = _ids(config, EXAMPLE_BATCH, PAST, model=model)
     if any(p.is_meta for p in model.parameters()):  # streamed: no weights to run the prefill on
         cache = stream.meta_cache(model, input_ids=prompt)
     else:
         with torch.no_grad():
             cache = cache_of(model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True))
-    inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, NEW, seed=1),
+    inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, NEW, seed=1, model=model),
               "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64)}
     if _takes_positions(model):
         inputs["position_ids"] = torch.arange(PAST, PAST + NEW).expand(EXAMPLE_BATCH, NEW).clone()
@@ -671,12 +683,13 @@ TASKS: dict[str, Task] = {
 
 def genai_config(config: Any, model: torch.nn.Module, program: OnnxProgram | None = None) -> dict[str, Any]:
     """onnxruntime-genai's description of the exported decoder: sizes, token ids, input/output names; the cache's
-    heads and head size as the exported ``program`` takes them, where given (a config's ``head_dim`` is not always
+    heads and head size and the vocabulary's size as the exported ``program`` takes and gives them, where given (a config's ``head_dim`` is not always
     the cache's: multi-head latent attention caches keys of its nope and rope dims together)."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     heads = text.num_attention_heads
     hidden = text.hidden_size
     kv_heads, head_size = _cache_dims(program) if program is not None else (None, None)
+    vocab = _logits_width(program) if program is not None else None
     generation = getattr(model, "generation_config", None)
 
     def token(name: str) -> Any:
@@ -710,7 +723,7 @@ def genai_config(config: Any, model: torch.nn.Module, program: OnnxProgram | Non
             "pad_token_id": token("pad_token_id") if token("pad_token_id") is not None else (
                 eos[0] if isinstance(eos, list) else eos or 0),
             "type": _genai_type(config.model_type),
-            "vocab_size": text.vocab_size,
+            "vocab_size": vocab or text.vocab_size,  # a decoder vocabulary of its own: Marian's
         },
         "search": {
             "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True, "length_penalty": 1.0,
@@ -730,6 +743,14 @@ def _cache_dims(program: OnnxProgram) -> tuple[int | None, int | None]:
             heads, size = value.shape[1], value.shape[3]
             return (heads if isinstance(heads, int) else None), (size if isinstance(size, int) else None)
     return None, None
+
+
+def _logits_width(program: OnnxProgram) -> int | None:
+    """The size of the exported model's vocabulary: the last dim of its logits, where it is fixed."""
+    for value in program.model.graph.outputs:
+        if value.name == "logits" and value.shape is not None and isinstance(value.shape[-1], int):
+            return value.shape[-1]
+    return None
 
 
 # The model types onnxruntime-genai runs as a plain decoder under their own name; it refuses a type it does not
