@@ -273,3 +273,30 @@ def test_a_decoder_vocabulary_of_its_own_is_the_genai_vocabulary(tmp_path) -> No
     with torch.no_grad():
         expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False)
     assert genai_greedy(out)[0] == expected[0].tolist()
+
+
+def test_a_hybrid_cache_says_genai_cannot_feed_it_and_onnxport_generate_runs_it(tmp_path) -> None:
+    """LFM2 caches a convolution state in its conv layers besides the attention layers' keys and values:
+    onnxruntime-genai's generic decoder feeds keys and values only, so the report says so, and onnxport.generate
+    (onnxruntime) starts those states at zeros and generates transformers' tokens."""
+    from tests.hf_dirs import PROMPT
+
+    directory, out = str(tmp_path / "lfm2"), tmp_path / "out"
+    torch.manual_seed(0)
+    config = transformers.Lfm2Config(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                     layer_types=["conv", "full_attention"], bos_token_id=1, eos_token_id=2,
+                                     pad_token_id=0)
+    model = transformers.Lfm2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0, 0.2)
+    model.save_pretrained(directory)
+    write_tokenizer(directory, 99)
+    prog = export_hf(directory, "text-generation", out)
+    assert prog.report.verification.ok
+    assert any("onnxruntime-genai's generic decoder does not feed" in w for w in prog.report.warnings)
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False)
+    assert onnxport.generate(str(out / "model.onnx"), ids, max_new_tokens=NEW_TOKENS).tolist() == expected.tolist()

@@ -72,6 +72,8 @@ def _export_hf(ns: argparse.Namespace) -> int:
     if not ns.quiet:
         for prog in programs:
             print(f"NOT VERIFIED: {prog.report.unverified}" if prog.report.unverified else prog.report.verification)
+            for warning in prog.report.warnings:
+                print(f"warning: {warning}")
             if prog.report.quantization is not None:
                 print(f"quantized: {prog.report.quantization}")
     for folder, dirs, names in sorted(os.walk(ns.output)):

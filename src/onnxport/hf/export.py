@@ -287,6 +287,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     for name, prog in files.items():
         prog.save(os.path.join(out, name))
     if task == "text-generation":
+        _warn_states_genai_does_not_feed(result)
         with open(os.path.join(out, "genai_config.json"), "w", encoding="utf-8") as f:
             json.dump(genai_config(config, model, result), f, indent=2)
     elif spec.vlm:
@@ -733,6 +734,17 @@ def genai_config(config: Any, model: torch.nn.Module, program: OnnxProgram | Non
             "top_p": 1.0,
         },
     }
+
+
+def _warn_states_genai_does_not_feed(program: OnnxProgram) -> None:
+    """Say so where the model's cache holds more than keys and values (a hybrid's convolution or recurrent states):
+    onnxruntime-genai's generic decoder feeds only those, so it cannot run the folder; onnxruntime can."""
+    others = sorted({v.name.split(".", 2)[-1] for v in program.model.graph.inputs
+                     if v.name.startswith("past_key_values.") and not v.name.endswith((".key", ".value"))})
+    if others:
+        program.report.warn(f"the cache holds states besides keys and values ({', '.join(others)}), which "
+                            "onnxruntime-genai's generic decoder does not feed: run the folder with onnxruntime "
+                            "(onnxport.generate(folder + '/model.onnx', input_ids)), not onnxruntime-genai")
 
 
 def _cache_dims(program: OnnxProgram) -> tuple[int | None, int | None]:

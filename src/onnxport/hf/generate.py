@@ -3,7 +3,8 @@
 The model is one that ``onnxport.export`` made from a transformers causal LM called with a
 ``DynamicCache``: inputs ``input_ids``, ``attention_mask``, ``position_ids`` (where forward takes it)
 and ``past_key_values.{i}.key``/``.value``; outputs ``logits`` and ``present.{i}.key``/``.value``.
-The first step (prefill) runs the prompt on an empty past; each later step (decode) runs the token
+A hybrid model's other states (``past_key_values.{i}.conv_state``, ...) start as zeros and are fed back the same
+way. The first step (prefill) runs the prompt on an empty past; each later step (decode) runs the token
 just chosen and feeds ``present.*`` back as ``past_key_values.*``. Positions come from the attention
 mask (``cumsum - 1``), as transformers computes them, so left-padded prompts generate as in PyTorch.
 
@@ -70,6 +71,7 @@ def generate(
     # A StaticCache model has fixed-length buffers and counts the tokens written; a DynamicCache one grows.
     length = inputs[next(iter(layers))].shape[2] if _STATIC_LENGTH in inputs else 0
     past = {name: np.zeros((batch, heads, length, size), dtype=dtype) for name, (heads, size, dtype) in layers.items()}
+    past.update(_fresh_states(inputs, batch))
     if _STATIC_LENGTH in inputs:
         if not isinstance(length, int) or ids.shape[1] + max_new_tokens > length:
             raise InvalidInputError(f"the model's static cache holds {length} tokens; the prompt and {max_new_tokens} "
@@ -176,6 +178,18 @@ def _session(model: Any) -> Any:
         raise InvalidInputError(f"generate takes an OnnxProgram or a path to an .onnx file, not {type(model).__name__}",
                                 fix="pass the result of onnxport.export(...) or the path it was saved to")
     return ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _fresh_states(inputs: dict[str, Any], batch: int) -> dict[str, np.ndarray]:
+    """The states a hybrid model's cache holds besides keys and values (``past_key_values.{i}.conv_state``, a
+    recurrent layer's state), as they are before the first token: zeros of their fixed sizes, batch first (a
+    dim that grows with the tokens, 0)."""
+    states = {}
+    for name, info in inputs.items():
+        if name.startswith("past_key_values.") and not _PAST.fullmatch(name) and name != _STATIC_LENGTH:
+            shape = [d if isinstance(d, int) else batch if i == 0 else 0 for i, d in enumerate(info.shape)]
+            states[name] = np.zeros(shape, dtype=_DTYPES.get(info.type, np.float32))
+    return states
 
 
 def _cache_layout(inputs: dict[str, Any]) -> dict[str, tuple[int, int, Any]]:
