@@ -300,3 +300,12 @@ def test_a_hybrid_cache_says_genai_cannot_feed_it_and_onnxport_generate_runs_it(
     with torch.no_grad():
         expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False)
     assert onnxport.generate(str(out / "model.onnx"), ids, max_new_tokens=NEW_TOKENS).tolist() == expected.tolist()
+
+
+def test_a_causal_lm_without_a_kv_cache_is_refused_with_the_reason(tmp_path) -> None:
+    directory = str(tmp_path / "gpt")
+    transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig(vocab_size=99, n_embd=32, n_layer=1, n_head=4,
+                                                                   n_positions=64)).save_pretrained(directory)
+    with pytest.raises(onnxport.InvalidInputError, match="OpenAIGPTLMHeadModel returns no KV cache") as err:
+        export_hf(directory, "text-generation", tmp_path / "out")
+    assert "onnxport.export" in err.value.fix and not (tmp_path / "out").exists()

@@ -489,6 +489,10 @@ def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     else:
         with torch.no_grad():
             cache = cache_of(model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True))
+    if cache is None:
+        raise InvalidInputError(f"{type(model).__name__} returns no KV cache: a text-generation folder's model takes and "
+                                "returns the cache that onnxruntime-genai feeds back",
+                                fix="export the model with onnxport.export (each step then runs the whole sequence)")
     inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, NEW, seed=1, model=model),
               "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64)}
     if _takes_positions(model):
