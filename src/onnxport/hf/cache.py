@@ -46,6 +46,7 @@ import dataclasses
 import functools
 import re
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -126,10 +127,28 @@ def registered() -> Iterator[None]:
     nodes = ((DynamicCache, _flatten, _unflatten, _flatten_with_keys),
              (EncoderDecoderCache, _flatten_seq2seq, _unflatten_seq2seq, _flatten_seq2seq_with_keys),
              (StaticCache, _flatten_static, _unflatten_static, _flatten_static_with_keys))
-    with contextlib.ExitStack() as stack:
-        for cls, flatten, unflatten, with_keys in nodes:
-            stack.enter_context(_node(cls, flatten, unflatten, with_keys))
+    # Threads share pytree's registry: the first block in registers, the last one out restores what was there.
+    global _holders, _undo
+    with _REGISTERING:
+        if _holders == 0:
+            stack = contextlib.ExitStack()
+            for cls, flatten, unflatten, with_keys in nodes:
+                stack.enter_context(_node(cls, flatten, unflatten, with_keys))
+            _undo = stack
+        _holders += 1
+    try:
         yield
+    finally:
+        with _REGISTERING:
+            _holders -= 1
+            if _holders == 0 and _undo is not None:
+                _undo.close()
+                _undo = None
+
+
+_REGISTERING = threading.Lock()
+_holders = 0
+_undo: contextlib.ExitStack | None = None
 
 
 @contextlib.contextmanager
