@@ -309,3 +309,18 @@ def test_a_causal_lm_without_a_kv_cache_is_refused_with_the_reason(tmp_path) -> 
     with pytest.raises(onnxport.InvalidInputError, match="OpenAIGPTLMHeadModel returns no KV cache") as err:
         export_hf(directory, "text-generation", tmp_path / "out")
     assert "onnxport.export" in err.value.fix and not (tmp_path / "out").exists()
+
+
+def test_token_ids_fixed_to_the_example_length_are_refused_before_anything_is_written(tmp_path) -> None:
+    """Jamba's Mamba layers make torch.export fix the sequence length to the example's: the folder would take
+    prompts of that length only, so export-hf refuses it (it used to pass verification on the example's length)."""
+    directory = str(tmp_path / "jamba")
+    torch.manual_seed(0)
+    config = transformers.JambaConfig(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, num_experts=2, expert_layer_period=2,
+                                      attn_layer_period=2, attn_layer_offset=1, mamba_d_state=8, mamba_dt_rank=4,
+                                      bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    transformers.JambaForCausalLM(config).save_pretrained(directory)
+    with pytest.raises(onnxport.InvalidInputError, match=r"torch.export fixed the length \d+ of model.onnx's input_ids"):
+        export_hf(directory, "text-generation", tmp_path / "out")
+    assert not (tmp_path / "out").exists()

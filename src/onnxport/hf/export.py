@@ -266,6 +266,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         for prog in (result.values() if isinstance(result, dict) else result if isinstance(result, tuple) else [result]):
             prog.report.unverified = (f"the weights were streamed from the safetensors files, never loaded "
                                       f"({why_streamed}); pass streaming=False (--in-memory) to load and verify")
+    _check_token_dims(files)
     if quantize is not None:
         _check_quantized({name: prog for name, prog in files.items() if not spec.vlm or name == "model.onnx"})
     if engine is not None and spec.seq2seq:
@@ -396,6 +397,21 @@ def _prequantized_options(scheme: prequantized.Scheme, quantize: dict[str, Any] 
     return options
 
 
+def _check_token_dims(files: dict[str, OnnxProgram]) -> None:
+    """Refuse, before anything is written, a model whose token ids torch.export fixed to the example's batch or
+    length (the model's code makes them so): a folder that takes only prompts of the example's length."""
+    for name, prog in files.items():
+        for value in prog.model.graph.inputs:
+            if value.name == "input_ids" and value.shape is not None:
+                fixed = [f"{axis} {size}" for axis, size in zip(("batch", "length"), value.shape) if isinstance(size, int)]
+                if fixed:
+                    raise InvalidInputError(
+                        f"torch.export fixed the {' and '.join(fixed)} of {name}'s input_ids to the example's: the "
+                        "model's code makes them static (the export's warnings name where), and the folder would "
+                        "take no other", fix="export the model with onnxport.export and static shapes, or change "
+                        "the code that fixes them")
+
+
 def _check_quantized(files: dict[str, OnnxProgram]) -> None:
     """Refuse, before anything is written, a quantized export that quantized no layer of a model (not one
     left in float by ``skip``): it has no linear layer (bfloat16 weights ``quantize`` refuses itself)."""
@@ -487,8 +503,14 @@ def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     if any(p.is_meta for p in model.parameters()):  # streamed: no weights to run the prefill on
         cache = stream.meta_cache(model, input_ids=prompt)
     else:
-        with torch.no_grad():
-            cache = cache_of(model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True))
+        try:
+            with torch.no_grad():
+                cache = cache_of(model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True))
+        except Exception as exc:  # noqa: BLE001 - the model's own failure, named with its cause
+            raise InvalidInputError(f"{type(model).__name__} fails on a prompt of {PAST} tokens with its cache on, "
+                                    f"in eager PyTorch: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                                    fix="check that transformers generates with this checkpoint "
+                                    "(model.generate(input_ids)); export-hf needs its KV cache") from None
     if cache is None:
         raise InvalidInputError(f"{type(model).__name__} returns no KV cache: a text-generation folder's model takes and "
                                 "returns the cache that onnxruntime-genai feeds back",
