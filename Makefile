@@ -110,6 +110,12 @@ bench: $(VENV)/.installed-bench
 bench-census: $(VENV)/.installed
 	$(BIN)/python bench/census.py --resume
 
+# export-hf over each task's model types (tiny random checkpoint -> the CLI -> onnxruntime-genai / onnxruntime vs
+# eager transformers), one row per task and type; resumes.
+.PHONY: bench-export-hf-census
+bench-export-hf-census: $(VENV)/.installed
+	OMP_NUM_THREADS=1 $(BIN)/python bench/export_hf_census.py --resume
+
 bench-zoo: $(VENV)/.installed
 	$(BIN)/python bench/zoo.py --out bench/zoo.md
 
