@@ -20,7 +20,6 @@ import sys
 import warnings
 
 import numpy as np
-import onnx
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
