@@ -1,7 +1,8 @@
 """export-hf on checkpoints as users save them: configs with ``"use_cache": false`` or a pad id, GPT-2 and
 Llama saved with ``save_pretrained`` (sharded, eos lists, either dtype key, bfloat16 weights), ``dtype=``, and
-Hub ids read through an offline Hub cache; the folder runs in onnxruntime-genai and generates transformers'
-greedy tokens. Tiny random models, nothing downloaded. The loaded exports and most variants are a ``sweep``
+Hub ids read through an offline Hub cache; latent attention's cache of two widths, a decoder vocabulary of its
+own, a hybrid cache, a model without a cache, token ids torch.export fixes; the folder runs in onnxruntime-genai
+and generates transformers' greedy tokens. Tiny random models, nothing downloaded. The loaded exports and most variants are a ``sweep``
 (``make test-sweep``)."""
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def greedy(model: torch.nn.Module) -> list[int]:
                               use_cache=True)[0].tolist()
 
 
-# The streamed exports (export-hf's default) in make test, the loaded ones in the sweep (make test-sweep).
+# The streamed exports in make test (no verification: quicker), the loaded ones (export-hf's default for a
+# checkpoint that fits in memory) in the sweep (make test-sweep).
 STREAMED = [True, pytest.param(False, marks=pytest.mark.sweep)]
 
 
@@ -210,6 +212,7 @@ def test_a_hub_id_is_fetched_through_the_hub_cache(hub_cache, tmp_path, capsys) 
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.sweep
 def test_latent_attention_caches_one_head_size_for_onnxruntime_genai(tmp_path) -> None:
     """DeepSeek V3's multi-head latent attention caches its compressed latent as keys (kv_lora_rank wide) and its
     rotary part as values (qk_rope_head_dim wide); onnxruntime-genai allocates one head size for both. The folder's
@@ -248,6 +251,7 @@ def test_latent_attention_caches_one_head_size_for_onnxruntime_genai(tmp_path) -
     assert tokens[-1] == 2 and genai_greedy(out)[0] == tokens[:-1]  # genai's sequence stops before the eos it drew
 
 
+@pytest.mark.sweep
 def test_a_decoder_vocabulary_of_its_own_is_the_genai_vocabulary(tmp_path) -> None:
     """Marian's decoder has a vocabulary of its own (decoder_vocab_size): genai_config.json's vocab_size is the
     exported logits' width, and onnxruntime-genai runs the folder."""
@@ -275,6 +279,7 @@ def test_a_decoder_vocabulary_of_its_own_is_the_genai_vocabulary(tmp_path) -> No
     assert genai_greedy(out)[0] == expected[0].tolist()
 
 
+@pytest.mark.sweep
 def test_a_hybrid_cache_says_genai_cannot_feed_it_and_onnxport_generate_runs_it(tmp_path) -> None:
     """LFM2 caches a convolution state in its conv layers besides the attention layers' keys and values:
     onnxruntime-genai's generic decoder feeds keys and values only, so the report says so, and onnxport.generate

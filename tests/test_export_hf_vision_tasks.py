@@ -98,12 +98,12 @@ def assert_same_segments(onnx: object, eager: object) -> None:
 def exported_image_model(model: torch.nn.Module, processor: object, directory: str, out: os.PathLike[str],
                           task: str) -> tuple[object, object, object]:
     """``model`` and its image ``processor`` saved in ``directory`` and exported with ``--task auto`` (which must
-    pick ``task``) into ``out``: the program, onnxport's pipeline of the folder and transformers' pipeline of the
+    pick ``task``) into ``out``, streamed (the loaded default is tested elsewhere): the program, onnxport's pipeline of the folder and transformers' pipeline of the
     PyTorch model."""
     model.save_pretrained(directory)
     processor.save_pretrained(directory)
     assert pick_task(directory).task == task
-    prog = export_hf(directory, "auto", out)
+    prog = export_hf(directory, "auto", out, streaming=True)  # compared with transformers' pipeline by the caller
     assert task_of(out) == task
     return prog, pipeline(out), transformers.pipeline(task, model=model, image_processor=directory)
 

@@ -226,7 +226,7 @@ def _write_moe(directory: str, kind: str) -> object:
     return model
 
 
-@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe"])
+@pytest.mark.parametrize("kind", ["mixtral", pytest.param("qwen2_moe", marks=pytest.mark.sweep)])
 def test_experts_transformers_merges_on_load_are_merged_as_they_stream(kind: str, tmp_path) -> None:
     from tests.hf_dirs import PROMPT, genai_greedy
 
@@ -248,6 +248,7 @@ def test_experts_transformers_merges_on_load_are_merged_as_they_stream(kind: str
     assert genai_greedy(tmp_path / "out")[0] == expected[0].tolist()
 
 
+@pytest.mark.sweep
 def test_a_model_whose_masks_read_tensor_values_streams(tmp_path) -> None:
     """mBART's decoder asks whether its cache offset is 0 before building a mask: on the meta device (the run that
     gives the cache's shapes) there is no value to read, and the run takes the path it takes under torch.export."""
