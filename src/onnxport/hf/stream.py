@@ -259,8 +259,15 @@ def _all_meta(model: torch.nn.Module) -> Iterator[None]:
     """The model's real buffers on the meta device for the block, so that a run on meta inputs stays there."""
     swapped = []
     silenced = []
+    experts = []
     try:
         for module in model.modules():
+            # Experts run as transformers' batched matmuls, which read no values: its plain loop iterates over the
+            # experts hit, and older torch's meta kernel of grouped_mm takes bfloat16 only.
+            config = getattr(module, "config", None)
+            if getattr(config, "_experts_implementation", None) not in (None, "batched_mm") and _batched_experts():
+                experts.append((config, config._experts_implementation))
+                config._experts_implementation = "batched_mm"
             for attr, buffer in list(module._buffers.items()):
                 if buffer is not None and not buffer.is_meta:
                     swapped.append((module, attr, buffer))
@@ -273,10 +280,21 @@ def _all_meta(model: torch.nn.Module) -> Iterator[None]:
         with _meta_is_tracing():
             yield
     finally:
+        for config, implementation in reversed(experts):
+            config._experts_implementation = implementation
         for module, attr, buffer in swapped:
             module._buffers[attr] = buffer
         for module in silenced:
             del module.warn_if_padding_and_no_attention_mask
+
+
+def _batched_experts() -> bool:
+    """Whether transformers has its batched-matmul experts implementation."""
+    try:
+        from transformers.integrations.moe import ExpertsInterface
+    except ImportError:
+        return False
+    return "batched_mm" in ExpertsInterface._global_mapping
 
 
 @contextlib.contextmanager
