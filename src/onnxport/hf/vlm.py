@@ -288,7 +288,7 @@ GENAI_PROCESSOR = "genai_image_processor.json"  # its image processor (onnxrunti
 def genai_files(config: Any, model: torch.nn.Module, preprocessor: Mapping[str, Any]) -> dict[str, Any]:
     """``genai_config.json`` and the image processor onnxruntime-genai reads for a model of ``GENAI_TYPES``
     (file name -> JSON), from the model's config and its transformers image processor's settings."""
-    from onnxport.hf.export import genai_config
+    from onnxport.hf.genai import genai_config
 
     described = genai_config(config, model)
     described["model"]["type"] = config.model_type  # a vision-language type genai runs by its name (GENAI_TYPES)
