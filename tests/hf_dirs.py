@@ -28,6 +28,19 @@ def write_tokenizer(directory: str, vocab_size: int) -> None:
                    "pad_token": "<pad>"}, f)
 
 
+def save_spread(model: object, directory: str, vocab_size: int = 99) -> object:
+    """``model`` with every weight drawn anew from N(0, 0.2) (greedy tokens that do not turn on rounding), saved in
+    ``directory`` with a tokenizer of ``vocab_size``; returns it, in eval mode."""
+    import torch
+
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0, 0.2)
+    model.eval().save_pretrained(directory)
+    write_tokenizer(directory, vocab_size)
+    return model
+
+
 TINY_LLAMA = dict(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0)
 

@@ -12,7 +12,7 @@ import torch
 
 import onnxport
 from onnxport.hf import export_hf
-from tests.hf_dirs import NEW_TOKENS, PROMPT, genai_greedy, write_tokenizer
+from tests.hf_dirs import NEW_TOKENS, PROMPT, genai_greedy, save_spread, write_tokenizer
 
 transformers = pytest.importorskip("transformers")
 
@@ -230,12 +230,7 @@ def test_latent_attention_caches_one_head_size_for_onnxruntime_genai(tmp_path) -
         num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=16, qk_nope_head_dim=8,
         qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
         first_k_dense_replace=1, max_position_embeddings=64, bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    model = transformers.DeepseekV3ForCausalLM(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.normal_(0, 0.2)
-    model.save_pretrained(directory)
-    write_tokenizer(directory, 99)
+    model = save_spread(transformers.DeepseekV3ForCausalLM(config), directory)
     prog = export_hf(directory, "text-generation", out)
     assert prog.report.verification.ok
     shapes = {v.name: v.shape for v in prog.model.graph.inputs}
@@ -292,12 +287,7 @@ def test_a_hybrid_cache_says_genai_cannot_feed_it_and_onnxport_generate_runs_it(
                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                      layer_types=["conv", "full_attention"], bos_token_id=1, eos_token_id=2,
                                      pad_token_id=0)
-    model = transformers.Lfm2ForCausalLM(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.normal_(0, 0.2)
-    model.save_pretrained(directory)
-    write_tokenizer(directory, 99)
+    model = save_spread(transformers.Lfm2ForCausalLM(config), directory)
     prog = export_hf(directory, "text-generation", out)
     assert prog.report.verification.ok
     assert any("onnxruntime-genai's generic decoder does not feed" in w for w in prog.report.warnings)

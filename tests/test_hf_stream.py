@@ -18,7 +18,7 @@ import torch
 
 import onnxport
 from onnxport.hf import cache_argument, export_hf
-from tests.hf_dirs import write_llama
+from tests.hf_dirs import save_spread, write_llama
 
 transformers = pytest.importorskip("transformers")
 
@@ -207,7 +207,6 @@ def test_cli_verifies_by_default_and_says_when_it_streamed(tmp_path, capsys) -> 
 def _write_moe(directory: str, kind: str) -> object:
     """A random Mixtral or Qwen2-MoE saved as save_pretrained saves it: one tensor per expert, which transformers
     merges into one per layer when it loads the checkpoint (Qwen2-MoE's shared-expert gate is a Linear(K, 1))."""
-    from tests.hf_dirs import write_tokenizer
 
     torch.manual_seed(0)
     sizes = dict(vocab_size=99, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -218,12 +217,7 @@ def _write_moe(directory: str, kind: str) -> object:
     else:
         model = transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(
             **sizes, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, shared_expert_intermediate_size=40))
-    with torch.no_grad():  # spread weights: greedy tokens that do not turn on rounding
-        for param in model.parameters():
-            param.normal_(0, 0.2)
-    model.eval().save_pretrained(directory)
-    write_tokenizer(directory, 99)
-    return model
+    return save_spread(model, directory)
 
 
 @pytest.mark.parametrize("kind", ["mixtral", pytest.param("qwen2_moe", marks=pytest.mark.sweep)])
@@ -252,7 +246,7 @@ def test_experts_transformers_merges_on_load_are_merged_as_they_stream(kind: str
 def test_a_model_whose_masks_read_tensor_values_streams(tmp_path) -> None:
     """mBART's decoder asks whether its cache offset is 0 before building a mask: on the meta device (the run that
     gives the cache's shapes) there is no value to read, and the run takes the path it takes under torch.export."""
-    from tests.hf_dirs import PROMPT, genai_greedy, write_tokenizer
+    from tests.hf_dirs import PROMPT, genai_greedy
 
     directory = str(tmp_path / "mbart")
     torch.manual_seed(0)
@@ -261,12 +255,7 @@ def test_a_model_whose_masks_read_tensor_values_streams(tmp_path) -> None:
                                       max_position_embeddings=64, bos_token_id=1, eos_token_id=2, pad_token_id=0,
                                       decoder_start_token_id=2, forced_eos_token_id=None, is_decoder=True,
                                       is_encoder_decoder=False)
-    model = transformers.MBartForCausalLM(config).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.normal_(0, 0.2)
-    model.save_pretrained(directory)
-    write_tokenizer(directory, 99)
+    model = save_spread(transformers.MBartForCausalLM(config), directory)
     export_hf(directory, "text-generation", tmp_path / "out", streaming=True)
     ids = torch.tensor([PROMPT])
     with torch.no_grad():
