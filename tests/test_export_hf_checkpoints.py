@@ -297,13 +297,65 @@ def test_a_hybrid_cache_says_genai_cannot_feed_it_and_onnxport_generate_runs_it(
     assert onnxport.generate(str(out / "model.onnx"), ids, max_new_tokens=NEW_TOKENS).tolist() == expected.tolist()
 
 
-def test_a_causal_lm_without_a_kv_cache_is_refused_with_the_reason(tmp_path) -> None:
-    directory = str(tmp_path / "gpt")
-    transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig(vocab_size=99, n_embd=32, n_layer=1, n_head=4,
-                                                                   n_positions=64)).save_pretrained(directory)
-    with pytest.raises(onnxport.InvalidInputError, match="OpenAIGPTLMHeadModel returns no KV cache") as err:
-        export_hf(directory, "text-generation", tmp_path / "out")
-    assert "onnxport.export" in err.value.fix and not (tmp_path / "out").exists()
+@pytest.mark.parametrize("streaming", STREAMED)
+def test_a_bert_style_decoder_caches_its_self_attention_alone(streaming, tmp_path) -> None:
+    """A BERT-style decoder (Megatron-BERT, RemBERT, RoCBert) returns an EncoderDecoderCache whose cross-attention
+    layers hold nothing: its folder takes and returns the self-attention cache under genai's names, and
+    onnxruntime-genai generates transformers' tokens."""
+    directory, out = str(tmp_path / "megatron"), tmp_path / "out"
+    torch.manual_seed(0)
+    config = transformers.MegatronBertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                             intermediate_size=64, is_decoder=True, bos_token_id=1, eos_token_id=2,
+                                             pad_token_id=0)
+    model = save_spread(transformers.MegatronBertForCausalLM(config), directory)
+    prog = export_hf(directory, "text-generation", out, streaming=streaming)
+    assert [o.name for o in prog.model.graph.outputs] == ["logits", *(f"present.{i}.{kv}" for i in range(2)
+                                                                      for kv in ("key", "value"))]
+    tokens, _ = genai_greedy(out)
+    assert tokens == greedy(model)
+
+
+@pytest.mark.parametrize("streaming", STREAMED)
+def test_a_config_the_auto_class_does_not_map_loads_with_the_class_config_json_names(streaming, tmp_path) -> None:
+    """MllamaForCausalLM saves a MllamaTextConfig, which AutoModelForCausalLM does not map: the class that
+    config.json's ``architectures`` names loads it, and onnxruntime-genai generates transformers' tokens."""
+    directory, out = str(tmp_path / "mllama"), tmp_path / "out"
+    torch.manual_seed(0)
+    config = transformers.MllamaTextConfig(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                           num_attention_heads=4, num_key_value_heads=2, cross_attention_layers=[],
+                                           bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    model = save_spread(transformers.MllamaForCausalLM(config), directory)
+    export_hf(directory, "text-generation", out, streaming=streaming)
+    tokens, _ = genai_greedy(out)
+    assert tokens == greedy(model)
+
+
+@pytest.mark.parametrize("engine", [None, "transformers.js"])
+def test_a_causal_lm_without_a_kv_cache_exports_without_one(engine, tmp_path) -> None:
+    """GPT-1 keeps no cache: its folder's model takes the whole sequence at each step and returns logits alone,
+    with no genai_config.json (onnxruntime-genai cannot run it; an earlier export's is removed), the report says
+    so, and onnxport.generate gives transformers' greedy tokens. transformers.js folders are refused."""
+    directory, out = str(tmp_path / "gpt"), tmp_path / "out"
+    torch.manual_seed(0)
+    config = transformers.OpenAIGPTConfig(vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=64)
+    model = save_spread(transformers.OpenAIGPTLMHeadModel(config), directory)
+    if engine is not None:
+        with pytest.raises(onnxport.InvalidInputError, match="OpenAIGPTLMHeadModel returns no KV cache") as err:
+            export_hf(directory, "text-generation", out, target=engine)
+        assert "no target" in err.value.fix and not out.exists()
+        return
+    out.mkdir()
+    (out / "genai_config.json").write_text("{}")
+    prog = export_hf(directory, "text-generation", out)
+    assert prog.report.verification.ok
+    assert any("returns no KV cache" in w and "no genai_config.json" in w for w in prog.report.warnings)
+    assert [v.name for v in prog.model.graph.inputs] == ["input_ids", "attention_mask", "position_ids"]
+    assert [v.name for v in prog.model.graph.outputs] == ["logits"]
+    assert not (out / "genai_config.json").exists()
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False)
+    assert onnxport.generate(str(out / "model.onnx"), ids, max_new_tokens=NEW_TOKENS).tolist() == expected.tolist()
 
 
 def test_token_ids_fixed_to_the_example_length_are_refused_before_anything_is_written(tmp_path) -> None:

@@ -138,3 +138,22 @@ def test_registration_is_undone_after_export_and_failed_export() -> None:
     with pytest.raises(onnxport.OnnxportError):
         onnxport.export(decoder, (), step, dynamic_shapes={"input_ids": {1: torch.export.Dim("s", max=1)}})
     assert EncoderDecoderCache not in pytree.SUPPORTED_NODES and DynamicCache not in pytree.SUPPORTED_NODES
+
+
+def test_a_decoder_alone_with_an_unfilled_cross_attention_cache_exports_with_dynamic_sizes() -> None:
+    """A BERT-style decoder built without cross-attention returns an EncoderDecoderCache whose cross-attention
+    layers hold nothing: exported with it and ``dynamic_shapes="auto"``, the model takes the self-attention pairs
+    alone, its mask spans their past and the new tokens, and it verifies (sizes 1 included)."""
+    torch.manual_seed(0)
+    config = transformers.MegatronBertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                             intermediate_size=64, is_decoder=True)
+    model = transformers.MegatronBertForCausalLM(config).eval()
+    with torch.no_grad():
+        cache = model(input_ids=torch.tensor([[1, 5, 17, 33, 8]] * 2), use_cache=True).past_key_values
+    assert isinstance(cache, EncoderDecoderCache)
+    inputs = {"input_ids": torch.tensor([[3, 4]] * 2), "attention_mask": torch.ones(2, 7, dtype=torch.int64),
+              "past_key_values": cache}
+    prog = onnxport.export(model, (), inputs, dynamic_shapes="auto")
+    assert prog.report.verification.ok
+    assert [v.name for v in prog.model.graph.inputs][2:] == [f"past_key_values.{i}.decoder.{kv}" for i in range(2)
+                                                             for kv in ("key", "value")]

@@ -454,12 +454,13 @@ def mask_spans_cache(model: Any) -> Iterator[None]:
 
     That is what ``generate`` passes; transformers pads a shorter mask silently, so nothing in the model
     ties the sizes together, and ``"auto"`` would make the mask's length a size of its own that the
-    ONNX model mishandles when it differs. With the check, it is ``past_sequence_length + sequence_length``;
+    ONNX model mishandles when it differs. With the check, it is ``past_sequence_length + sequence_length``
+    (the self-attention cache's, in an ``EncoderDecoderCache``);
     likewise every layer's cache has the batch of ``input_ids`` (or ``inputs_embeds``) and one past length,
     and a linear-attention layer's states that batch too. A ``DynamicCache`` argument none of whose layers
     holds a tensor is refused here (an input), not when flattened (a model may return one, as an output).
     """
-    from transformers.cache_utils import DynamicCache, StaticCache
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache, StaticCache
 
     def check(module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
         ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
@@ -472,6 +473,8 @@ def mask_spans_cache(model: Any) -> Iterator[None]:
                 fix="pass a cache filled by a forward pass, or one built with empty tensors: "
                 "DynamicCache([(torch.zeros(batch, kv_heads, 0, head_dim),) * 2 for _ in range(num_layers)])",
             )
+        if isinstance(cache, EncoderDecoderCache):  # the decoder's mask spans its own past and new tokens
+            cache = cache.self_attention_cache
         if ids is None or not isinstance(cache, (DynamicCache, StaticCache)):
             return
         for layer in cache.layers:  # a linear-attention layer's states have the batch of the tokens
@@ -516,8 +519,8 @@ def auto_spec(value: Any) -> Any:
     if kind == "StaticCache":  # the length is fixed by the cache; the count of tokens is a 0-d tensor
         return [({0: Dim.AUTO}, {0: Dim.AUTO}) for _ in value.layers] + [None]
     layer = {0: Dim.AUTO, 2: Dim.AUTO}
-    if kind == "EncoderDecoderCache":
-        return [(layer,) * 4 for _ in value.self_attention_cache.layers]
+    if kind == "EncoderDecoderCache":  # a layer's cross-attention pair is left out where it holds none yet
+        return [(layer,) * len(child) for child in _flatten_seq2seq(value)[0]]
     _, context = _flatten(value)
     # Other layers' tensors: batch and past length dynamic where they have them, the states' sizes static.
     dims = {"key": layer, "value": layer, "indexer_key": {0: Dim.AUTO, 1: Dim.AUTO},

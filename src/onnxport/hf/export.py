@@ -4,7 +4,9 @@
 config, exports it with dynamic batch and sequence, and writes ``OUT/model.onnx``. For
 ``text-generation`` the model takes and returns its KV cache (names as onnxruntime-genai and optimum
 use them), and OUT/ also gets a ``genai_config.json`` and the tokenizer files found in the directory,
-so that onnxruntime-genai loads OUT/ as it is. The seq2seq tasks (``text2text-generation``,
+so that onnxruntime-genai loads OUT/ as it is. A causal LM that returns no KV cache (GPT-1, XLNet, a
+state-space model) is exported without one: its model takes the whole sequence at each step, returns logits
+alone, and OUT/ has no ``genai_config.json`` (the report says so; ``onnxport.generate`` runs it). The seq2seq tasks (``text2text-generation``,
 ``automatic-speech-recognition``) write three models as optimum names them: ``encoder_model.onnx``,
 ``decoder_model.onnx`` and ``decoder_with_past_model.onnx`` (see ``onnxport.hf.seq2seq``). The encoder tasks
 (``fill-mask``, ``token-classification``, ``question-answering``, ``sentence-similarity``: a sentence-transformers
@@ -228,17 +230,18 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     half = precision == torch.float16
     built = {"dtype": torch.float32 if half else precision} if precision is not None else {}
     weights = None
+    auto = _model_class(spec.auto, config)
     try:
         if scheme is not None:
-            model, quantize["codes"] = prequantized.load(directory, spec.auto, config, scheme)
+            model, quantize["codes"] = prequantized.load(directory, auto, config, scheme)
         elif streaming:
-            model, weights = stream.meta_model(model_dir, spec.auto, config, **built)
+            model, weights = stream.meta_model(model_dir, auto, config, **built)
         else:
-            model = _load(getattr(transformers, spec.auto), model_dir, config, built)
+            model = _load(getattr(transformers, auto), model_dir, config, built)
     except (ValueError, OSError) as exc:
         if isinstance(exc, OnnxportError):
             raise
-        raise InvalidInputError(f"transformers cannot load {model_dir} as {spec.auto}: {exc}",
+        raise InvalidInputError(f"transformers cannot load {model_dir} as {auto}: {exc}",
                                 fix=f"check that the directory holds a model for {task}") from None
     if sentence is not None:
         model = SentenceEmbedding(model, sentence.poolings, sentence.normalize).eval()
@@ -263,6 +266,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             result = export(model, (), inputs, dynamic_shapes=dynamic, opset=opset, progress=progress,
                             weights=weights, target=target, quantize=quantize, dtype=torch.float16 if half else None)
         files = {"model.onnx": result}
+        if task == "text-generation" and cache_argument(model) not in inputs:
+            _note_cacheless(model, result, engine)
     if streaming:  # the first line of each report says so
         for prog in (result.values() if isinstance(result, dict) else result if isinstance(result, tuple) else [result]):
             prog.report.unverified = (f"the weights were streamed from the safetensors files, never loaded "
@@ -288,7 +293,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     os.makedirs(out, exist_ok=True)
     for name, prog in files.items():
         prog.save(os.path.join(out, name))
-    if task == "text-generation":
+    if task == "text-generation" and not cached(result):  # genai cannot run it: no config that says it can
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(out, "genai_config.json"))  # an earlier export's, which describes another model
+    elif task == "text-generation":
         warn_states_genai_does_not_feed(result)
         with open(os.path.join(out, "genai_config.json"), "w", encoding="utf-8") as f:
             json.dump(genai_config(config, model, result), f, indent=2)
@@ -310,6 +318,21 @@ def _precision(dtype: Any) -> torch.dtype | None:
         raise InvalidInputError(f"dtype={dtype!r} is not a precision export_hf writes",
                                 fix=f"pass one of {', '.join(DTYPES)} (default fp32)")
     return DTYPES[dtype]
+
+
+def _model_class(auto: str, config: Any) -> str:
+    """The class that loads ``config`` for a task: the task's ``auto`` class, or, for a config class that auto class
+    does not map (``MllamaForCausalLM`` saves a ``MllamaTextConfig``), the model class config.json's
+    ``architectures`` names, where the auto class loads that class for other configs."""
+    import transformers
+
+    mapping = getattr(getattr(transformers, auto, None), "_model_mapping", None)
+    if mapping is None or type(config) in mapping:
+        return auto
+    names = getattr(mapping, "_model_mapping", {}).values()
+    known = {name for entry in names for name in ((entry,) if isinstance(entry, str) else entry)}
+    named = next((name for name in getattr(config, "architectures", None) or () if name in known), None)
+    return named if named is not None and hasattr(transformers, named) else auto
 
 
 def _load(cls: Any, directory: str, config: Any, built: dict[str, Any]) -> torch.nn.Module:
@@ -356,13 +379,49 @@ def _stream_or_load(directory: str, spec: Task, precision: torch.dtype | None) -
     return True, why
 
 
-def _caching(config: Any) -> None:
-    """Turn the KV cache on in ``config`` and the configs it holds (a text config, an encoder-decoder's): a
-    generation export takes and returns the cache whatever the checkpoint was saved with."""
+def _caching(config: Any, on: bool = True) -> None:
+    """Turn the KV cache on (or off) in ``config`` and the configs it holds (a text config, an encoder-decoder's):
+    a generation export takes and returns the cache whatever the checkpoint was saved with."""
     configs = [config, *(getattr(config, name, None) for name in ("text_config", "decoder", "encoder"))]
     for each in configs:
         if each is not None and hasattr(each, "use_cache"):
-            each.use_cache = True
+            each.use_cache = on
+
+
+def _self_attention(cache: Any) -> Any:
+    """A decoder's cache as onnxruntime-genai feeds it: the self-attention cache of an ``EncoderDecoderCache``
+    whose cross-attention layers hold nothing (a BERT-style decoder built without cross-attention returns one,
+    and takes its self-attention cache alone), else ``cache``."""
+    cross = getattr(cache, "cross_attention_cache", None)
+    if cross is None or any(getattr(layer, "keys", None) is not None for layer in getattr(cross, "layers", ())):
+        return cache
+    return cache.self_attention_cache
+
+
+def cached(program: OnnxProgram) -> bool:
+    """Whether a text-generation ``program`` takes a KV cache (``past_key_values.*`` inputs)."""
+    return any(v.name.startswith("past_key_values.") for v in program.model.graph.inputs)
+
+
+def _note_cacheless(model: torch.nn.Module, program: OnnxProgram, engine: Any) -> None:
+    """Refuse a cache-less causal LM for transformers.js, and say in ``program``'s report what its folder is."""
+    name = type(model).__name__
+    if engine is not None:
+        raise InvalidInputError(f"{name} returns no KV cache, and onnxport writes transformers.js decoders with one",
+                                fix="export it for onnxruntime (no target): onnxport.generate runs that folder")
+    program.report.warnings.append(
+        f"{name} returns no KV cache: model.onnx takes the whole sequence at each step and returns logits alone "
+        "(each new token recomputes the prompt). onnxruntime-genai cannot run it, so the folder has no "
+        "genai_config.json; generate with onnxport.generate(folder + '/model.onnx', input_ids) or your own "
+        "onnxruntime loop")
+
+
+def _cacheless(model: torch.nn.Module) -> None:
+    """A causal LM that returns no KV cache (GPT-1, XLNet, a state-space model's recurrent state, which is not a
+    cache onnxruntime-genai feeds) is exported without one: its model.onnx takes the whole sequence at each step
+    and returns logits alone, and the folder gets no genai_config.json. Its cache is turned off, so that forward
+    returns no state to name either."""
+    _caching(model.config, on=False)
 
 
 def _copy(directory: str, out: str, names: Sequence[str]) -> None:
@@ -512,10 +571,15 @@ def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
                                     f"in eager PyTorch: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                                     fix="check that transformers generates with this checkpoint "
                                     "(model.generate(input_ids)); export-hf needs its KV cache") from None
-    if cache is None:
-        raise InvalidInputError(f"{type(model).__name__} returns no KV cache: a text-generation folder's model takes and "
-                                "returns the cache that onnxruntime-genai feeds back",
-                                fix="export the model with onnxport.export (each step then runs the whole sequence)")
+    cache = _self_attention(cache)
+    if cache is None:  # no cache to take or return: each step runs the whole sequence (see _cacheless)
+        _cacheless(model)
+        length = PAST + NEW
+        inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, length, seed=1, model=model),
+                  "attention_mask": torch.ones(EXAMPLE_BATCH, length, dtype=torch.int64)}
+        if takes_positions(model):
+            inputs["position_ids"] = torch.arange(length).expand(EXAMPLE_BATCH, length).clone()
+        return inputs
     inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, NEW, seed=1, model=model),
               "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64)}
     if takes_positions(model):

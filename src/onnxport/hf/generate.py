@@ -3,6 +3,7 @@
 The model is one that ``onnxport.export`` made from a transformers causal LM called with a
 ``DynamicCache``: inputs ``input_ids``, ``attention_mask``, ``position_ids`` (where forward takes it)
 and ``past_key_values.{i}.key``/``.value``; outputs ``logits`` and ``present.{i}.key``/``.value``.
+A model exported without a cache (a causal LM that returns none) runs the whole sequence at each step.
 A hybrid model's other states (``past_key_values.{i}.conv_state``, ...) start as zeros and are fed back the same
 way. The first step (prefill) runs the prompt on an empty past; each later step (decode) runs the token
 just chosen and feeds ``present.*`` back as ``past_key_values.*``. Positions come from the attention
@@ -95,7 +96,7 @@ def generate(
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
         mask = np.concatenate([mask, np.ones((batch, 1), dtype=np.int64)], axis=1)
         past = {name: outputs[name.replace("past_key_values.", "present.", 1)] for name in past}
-        step_ids = chosen[:, None]
+        step_ids = chosen[:, None] if layers else tokens
         if eos_token_id is not None and finished.all():
             break
     return (torch.from_numpy(tokens), scores) if output_logits else torch.from_numpy(tokens)
@@ -193,7 +194,8 @@ def _fresh_states(inputs: dict[str, Any], batch: int) -> dict[str, np.ndarray]:
 
 
 def _cache_layout(inputs: dict[str, Any]) -> dict[str, tuple[int, int, Any]]:
-    """``{past input name: (kv heads, head size, numpy dtype)}``, checked against the naming scheme."""
+    """``{past input name: (kv heads, head size, numpy dtype)}``, checked against the naming scheme (empty for a
+    model without a cache)."""
     first = "input_ids" if "inputs_embeds" not in inputs else "inputs_embeds"
     missing = [name for name in (first, "attention_mask") if name not in inputs]
     layers = {}
@@ -204,11 +206,12 @@ def _cache_layout(inputs: dict[str, Any]) -> dict[str, tuple[int, int, Any]]:
                 raise InvalidInputError(f"{name} has shape {shape}; generate needs [batch, kv_heads, past, head_size] "
                                         "with static heads and head size", fix="export with dynamic_shapes='auto'")
             layers[name] = (shape[1], shape[3], _DTYPES.get(info.type, np.float32))
-    if missing or not layers:
+    if missing or (not layers and any(name.startswith("past_key_values.") for name in inputs)):
         raise InvalidInputError(
-            f"the model's inputs ({', '.join(inputs)}) are not those of a language model with a KV cache"
-            + (f": {', '.join(missing)} missing" if missing else ": no past_key_values.{i}.key inputs"),
-            fix="export the causal LM called with input_ids, attention_mask and past_key_values=DynamicCache(...)",
+            f"the model's inputs ({', '.join(inputs)}) are not those of a language model"
+            + (f": {', '.join(missing)} missing" if missing else ": past_key_values inputs with no .{i}.key"),
+            fix="export the causal LM called with input_ids, attention_mask and past_key_values=DynamicCache(...), "
+            "or with no cache at all",
         )
     return layers
 
