@@ -62,7 +62,7 @@ def test_swapped_in_and_restored() -> None:
     original = modeling_qwen3_next.torch_chunk_gated_delta_rule
     model = torch.nn.Sequential(torch.nn.Linear(1, 1))
     model[0].chunk_gated_delta_rule = original
-    with pytest.raises(RuntimeError), patches._delta_rule_scanned(model):
+    with pytest.raises(RuntimeError), patches._scans_swapped(model):
         assert modeling_qwen3_next.torch_chunk_gated_delta_rule is chunk_gated_delta_rule
         assert model[0].chunk_gated_delta_rule is chunk_gated_delta_rule
         raise RuntimeError

@@ -16,8 +16,10 @@ Python, only for a prompt shorter than the kernel; during the capture they pad b
 Gated delta-net layers (Qwen3-Next, Qwen3.5, OLMo hybrid) compute a prompt with transformers'
 ``torch_chunk_gated_delta_rule``, which under capture inverts each chunk by a Python loop of slice ops
 (slow) and walks the chunks in a Python loop that fixes their number (wrong beyond 64 tokens). During the
-capture it is replaced (:func:`_delta_rule_scanned`) by :func:`onnxport.hf._delta_rule.chunk_gated_delta_rule`:
-a loop-free inverse, and a ``scan`` over a symbolic number of chunks.
+capture it is replaced (:func:`_scans_swapped`) by :func:`onnxport.hf._delta_rule.chunk_gated_delta_rule`:
+a loop-free inverse, and a ``scan`` over a symbolic number of chunks. Likewise Mamba layers' (Mamba,
+Falcon-Mamba, Jamba, Zamba) ``mamba_selective_scan``, a Python loop over the tokens that fixes the prompt's
+length, by :func:`onnxport.hf._selective_scan.selective_scan`, a ``scan`` over them.
 
 Vision towers that pack every image's patches in one sequence (Qwen2-VL and the families built like it)
 split it per image by sizes that are data (``torch.split(t, lengths.tolist())``); during the capture they
@@ -73,7 +75,7 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
             config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
         with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
-                _delta_rule_scanned(model), packed_attention_on(model), layout_as_tensors():
+                _scans_swapped(model), packed_attention_on(model), layout_as_tensors():
             yield
     finally:
         for config, value in saved:
@@ -148,33 +150,38 @@ def _conv_states_padded() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _delta_rule_scanned(model: torch.nn.Module) -> Iterator[None]:
-    """Every loaded transformers module that defines ``torch_chunk_gated_delta_rule`` gets onnxport's
-    :func:`~onnxport.hf._delta_rule.chunk_gated_delta_rule` in its place, and so does every submodule of
-    ``model`` whose ``chunk_gated_delta_rule`` attribute holds transformers' function (or the kernel
-    wrapper around it); everything is put back on exit."""
+def _scans_swapped(model: torch.nn.Module) -> Iterator[None]:
+    """transformers' sequence recurrences that loop in Python, replaced by onnxport's that scan: in every loaded
+    transformers module that defines one (``torch_chunk_gated_delta_rule``, ``mamba_selective_scan``), and in
+    every submodule of ``model`` whose attribute (``chunk_gated_delta_rule``) holds transformers' function (or the
+    kernel wrapper around it); everything is put back on exit."""
     from onnxport.hf._delta_rule import chunk_gated_delta_rule
+    from onnxport.hf._selective_scan import selective_scan
 
+    replacements = {"torch_chunk_gated_delta_rule": (chunk_gated_delta_rule, "chunk_gated_delta_rule"),
+                    "mamba_selective_scan": (selective_scan, None)}
     changes = []
-    originals: set[int] = set()
+    originals: dict[int, tuple[str, Any]] = {}
     for name, module in list(sys.modules.items()):
         if not name.startswith("transformers.") or module is None:
             continue
-        function = vars(module).get("torch_chunk_gated_delta_rule")
-        if not callable(function) or function is chunk_gated_delta_rule:
-            continue
-        changes.append((module, "torch_chunk_gated_delta_rule", chunk_gated_delta_rule))
-        while function is not None:  # the kernel wrapper and what it wraps
-            originals.add(id(function))
-            function = getattr(function, "__wrapped__", None)
+        for global_name, (ours, held_as) in replacements.items():
+            function = vars(module).get(global_name)
+            if not callable(function) or function is ours:
+                continue
+            changes.append((module, global_name, ours))
+            while function is not None:  # the kernel wrapper and what it wraps
+                if held_as is not None:
+                    originals[id(function)] = (held_as, ours)
+                function = getattr(function, "__wrapped__", None)
+    attributes = {held_as for held_as, _ in originals.values()}
     for layer in model.modules():
-        held = getattr(layer, "chunk_gated_delta_rule", None)
-        if held is not None and id(held) in originals:
-            changes.append((layer, "chunk_gated_delta_rule", chunk_gated_delta_rule))
+        for held_as in attributes:
+            held = getattr(layer, held_as, None)
+            if held is not None and id(held) in originals:
+                changes.append((layer, held_as, originals[id(held)][1]))
     with swapped(changes):
         yield
-
-
 
 
 # Inputs of a causal LM's step that run along the new tokens: how each widens from one token to two.
