@@ -333,6 +333,25 @@ def test_existing_tasks_run_as_transformers_pipelines(model_dir, tmp_path) -> No
     np.testing.assert_allclose(np.array(features), np.array(expected), atol=1e-4, rtol=1e-4)
 
 
+def test_a_model_that_takes_no_attention_mask_is_exported_without_one(tmp_path) -> None:
+    """FNet mixes tokens by a Fourier transform and takes no attention mask (its tokenizer gives none): the
+    exported model takes none either, and computes eager's logits."""
+    ort = pytest.importorskip("onnxruntime")
+    torch.manual_seed(0)
+    config = transformers.FNetConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+                                     max_position_embeddings=64, num_labels=3)
+    model = transformers.FNetForSequenceClassification(config).eval()
+    model.save_pretrained(tmp_path / "fnet")
+    prog = export_hf(tmp_path / "fnet", "text-classification", tmp_path / "out")
+    assert prog.report.verification.ok
+    assert [v.name for v in prog.model.graph.inputs] == ["input_ids"]
+    ids = torch.randint(3, 99, (1, 11))
+    session = ort.InferenceSession(str(tmp_path / "out" / "model.onnx"), providers=["CPUExecutionProvider"])
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits.numpy()
+    np.testing.assert_allclose(session.run(None, {"input_ids": ids.numpy()})[0], expected, atol=1e-5, rtol=1e-5)
+
+
 def test_image_classification_runs_as_transformers_pipeline(tmp_path) -> None:
     from PIL import Image
 

@@ -538,19 +538,25 @@ def _input_embeddings(model: torch.nn.Module) -> Any:
 
 
 def _text_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """Two texts' ``input_ids``, and their ``attention_mask`` where the model's forward takes one (FNet's mixes
+    tokens by a Fourier transform and takes none: its tokenizer gives none either)."""
     ids = _ids(config, EXAMPLE_BATCH, 8)
     mask = torch.ones_like(ids)
     mask[-1, -3:] = 0  # a padded row, as a tokenizer pads a batch
-    return {"input_ids": ids, "attention_mask": mask}
+    return {"input_ids": ids, "attention_mask": mask} if _takes(model, "attention_mask") else {"input_ids": ids}
+
+
+def _takes(model: torch.nn.Module, name: str) -> bool:
+    """Whether the forward of ``model`` (a SentenceEmbedding's transformer's) names the argument ``name``."""
+    return name in inspect.signature(getattr(model, "transformer", model).forward).parameters
 
 
 def _encoder_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """``_text_inputs``, and ``token_type_ids`` (a second segment, as a tokenizer marks a pair of texts) where
     the model adds segment embeddings: its forward takes them and its config has more than one type."""
     inputs = _text_inputs(model, config)
-    forward = getattr(model, "transformer", model).forward  # a SentenceEmbedding's transformer
     types = getattr(config, "type_vocab_size", 0) or 0
-    if "token_type_ids" in inspect.signature(forward).parameters and types > 1:
+    if _takes(model, "token_type_ids") and types > 1:
         segments = torch.zeros_like(inputs["input_ids"])
         segments[:, 5:] = 1
         inputs["token_type_ids"] = segments
