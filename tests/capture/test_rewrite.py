@@ -4,6 +4,7 @@ compared with eager on inputs that take every branch, and the refusals with thei
 from __future__ import annotations
 
 import inspect
+import linecache
 import os
 
 import pytest
@@ -428,3 +429,45 @@ class PrivateNames(torch.nn.Module):
 
 def test_private_names_keep_their_class_mangling() -> None:
     check(PrivateNames(), (POS,), (NEG,), n_rewrites=1)
+
+
+_GENERATED = '''
+import torch
+
+def doubled(x):
+    return x * 2
+
+class Generated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = doubled(self.lin(x))
+        if h.sum() > 0:
+            return h.relu()
+        return h - 1
+'''
+
+
+@pytest.mark.parametrize("name", [None, "not.a.module"])
+def test_code_executed_without_a_module_exports(name) -> None:
+    """A model whose code was executed by ``exec`` (a code generator's, a notebook's), with no ``__name__`` (its
+    functions' ``__module__`` is None) or a name that is no module: its branch is rewritten from the source
+    linecache holds, and it verifies."""
+    filename = f"<generated {name}>"
+    linecache.cache[filename] = (len(_GENERATED), None, _GENERATED.splitlines(True), filename)
+    namespace = {} if name is None else {"__name__": name}
+    exec(compile(_GENERATED, filename, "exec"), namespace)  # noqa: S102 - the test's own code
+    torch.manual_seed(0)
+    prog = onnxport.export(namespace["Generated"]().eval(), (torch.randn(2, 4),))
+    assert prog.report.verification.ok
+    assert any(n.op_type == "If" for n in prog.model.graph)
+
+
+def test_code_without_source_is_refused_naming_the_reason() -> None:
+    namespace: dict = {}
+    exec(compile(_GENERATED, "<no source>", "exec"), namespace)  # noqa: S102 - the test's own code
+    with pytest.raises(onnxport.CaptureError, match="source of Generated.forward is not available") as err:
+        onnxport.export(namespace["Generated"]().eval(), (torch.randn(2, 4),))
+    assert "<no source>" in str(err.value)

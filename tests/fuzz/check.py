@@ -252,9 +252,9 @@ class Checker:
 
     # -- one program -------------------------------------------------------------------------------
 
-    def check(self, seed: int) -> Outcome:
+    def check(self, seed: int, named: bool | None = None) -> Outcome:
         try:
-            program = make_program(seed)
+            program = make_program(seed, named)
         except Exception as e:  # noqa: BLE001 - a generator bug is a failure of the harness, said as such
             return Outcome(seed, "failed", "generator error", _short(e))
         outcome = Outcome(seed, "failed", description=program.description)

@@ -167,12 +167,16 @@ def _describe(g: _Gen) -> str:
     return f"{head}: " + " > ".join(g.labels) + (f" -> +{len(g.stash)} outputs" if g.stash else "")
 
 
-def build(source: str, seed: int) -> type[torch.nn.Module]:
+def build(source: str, seed: int, named: bool | None = None) -> type[torch.nn.Module]:
     """Execute a program's source; its lines are registered with linecache so tracebacks and
-    ``inspect.getsource`` (onnxport's rewrite of a data-dependent ``if``) read them."""
+    ``inspect.getsource`` (onnxport's rewrite of a data-dependent ``if``) read them. A third of the programs
+    (seeds divisible by 3; ``named`` overrides) are executed without a ``__name__``, as code generators and
+    notebooks' ``exec`` run code: their functions' ``__module__`` is None and their classes' ``builtins``."""
     filename = f"<fuzz program {seed}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, object] = {"torch": torch, "F": torch.nn.functional, "__name__": f"fuzz_program_{seed}"}
+    namespace: dict[str, object] = {"torch": torch, "F": torch.nn.functional}
+    if named if named is not None else seed % 3:
+        namespace["__name__"] = f"fuzz_program_{seed}"
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
     return namespace[f"Program{seed}"]  # type: ignore[return-value]
 
@@ -182,8 +186,8 @@ def _finite(out: object) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point())
 
 
-def make_program(seed: int) -> Program:
-    """The random program of ``seed`` (see the module's docstring)."""
+def make_program(seed: int, named: bool | None = None) -> Program:
+    """The random program of ``seed`` (see the module's docstring); ``named`` as :func:`build` takes it."""
     rng = random.Random(seed)
     last_error = ""
     for attempt in range(1, _MAX_DRAWS + 1):
@@ -193,7 +197,7 @@ def make_program(seed: int) -> Program:
             last_error = str(e)
             continue
         source = _source(g)
-        cls = build(source, seed)
+        cls = build(source, seed, named)
         torch.manual_seed(seed)
         with torch.no_grad():
             model = cls()

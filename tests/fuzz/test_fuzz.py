@@ -56,3 +56,15 @@ def test_random_programs_match_or_are_refused(chunk: int, checker: Checker) -> N
             lines.append(o.line)
             lines.append(f"    reproduce: python -m tests.fuzz.check --seed {o.seed}")
         pytest.fail("\n".join(lines), pytrace=False)
+
+
+def test_code_without_a_module_exports_as_code_with_one(checker: Checker) -> None:
+    """Programs executed without a ``__name__`` (their functions' ``__module__`` None) export exactly as the same
+    programs executed in a named namespace: same outcome, refusals included."""
+    seeds = range(0, 60, 3)
+    nameless = [checker.check(seed, named=False) for seed in seeds]
+    named = [checker.check(seed, named=True) for seed in seeds]
+    differ = [f"seed {a.seed}: {a.status} without a module, {b.status} with one ({a.line})"
+              for a, b in zip(nameless, named) if a.status != b.status]
+    assert not differ, "\n".join(differ)
+    assert sum(o.status == "matched" for o in nameless) >= len(seeds) // 2

@@ -44,12 +44,12 @@ def candidate_functions(model: torch.nn.Module) -> list[types.FunctionType]:
     def add(fn: types.FunctionType) -> None:
         # TorchDynamo leaves the resume functions of its graph breaks among the user's globals.
         resume = fn.__code__.co_name.startswith(_RESUME)
-        if id(fn) not in found and not fn.__module__.startswith("torch.") and not resume:
+        if id(fn) not in found and not (fn.__module__ or "").startswith("torch.") and not resume:
             found[id(fn)] = fn
 
     for module in model.modules():
         for cls in type(module).__mro__:
-            if cls.__module__.startswith("torch.") or cls is object:
+            if (cls.__module__ or "").startswith("torch.") or cls is object:
                 continue
             for value in vars(cls).values():
                 for fn in _functions_of(value):
