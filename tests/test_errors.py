@@ -213,6 +213,11 @@ _BAD_ARGUMENTS = [
     ({"target": "onnxruntime>=1.18", "opset": 23}, "newer than onnxruntime>=1.18 loads"),
     ({"target": ["onnxruntime"]}, "not a runtime onnxport writes for"),
     ({"verify_mode": "loud"}, "verify_mode must be"),
+    # dynamic_axes in torch.onnx's form only: names to {axis: name} or to a list of axes.
+    ({"input_names": ["x"], "dynamic_axes": {"x": {"zero": "batch"}}}, r"dynamic_axes\['x'\] names the axis 'zero'"),
+    ({"input_names": ["x"], "dynamic_axes": [{"x": {0: "batch"}}]}, "dynamic_axes must be a dict, not list"),
+    ({"dynamic_axes": {"x": 0}}, r"dynamic_axes\['x'\] is int 0, not a dict of axes or a list of them"),
+    ({"dynamic_axes": {0: [0]}}, "dynamic_axes is keyed by int 0"),
     # dynamic_shapes entries: which one, and the forms a dim takes (not capture's "simplify the line shown").
     ({"dynamic_shapes": {"x": {0: "batch"}}}, r"x.shape\[0\] is 'batch' \(str\), which is not a dim spec"),
     ({"dynamic_shapes": {"x": {0: 5.0}}}, r"x.shape\[0\] is 5.0 \(float\), which is not a dim spec"),
@@ -295,6 +300,13 @@ def test_verify_inputs_may_differ_at_dynamic_dims_only() -> None:
     assert any(r.startswith("verify_inputs[1]: x=float32[1, 4]") for r in runs), runs
 
 
+@pytest.mark.parametrize("path", [5, None, b"m.onnx", ""])
+def test_save_to_what_is_not_a_path(path) -> None:
+    with pytest.raises(onnxport.InvalidInputError, match="the path to save to must be a path") as info:
+        onnxport.export(Twice(), (torch.randn(2),)).save(path)
+    assert "model.onnx" in info.value.fix
+
+
 def test_more_output_names_than_outputs(tmp_path) -> None:
     """The number of outputs is known once captured (the model is not run before): an InvalidInputError then."""
     out = tmp_path / "m.onnx"
@@ -323,6 +335,43 @@ def test_export_hf_corrupt_config_names_the_file(tmp_path, monkeypatch, config, 
         export_hf(directory, "text-generation", out)
     assert str(directory / "config.json") in info.value.message and info.value.fix
     assert not out.exists()
+
+
+@pytest.mark.parametrize("which", ["directory", "out"])
+@pytest.mark.parametrize("value", [None, 5])
+def test_export_hf_paths_that_are_not_paths(which, value, tmp_path) -> None:
+    from onnxport.hf import export_hf
+
+    arguments = {"directory": config_only(tmp_path, '{"model_type": "llama"}'), "out": tmp_path / "out", which: value}
+    with pytest.raises(onnxport.InvalidInputError, match=f"{which} must be a path") as info:
+        export_hf(arguments["directory"], "text-generation", arguments["out"])
+    assert info.value.fix and not (tmp_path / "out").exists()
+
+
+def test_export_hf_config_transformers_refuses_and_truncated_weights_are_named(tmp_path, capsys) -> None:
+    """A config.json field of the wrong type (huggingface_hub's strict validation) and a truncated safetensors file:
+    onnxport errors naming the file and the cause, on the command line too; nothing is written."""
+    transformers = pytest.importorskip("transformers")
+    import json
+
+    from onnxport.cli import main
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=99, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=4, num_key_value_heads=2)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "llama")
+    weights = tmp_path / "llama" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    assert main(["export-hf", str(tmp_path / "llama"), "--in-memory", "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "onnxport: InvalidInputError: transformers cannot load" in err and "SafetensorError" in err
+    assert "truncated" in err and "Traceback" not in err
+    settings = json.loads((tmp_path / "llama" / "config.json").read_text())
+    (tmp_path / "llama" / "config.json").write_text(json.dumps({**settings, "hidden_size": "32"}))
+    assert main(["export-hf", str(tmp_path / "llama"), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "transformers cannot read" in err and "hidden_size" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
 
 
 def read_only(folder, monkeypatch) -> None:

@@ -167,7 +167,7 @@ def _export(
     dtype: torch.dtype | None, quantize: dict[str, Any] | None = None,
 ) -> list[OnnxProgram]:
     check_arguments(input_names=input_names, output_names=output_names, custom_translations=custom_translations,
-                    custom_opsets=custom_opsets, verify_inputs=verify_inputs,
+                    custom_opsets=custom_opsets, verify_inputs=verify_inputs, dynamic_axes=dynamic_axes,
                     flags={"rewrite_control_flow": rewrite_control_flow, "reuse_blocks": reuse_blocks,
                            "optimize": optimize, "verify": verify, "progress": progress})
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)

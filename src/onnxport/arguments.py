@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,14 +21,15 @@ import torch
 
 from onnxport.errors import InvalidInputError
 
-__all__ = ["check_arguments", "check_example", "check_output_file", "check_output_folder"]
+__all__ = ["as_path", "check_arguments", "check_example", "check_output_file", "check_output_folder"]
 
 
 def check_arguments(*, input_names: Any, output_names: Any, custom_translations: Any, custom_opsets: Any,
-                    verify_inputs: Any, flags: Mapping[str, Any]) -> None:
+                    verify_inputs: Any, flags: Mapping[str, Any], dynamic_axes: Any = None) -> None:
     """Raise ``InvalidInputError`` for the first argument that is not of the form ``export`` takes."""
     for label, names in (("input_names", input_names), ("output_names", output_names)):
         _check_names(label, names)
+    _check_dynamic_axes(dynamic_axes)
     both = set(input_names or ()) & set(output_names or ())
     if both:
         raise InvalidInputError(f"{sorted(both)[0]!r} is both an input and an output name; ONNX values need "
@@ -73,6 +75,44 @@ def _check_names(label: str, names: Any) -> None:
             raise InvalidInputError(f"{label} names {name!r} twice; ONNX values need distinct names",
                                     fix=f"give each entry of {label} its own name")
         seen.add(name)
+
+
+_AXES_FIX = ("pass a dict {input or output name: {axis: dim name}} or {name: [axes]}, as torch.onnx takes it, "
+             "e.g. dynamic_axes={'x': {0: 'batch'}}")
+
+
+def _check_dynamic_axes(dynamic_axes: Any) -> None:
+    """``dynamic_axes`` is None or torch.onnx's form: names to ``{axis: name}`` or to a list of axes, axes ints."""
+    if dynamic_axes is None:
+        return
+    if not isinstance(dynamic_axes, Mapping):
+        raise InvalidInputError(f"dynamic_axes must be a dict, not {_what(dynamic_axes)}", fix=_AXES_FIX)
+    for name, axes in dynamic_axes.items():
+        if not isinstance(name, str):
+            raise InvalidInputError(f"dynamic_axes is keyed by {_what(name)}; its keys are input and output names",
+                                    fix=_AXES_FIX)
+        if isinstance(axes, Mapping):
+            listed, names = list(axes), list(axes.values())
+        elif isinstance(axes, (list, tuple)):
+            listed, names = list(axes), []
+        else:
+            raise InvalidInputError(f"dynamic_axes[{name!r}] is {_what(axes)}, not a dict of axes or a list of them",
+                                    fix=_AXES_FIX)
+        bad = next((a for a in listed if not isinstance(a, numbers.Integral) or isinstance(a, bool)), None)
+        if bad is not None:
+            raise InvalidInputError(f"dynamic_axes[{name!r}] names the axis {bad!r}, which is not an int",
+                                    fix=_AXES_FIX)
+        if any(n is None or n == "" for n in names):
+            raise InvalidInputError(f"dynamic_axes[{name!r}] leaves an axis unnamed ({axes!r})", fix=_AXES_FIX)
+
+
+def as_path(value: Any, what: str, fix: str) -> str:
+    """``value`` as a path string, or an ``InvalidInputError`` naming ``what`` it was meant to be."""
+    if isinstance(value, (str, os.PathLike)) and not isinstance(value, bytes):
+        path = os.fspath(value)
+        if isinstance(path, str) and path:
+            return path
+    raise InvalidInputError(f"{what} must be a path (a str or os.PathLike), not {_what(value)}", fix=fix)
 
 
 def _what(value: Any) -> str:

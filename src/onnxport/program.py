@@ -18,6 +18,7 @@ import torch
 from onnx_ir.tensor_adapters import TorchTensor
 from torch.utils import _pytree as pytree
 
+from onnxport.arguments import as_path
 from onnxport.capture.integrations import registered_types
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.optimize.conv_bn_fold import COMPUTED_WHEN_READ
@@ -447,7 +448,7 @@ class OnnxProgram:
         memory). The model and its data change together: a failure or a kill leaves the previous pair as it
         was, and the next save removes what it left (see ``onnxport.saving``).
         """
-        path = os.fspath(path)
+        path = as_path(path, "the path to save to", "pass a file name such as 'model.onnx'")
         self._check_unchanged(f"save to {path}", f"the file would hold {_OTHER}")
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):

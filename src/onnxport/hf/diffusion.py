@@ -47,7 +47,7 @@ from typing import Any, NamedTuple
 import torch
 
 from onnxport import memory
-from onnxport.arguments import check_output_folder
+from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import stream
 from onnxport.hf.tasks import TASK_KEY
@@ -78,7 +78,7 @@ class Component(NamedTuple):
 
 def read_model_index(directory: str | os.PathLike) -> dict[str, Any]:
     """``directory``'s ``model_index.json``, checked to be a JSON object naming the pipeline's class."""
-    directory = os.fspath(directory)
+    directory = as_path(directory, "directory", "pass the folder of a diffusers pipeline (its model_index.json)")
     if not os.path.isdir(directory):
         what = "is a file" if os.path.exists(directory) else "does not exist"
         raise InvalidInputError(f"{directory} {what}", fix=_PIPELINE_FIX)
@@ -150,7 +150,8 @@ def export_diffusion(directory: str | os.PathLike, out: str | os.PathLike = "onn
     """
     from onnxport.api import export
 
-    directory = os.fspath(directory)
+    directory = as_path(directory, "directory", "pass the folder of a diffusers pipeline (its model_index.json)")
+    as_path(out, "out", "pass the folder to write the files into")
     index = read_model_index(directory)
     if streaming is not None and not isinstance(streaming, bool):
         raise InvalidInputError(f"streaming must be True, False or None, not {streaming!r}",

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
 from onnxport.hf.diffusion import INDEX_FILE, TEXT_ENCODERS, read_model_index
 
@@ -95,7 +96,7 @@ class OnnxDiffusionPipeline:
     @classmethod
     def from_folder(cls, folder: str | os.PathLike, *, providers: Sequence[Any] | None = None) -> OnnxDiffusionPipeline:
         """Open the folder ``export_diffusion`` wrote (``providers``: onnxruntime's, default the CPU)."""
-        folder = os.fspath(folder)
+        folder = as_path(folder, "folder", "pass the folder export-hf wrote")
         index = read_model_index(folder)
         models = {}
         for name in (*TEXT_ENCODERS, "unet", "transformer", "vae_decoder", "vae_encoder"):

@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 import torch
 
 from onnxport import memory
-from onnxport.arguments import check_output_folder
+from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
@@ -131,7 +131,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     its oldest release runs; ``quantize`` does not apply there (``dtypes`` chooses the precisions). The
     programs returned are the float32 ones.
     """
-    directory = hub.resolve(os.fspath(directory), revision)
+    directory = hub.resolve(as_path(directory, "directory", _DIRECTORY_FIX), revision)
+    as_path(out, "out", "pass the folder to write the files into, e.g. out='onnx'")
     precision = _precision(dtype)
     engine = transformers_js.engine_target(target)
     if engine is not None and precision != torch.float32:  # auto too: its fp32 file is float32 whatever is stored
@@ -238,11 +239,12 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             model, weights = stream.meta_model(model_dir, auto, config, **built)
         else:
             model = _load(getattr(transformers, auto), model_dir, config, built)
-    except (ValueError, OSError) as exc:
-        if isinstance(exc, OnnxportError):
-            raise
-        raise InvalidInputError(f"transformers cannot load {model_dir} as {auto}: {exc}",
-                                fix=f"check that the directory holds a model for {task}") from None
+    except OnnxportError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a file transformers or safetensors cannot read (truncated, ...)
+        raise InvalidInputError(f"transformers cannot load {model_dir} as {auto}: {type(exc).__name__}: {exc}"[:600],
+                                fix=f"check that the directory holds a model for {task}, and that its weight files "
+                                "are whole (a download or copy cut short leaves them truncated)") from None
     if sentence is not None:
         model = SentenceEmbedding(model, sentence.poolings, sentence.normalize).eval()
         if weights is not None:
@@ -305,6 +307,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     _copy(model_dir, out, copied)
     return result
 
+
+_DIRECTORY_FIX = ("pass a transformers model directory (config.json and weights) or a Hub model id, e.g. "
+                  "export_hf('Qwen/Qwen2.5-0.5B', 'text-generation', 'out')")
 
 # export_hf's dtype= values and the dtype each builds the model in (None: the checkpoint's).
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "auto": None}
@@ -509,8 +514,10 @@ def read_config(directory: str) -> Any:
 
     try:
         return transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
-    except (ValueError, KeyError, TypeError, OSError) as exc:
-        text = str(exc).strip().splitlines()
+    except Exception as exc:  # noqa: BLE001 - transformers' and huggingface_hub's validation errors vary
+        text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        if len(text) > 1 and text[0].endswith(":"):  # huggingface_hub's: "Validation error for field 'x':", cause
+            text = [f"{text[0]} {text[1]}"]
         raise InvalidInputError(
             f"transformers cannot read {path} (model_type {data['model_type']!r}): "
             f"{type(exc).__name__}: {text[0] if text else ''}"[:400],

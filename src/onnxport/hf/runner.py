@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
 from onnxport.hf.sentence import SETTINGS_FILE
 from onnxport.hf.tasks import TASK_KEY, model_class_names
@@ -85,7 +86,7 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
     """
     import onnxruntime as ort
 
-    folder = os.fspath(folder)
+    folder = as_path(folder, "folder", "pass the folder export-hf wrote")
     if os.path.isfile(os.path.join(folder, "model_index.json")) and task in (None, "text-to-image"):
         from onnxport.hf.diffusion_runner import text_to_image  # a diffusers pipeline, run with its scheduler
 

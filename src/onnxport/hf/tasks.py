@@ -19,6 +19,7 @@ import json
 import os
 from typing import Any, NamedTuple
 
+from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
 
 __all__ = ["MODULES_FILE", "TASK_KEY", "Picked", "model_class_names", "pick_task"]
@@ -84,7 +85,7 @@ def model_class_names(task: str, model_type: str) -> tuple[str, ...]:
 
 def pick_task(directory: str | os.PathLike[str]) -> Picked:
     """The task of the model in ``directory``; an ``InvalidInputError`` when its files do not tell."""
-    directory = os.fspath(directory)
+    directory = as_path(directory, "directory", "pass a transformers model directory")
     if not os.path.isdir(directory):
         raise InvalidInputError(f"{directory} is not a folder", fix="point at a transformers model directory "
                                 "(config.json and safetensors weights, as save_pretrained writes it)")

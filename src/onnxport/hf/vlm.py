@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
 
 __all__ = ["VLM_FILES", "EmbeddingModel", "VisionModel", "VlmPrograms", "export_vlm", "generate_vlm", "image_token_id"]
@@ -228,7 +229,7 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
     import onnxruntime as ort
     import transformers
 
-    folder = os.fspath(folder)
+    folder = as_path(folder, "folder", "pass the folder export-hf wrote")
     missing = [name for name in VLM_FILES if not os.path.isfile(os.path.join(folder, name))]
     if missing:
         raise InvalidInputError(f"{folder} has no {', '.join(missing)}",
