@@ -89,3 +89,112 @@ def test_staging_folders_of_dead_writers_are_removed(tmp_path) -> None:
     prog.save(tmp_path / "m.onnx", external_data=True)
     assert not gone.exists() and alive.exists()
     np.testing.assert_allclose(_run(tmp_path / "m.onnx", x), prog(x).numpy(), rtol=1e-6)
+
+
+# A child process saves with external data and stops at one stage of the save, where it is SIGKILLed and left
+# unreaped (a zombie, as a parent that has not waited yet sees it); the next save must leave one model and the
+# data file it points to, nothing else.
+_PAUSED_SAVE = """
+import os, sys, time
+import torch, onnxport
+from onnxport import saving
+
+stage, path = sys.argv[1], sys.argv[2]
+torch.manual_seed(1)
+prog = onnxport.export(torch.nn.Linear(64, 48), (torch.randn(2, 64),), verify=False)
+
+def pause():
+    print("paused", flush=True)
+    time.sleep(600)
+
+def after(function, when=lambda *a: True):
+    def call(*args, **kwargs):
+        result = function(*args, **kwargs)
+        if when(*args):
+            pause()
+        return result
+    return call
+
+if stage == "staging":
+    saving.tempfile.mkdtemp = after(saving.tempfile.mkdtemp)
+elif stage == "data written":
+    saving.ir.save = after(saving.ir.save)
+elif stage == "data renamed":
+    saving.onnx.save = after(saving.onnx.save)
+elif stage == "data placed":
+    saving.os.replace = after(saving.os.replace, lambda src, dst: os.path.dirname(src) != os.path.dirname(dst)
+                              and dst != os.path.abspath(path))
+elif stage == "model placed":
+    saving.os.replace = after(saving.os.replace, lambda src, dst: dst == os.path.abspath(path))
+prog.save(path, external_data=True)
+"""
+
+_STAGES = ["data written", "data placed",
+           *(pytest.param(s, marks=pytest.mark.sweep) for s in ("staging", "data renamed", "model placed"))]
+
+
+@pytest.mark.parametrize("previous", [True, False], ids=["over-a-model", "new"])
+@pytest.mark.parametrize("stage", _STAGES)
+def test_a_save_killed_at_any_stage_leaves_nothing_after_the_next_save(stage, previous, tmp_path) -> None:
+    import signal
+
+    path = tmp_path / "m.onnx"
+    prog, x = _program(1.0)
+    if previous:
+        prog.save(path, external_data=True)
+    child = subprocess.Popen([sys.executable, "-c", _PAUSED_SAVE, stage, str(path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert child.stdout.readline().strip() == "paused"
+        os.kill(child.pid, signal.SIGKILL)
+        _until_dead(child.pid)  # and not reaped: a zombie
+        assert any(n.startswith(".m.onnx.") for n in os.listdir(tmp_path))  # the kill left its staging folder
+        prog.save(path, external_data=True)
+        files = sorted(os.listdir(tmp_path))
+        assert len(_data_files(tmp_path)) == 1 and files == sorted(["m.onnx", *_data_files(tmp_path)]), files
+        np.testing.assert_allclose(_run(path, x), prog(x).numpy(), rtol=1e-6)
+        assert saving.clean(path) == []
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _until_dead(pid: int) -> None:
+    """Wait until ``pid`` is a zombie (Linux) or gone."""
+    import time
+
+    for _ in range(500):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                if f.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+                    return
+        except OSError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not die")
+
+
+def test_clean_removes_what_a_killed_save_left(tmp_path) -> None:
+    """``onnxport.saving.clean(path)`` tidies a folder that is not saved again: a dead writer's staging folder and
+    a data file the model does not point to go; the model and its data stay."""
+    prog, x = _program(1.0)
+    path = tmp_path / "m.onnx"
+    prog.save(path, external_data=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / ".m.onnx.killed").mkdir()
+    (tmp_path / ".m.onnx.killed" / ".owner").write_text(dead.stdout.strip())
+    (tmp_path / "m.onnx.0123456789abcdef.data").write_bytes(b"\0" * 64)
+    assert saving.clean(path) == [".m.onnx.killed", "m.onnx.0123456789abcdef.data"]
+    assert sorted(os.listdir(tmp_path)) == sorted(["m.onnx", *_data_files(tmp_path)]) and len(_data_files(tmp_path)) == 1
+    np.testing.assert_allclose(_run(path, x), prog(x).numpy(), rtol=1e-6)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times come from /proc")
+def test_a_reused_pid_is_not_taken_for_the_writer(tmp_path) -> None:
+    """A staging folder whose writer's pid now belongs to another process (started later) is a dead writer's."""
+    prog, _ = _program(1.0)
+    reused = tmp_path / ".m.onnx.reused"
+    reused.mkdir()
+    (reused / ".owner").write_text(f"{os.getppid()} 1")  # a live pid, but not started at tick 1
+    prog.save(tmp_path / "m.onnx", external_data=True)
+    assert not reused.exists()

@@ -21,7 +21,7 @@ import onnx
 import onnx_ir as ir
 from onnx.external_data_helper import _get_all_tensors
 
-__all__ = ["save_atomically"]
+__all__ = ["clean", "save_atomically"]
 
 _OWNER = ".owner"  # in a staging folder: the pid of the process writing it
 
@@ -34,7 +34,7 @@ def save_atomically(path: str, write_plain: Callable[[str], None], model: ir.Mod
     staging = tempfile.mkdtemp(prefix=f".{name}.", dir=directory)
     try:
         with open(os.path.join(staging, _OWNER), "w", encoding="ascii") as f:
-            f.write(str(os.getpid()))
+            f.write(f"{os.getpid()} {_started(os.getpid()) or ''}".strip())
         staged = os.path.join(staging, name)
         previous = _data_files(path)
         if model is None:
@@ -116,9 +116,13 @@ def _sweep(directory: str, name: str) -> None:
 
 
 def _writer_alive(folder: str) -> bool:
+    """Whether the process that wrote the staging ``folder`` is still running: its pid is, is no zombie (a killed
+    process its parent has not reaped yet), and started when the one that wrote the folder did (a pid is reused
+    once its process is gone)."""
     try:
         with open(os.path.join(folder, _OWNER), encoding="ascii") as f:
-            pid = int(f.read().strip())
+            pid_text, _, started = f.read().strip().partition(" ")
+            pid = int(pid_text)
     except (OSError, ValueError):
         return False  # a folder from before owners were written, or half-made: nobody to wait for
     if pid == os.getpid():
@@ -128,5 +132,36 @@ def _writer_alive(folder: str) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # someone else's live process
-    return True
+        pass  # someone else's process: /proc says more where there is one
+    state = _stat(pid)
+    if state is None:
+        return True  # no /proc (not Linux): the pid is all there is to go by
+    return state[0] not in ("Z", "X") and (not started or state[1] == started)
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """A process's state letter and start time (clock ticks after boot) from ``/proc/<pid>/stat``; None where
+    there is no such file."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()  # after the command name, which may hold spaces and parentheses
+    return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
+def _started(pid: int) -> str | None:
+    state = _stat(pid)
+    return state[1] if state is not None else None
+
+
+def clean(path: str) -> list[str]:
+    """Remove what killed saves of the model ``path`` left beside it (staging folders of processes that are gone,
+    data files its current model does not point to) and return their names; nothing while a save of it is under
+    way. A save does the same before it writes, so this is for a folder that is not saved again."""
+    path = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    before = set(os.listdir(directory))
+    _sweep(directory, name)
+    return sorted(before - set(os.listdir(directory)))
