@@ -55,7 +55,7 @@ from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
-from onnxport.hf.genai import genai_config, takes_positions, warn_states_genai_does_not_feed
+from onnxport.hf.genai import genai_config, genai_target, takes_positions, warn_states_genai_does_not_feed
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument, cache_of
@@ -97,7 +97,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     ``from_pretrained`` and verifies the export against it. Left out, the model is loaded wherever its weights
     fit in memory with room to spare, streamed where they do not (never for the seq2seq tasks, whose example
     inputs come from running the encoder). ``target`` is ``onnxport.export``'s (the runtime the files are for),
-    passed to every export.
+    passed to every export; left out (and ``opset`` too), a folder onnxruntime-genai loads (``text-generation``,
+    ``image-text-to-text``) is written for the onnxruntime the oldest genai onnxport supports requires
+    (``onnxport.hf.genai.genai_target``: ``onnxruntime>=1.26``, with fused attention), the others for
+    ``onnxport.export``'s default.
 
     ``quantize`` is ``onnxport.export``'s too (``True`` or ``"int4"``, ``"int8"``, or a dict of
     ``OnnxProgram.quantize``'s options): the linear layers' weights of every model written are quantized
@@ -181,6 +184,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
 
     quantize = _quantize_options(quantize)  # checked before anything is loaded or written
     spec = TASKS[task]
+    if target is None and opset is None and (task == "text-generation" or spec.vlm):
+        target = genai_target()  # a folder onnxruntime-genai loads: the onnxruntime it requires computes fused ops
     if spec.vlm and precision == torch.float16:
         raise InvalidInputError("onnxport does not export image-text-to-text models as float16",
                                 fix="pass dtype='fp32' (the default), 'bf16' or 'auto'")

@@ -8,7 +8,21 @@ from typing import Any
 
 import torch
 
+from onnxport import targets
 from onnxport.program import OnnxProgram
+
+# The onnxruntime the oldest onnxruntime-genai onnxport writes folders for (0.18) requires: its wheel's
+# Requires-Dist says onnxruntime>=1.31.0. No genai that reads such a folder runs an older onnxruntime, so its
+# files are written for the newest named target within that by default (fused attention, normalisation and
+# rotary embedding); target= still chooses another.
+GENAI_REQUIRES_ONNXRUNTIME = (1, 31)
+
+
+def genai_target() -> str:
+    """The target a folder for onnxruntime-genai is written for when the caller names none."""
+    fitting = [targets.parse(name) for name in targets.TARGETS]
+    fitting = [t for t in fitting if t.runtime == "onnxruntime" and t.version <= GENAI_REQUIRES_ONNXRUNTIME]
+    return str(max(fitting, key=lambda t: t.version))
 
 __all__ = ["genai_config", "takes_positions", "warn_states_genai_does_not_feed"]
 
