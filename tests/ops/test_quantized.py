@@ -204,6 +204,33 @@ def test_pt2e_bert_encoder_fuses_quantized_matmuls() -> None:
     assert np.abs(_run(_session(proto), ids) - expected).max() < 0.1
 
 
+def test_pt2e_x86_bert_with_a_dynamic_batch() -> None:
+    """The X86 quantizer's BERT, exported with a dynamic batch: its quantized linear layers become 2-D products
+    reshaped back to ``[batch, tokens, width]``, the batch a symbolic size (it was a foreign RuntimeError)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=32)
+    bert = transformers.BertModel(config, add_pooling_layer=False).eval()
+    ids, mask = torch.randint(0, 100, (2, 8)), torch.ones(2, 8, dtype=torch.int64)
+    batch = {0: torch.export.Dim("batch")}
+    ep = torch.export.export(bert, (), {"input_ids": ids, "attention_mask": mask},
+                             dynamic_shapes={"input_ids": batch, "attention_mask": batch}, strict=True)
+    prepared = prepare_pt2e(ep.module(), _x86())  # strict: torch 2.10's quantizer reads its source_fn_stack
+    for _ in range(2):
+        prepared(input_ids=torch.randint(0, 100, (2, 8)), attention_mask=mask)
+    model = convert_pt2e(prepared)
+    prog = onnxport.export(model, (), {"input_ids": ids, "attention_mask": mask},
+                           dynamic_shapes={"input_ids": batch, "attention_mask": batch})
+    assert prog.report.verification.ok and _ops(prog)["QuantizeLinear"] >= 6
+    session = _session(prog.model_proto)
+    three = torch.randint(0, 100, (3, 8))
+    with torch.no_grad():
+        expected = model(input_ids=three, attention_mask=torch.ones(3, 8, dtype=torch.int64)).last_hidden_state
+    got = session.run(None, {"input_ids": three.numpy(), "attention_mask": np.ones((3, 8), dtype=np.int64)})[0]
+    assert np.abs(got - expected.numpy()).max() < 0.1
+
+
 class _Quantize(torch.nn.Module):
     def __init__(self, qmin: int, qmax: int, dtype: torch.dtype) -> None:
         super().__init__()

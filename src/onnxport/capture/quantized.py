@@ -201,7 +201,8 @@ def _linear_as_matmul(gm: torch.fx.GraphModule) -> None:
 
         def call(target: Any, *args: Any) -> torch.fx.Node:
             new = gm.graph.call_function(target, args)
-            new.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args])
+            # the meta values of the arguments, those inside lists too (a reshape to [batch, ...] of symbolic sizes)
+            new.meta["val"] = target(*torch.fx.node.map_arg(args, lambda a: a.meta["val"]))
             added.append(new)
             return new
 
