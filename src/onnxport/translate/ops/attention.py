@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-
+import ml_dtypes
 import onnx_ir as ir
 
 from onnxport.translate.builder import Ctx
@@ -105,8 +105,12 @@ def _mask_rows(ctx: Ctx, mask: ir.Value, q: ir.Value) -> ir.Value:
 
 
 def _bias(ctx: Ctx, keep: ir.Value, q: ir.Value) -> ir.Value:
-    """A bool mask as torch's reference adds it to the scores: 0 where kept, -inf where hidden."""
-    return ctx.op.Where(keep, ctx.const(0.0, like=q), ctx.const(float("-inf"), like=q))
+    """A bool mask as a bias added to the scores: 0 where kept, the lowest finite value of the scores' dtype
+    where hidden. Its exponential after Softmax's shift is 0, as -inf's is (a row hidden entirely is handled
+    apart, see ``_mask_bias``), and a static quantizer calibrating the sum (onnxruntime's ``quantize_static``)
+    gets a finite range from it, where -inf gives an infinite scale that turns every score into NaN or 0."""
+    lowest = float(ml_dtypes.finfo(q.dtype.numpy()).min)
+    return ctx.op.Where(keep, ctx.const(0.0, like=q), ctx.const(lowest, like=q))
 
 
 def _mask_bias(ctx: Ctx, mask: ir.Value, q: ir.Value) -> tuple[ir.Value, ir.Value]:
