@@ -129,6 +129,11 @@ bench-llm: $(VENV)/.installed
 bench-quantize: $(VENV)/.installed
 	$(BIN)/python bench/quantize.py --out bench/quantize.md
 
+# onnxruntime's quantize_static on onnxport's and torch.onnx's float Llama (logit error side by side).
+.PHONY: bench-quantize-static
+bench-quantize-static: $(VENV)/.installed-bench
+	$(BIN)/python bench/quantize_static.py --out bench/quantize_static.md
+
 .PHONY: bench-speed
 bench-speed: $(VENV)/.installed-bench
 	$(BIN)/python bench/speed.py --out bench/speed.md

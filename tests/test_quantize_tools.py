@@ -102,3 +102,41 @@ def test_quantize_dynamic_and_static_quantize_every_linear_layer(llama, tmp_path
     linear_only = str(tmp_path / "static_linear.onnx")
     quantization.quantize_static(older, linear_only, Reader(), nodes_to_quantize=linears)
     _close(linear_only, feeds, expected, 0.98)
+
+
+def test_static_exclusions_keep_the_masked_scores_in_float(llama, tmp_path) -> None:
+    """quantize_static calibrates the attention mask's sum with the scores by default: its range spans the
+    mask's lowest value, and the scores round to one step. Leaving the nodes ``static_exclusions`` names in
+    float brings the logits closer to the float model's."""
+    _, _, feeds = llama
+    model = tiny_models.llama(**SIZES)
+    with torch.no_grad():  # peaked attention: where each token attends matters, as in a trained model
+        for name, param in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                param.mul_(8)
+    prog = onnxport.export(model, (torch.from_numpy(feeds["input_ids"]),))
+    path = str(tmp_path / "peaked.onnx")
+    prog.save(path)
+    expected = ort.InferenceSession(path).run(["logits"], feeds)[0]
+    excluded = onnxport.quantize.static_exclusions(path)
+    softmax = [n.name for n in onnx.load(path).graph.node if n.op_type == "Softmax"]
+    assert len(softmax) == LAYERS and set(softmax) < set(excluded) and len(excluded) == 2 * LAYERS
+    assert excluded == onnxport.quantize.static_exclusions(prog)
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            g = np.random.default_rng(0)
+            self.left = [{**feeds, "input_ids": g.integers(0, 256, feeds["input_ids"].shape)} for _ in range(4)]
+
+        def get_next(self) -> dict | None:
+            return self.left.pop() if self.left else None
+
+    errors = []
+    for exclude in ([], excluded):
+        out = str(tmp_path / f"static-{len(exclude)}.onnx")
+        quantization.quantize_static(path, out, Reader(), nodes_to_exclude=exclude)
+        (logits,) = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(["logits"], feeds)
+        errors.append(float(np.abs(logits - expected).max()))
+    assert errors[1] < errors[0] / 2, errors
+    with pytest.raises(onnxport.InvalidInputError, match="cannot read"):
+        onnxport.quantize.static_exclusions(str(tmp_path / "missing.onnx"))

@@ -5,6 +5,7 @@
 - ``activations``: int8 activations too, dynamic (ranges at run time) or static (ranges measured on a
   calibration set by ``calibrate``), in the patterns onnxruntime fuses into its integer kernels.
 - ``layers``: the linear layers every quantizer finds, in each form onnxport writes.
+- ``tools``: helpers for onnxruntime's own quantization tools (``static_exclusions`` for ``quantize_static``).
 """
 
 from onnxport.quantize.activations import (
@@ -13,6 +14,7 @@ from onnxport.quantize.activations import (
     quantize_dynamic_model,
     quantize_static_model,
 )
+from onnxport.quantize.tools import static_exclusions
 from onnxport.quantize.weights import (
     FORMS,
     METHODS,
@@ -29,4 +31,4 @@ from onnxport.quantize.weights import (
 
 __all__ = ["FORMS", "METHODS", "MODES", "ActivationQuantizeResult", "QuantizeResult", "QuantizedCheck", "check_kinds",
            "check_options", "dequantized", "measure", "quantize_dynamic_model", "quantize_model",
-           "quantize_static_model", "TOLERANCES", "tolerance_for"]
+           "quantize_static_model", "static_exclusions", "TOLERANCES", "tolerance_for"]
