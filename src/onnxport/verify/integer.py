@@ -30,25 +30,87 @@ def integer_kernels(model: ir.Model) -> bool:
 
 
 _LAYOUT_OPS = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"})
+# Ops whose output errs no more than their first input does: a value off by e moves their output by e at most.
+_NON_EXPANDING = _LAYOUT_OPS | {"Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean",
+                                "ReduceMax", "Dropout"}
 _STEPS = 2
+_DEPTH = 16  # ops followed back from an output before giving up
 
 
 def quantized_output_steps(model: ir.Model) -> dict[str, float]:
-    """Per graph output that is a DequantizeLinear's output (through layout-only ops), the absolute error
-    the integer kernels may give it: two of its largest quantization step."""
+    """Per graph output computed from dequantized values, the absolute error the integer kernels may give it:
+    two of its largest quantization step for a DequantizeLinear's output (through layout-only ops), and that
+    bound carried through what follows it up to the output (a float head after the last quantized activation,
+    as the X86 quantizer leaves it): pooling and ReLU keep it, a product with constant weights scales it by their
+    largest absolute column sum, adding a constant keeps it, a sum adds the bounds."""
     if not integer_kernels(model):
         return {}
     steps: dict[str, float] = {}
     for output in model.graph.outputs:
-        node = output.producer()
-        while node is not None and node.op_type in _LAYOUT_OPS and node.domain in ("", "ai.onnx") and node.inputs:
-            node = node.inputs[0].producer() if node.inputs[0] is not None else None
-        if node is None or node.op_type != "DequantizeLinear" or len(node.inputs) < 2 or node.inputs[1] is None:
-            continue
-        scale = ir.convenience.get_const_tensor(node.inputs[1])
-        if scale is not None and output.name:
-            steps[output.name] = _STEPS * float(np.abs(scale.numpy()).max())
+        bound = _bound(output, _DEPTH)
+        if bound is not None and output.name:
+            steps[output.name] = bound
     return steps
+
+
+def _bound(value: ir.Value | None, depth: int) -> float | None:
+    """The largest absolute error the integer kernels may give ``value``; None where it is not known."""
+    node = value.producer() if value is not None else None
+    if node is None or depth == 0 or node.domain not in ("", "ai.onnx") or not node.inputs:
+        return None
+    inputs = list(node.inputs)
+    if node.op_type == "DequantizeLinear":
+        scale = ir.convenience.get_const_tensor(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
+        return _STEPS * float(np.abs(scale.numpy()).max()) if scale is not None else None
+    if node.op_type in _NON_EXPANDING:
+        return _bound(inputs[0], depth - 1)
+    if node.op_type in ("Add", "Sub") and len(inputs) == 2:
+        bounds = [0.0 if _constant(x) is not None else _bound(x, depth - 1) for x in inputs]
+        return None if None in bounds or bounds == [0.0, 0.0] else sum(bounds)
+    if node.op_type in ("MatMul", "Gemm", "Conv") and len(inputs) >= 2:
+        weight = _constant(inputs[1])
+        bound = _bound(inputs[0], depth - 1)
+        if weight is None or bound is None or weight.ndim < 2:
+            return None
+        attrs = {a.name: a.value for a in node.attributes.values()}
+        if node.op_type == "Conv":  # [out channels, in channels / groups, *kernel]: per output channel
+            gain = np.abs(weight).reshape(weight.shape[0], -1).sum(axis=1).max()
+        else:  # [in, out] (Gemm's transB: [out, in]): per output column
+            gain = np.abs(weight).sum(axis=-1 if node.op_type == "Gemm" and attrs.get("transB") else -2).max()
+        bias = inputs[2] if len(inputs) > 2 else None
+        if bias is not None and _constant(bias) is None:
+            return None
+        return float(bound * gain * abs(attrs.get("alpha", 1.0)))
+    return None
+
+
+def _constant(value: ir.Value | None) -> np.ndarray | None:
+    """``value``'s array when it is a constant, or a constant dequantized (a quantized weight), else None."""
+    if value is None:
+        return None
+    tensor = ir.convenience.get_const_tensor(value)
+    if tensor is not None:
+        return tensor.numpy().astype(np.float64)
+    node = value.producer()
+    if node is not None and node.op_type == "Transpose" and node.inputs:  # a weight laid out for its product
+        inner = _constant(node.inputs[0])
+        perm = node.attributes["perm"].value if "perm" in node.attributes else None
+        return None if inner is None else np.transpose(inner, perm)
+    if node is None or node.op_type != "DequantizeLinear" or len(node.inputs) < 2:
+        return None
+    q, scale = (ir.convenience.get_const_tensor(x) if x is not None else None for x in node.inputs[:2])
+    zero = node.inputs[2] if len(node.inputs) > 2 else None
+    zero = ir.convenience.get_const_tensor(zero) if zero is not None else None
+    if q is None or scale is None:
+        return None
+    q = q.numpy().astype(np.float64)
+    scale, zero = scale.numpy().astype(np.float64), zero.numpy().astype(np.float64) if zero is not None else 0.0
+    axis = node.attributes["axis"].value if "axis" in node.attributes else 1
+    if np.ndim(scale) == 1 and q.ndim > 1:  # per channel along axis
+        shape = [1] * q.ndim
+        shape[axis % q.ndim] = -1
+        scale, zero = scale.reshape(shape), np.reshape(zero, shape) if np.ndim(zero) == 1 else zero
+    return (q - zero) * scale
 
 
 @functools.cache
