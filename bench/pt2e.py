@@ -5,7 +5,7 @@ export, and against ``torch.onnx.export(dynamo=True)``'s file of the same quanti
 
 Models: a small CNN (Conv+BN+ReLU blocks, pooling, linear head) and a 2-layer BERT encoder (transformers'
 ``BertModel``, random weights), each quantized with PT2E (``prepare_pt2e``/``convert_pt2e``, XNNPACK's
-symmetric per-channel config, calibrated on random inputs); and an MLP with torchao's int8 and int4
+symmetric per-channel config, and the X86 Inductor quantizer's default, calibrated on random inputs); and an MLP with torchao's int8 and int4
 weight-only quantization. Latencies are medians of interleaved runs (``bench/run.py``'s ``latency_ms``);
 ratios are quantized / float (< 1: faster). Errors are the largest absolute difference from the eager
 quantized model on the benchmark input, with the size of one quantization step of the output beside it.
@@ -73,13 +73,20 @@ def bert() -> tuple[torch.nn.Module, tuple]:
     return Encoder().eval(), (torch.randint(0, 1000, (2, 64)),)
 
 
-def pt2e(model: torch.nn.Module, args: tuple, calibration: list[tuple]) -> torch.nn.Module:
-    """``model`` quantized with PT2E and XNNPACK's symmetric per-channel config."""
+def pt2e(model: torch.nn.Module, args: tuple, calibration: list[tuple], quantizer: str = "xnnpack") -> torch.nn.Module:
+    """``model`` quantized with PT2E: XNNPACK's symmetric per-channel config, or the X86 Inductor quantizer's
+    default (uint8 activations, int8 per-channel weights; captured strict, whose source_fn_stack it reads)."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
-    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
-    prepared = prepare_pt2e(torch.export.export(model, args).module(), quantizer)
+    if quantizer == "x86":
+        from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as x86
+
+        chosen = x86.X86InductorQuantizer().set_global(x86.get_default_x86_inductor_quantization_config())
+    else:
+        from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+
+        chosen = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    prepared = prepare_pt2e(torch.export.export(model, args, strict=quantizer == "x86").module(), chosen)
     for batch in calibration:
         prepared(*batch)
     return convert_pt2e(prepared)
@@ -157,12 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
     rows = []
-    model, args = cnn()
-    rows.append(row("CNN, PT2E (XNNPACK)", model, pt2e(model, args, [(torch.randn(4, 3, 64, 64),) for _ in range(8)]),
-                    args, None))
-    model, args = bert()
-    rows.append(row("BERT 2 layers, PT2E (XNNPACK)", model,
-                    pt2e(model, args, [(torch.randint(0, 1000, (2, 64)),) for _ in range(8)]), args, None))
+    for quantizer, label in (("xnnpack", "XNNPACK"), ("x86", "X86Inductor")):
+        model, args = cnn()
+        calibration = [(torch.randn(4, 3, 64, 64),) for _ in range(8)]
+        rows.append(row(f"CNN, PT2E ({label})", model, pt2e(model, args, calibration, quantizer), args, None))
+        model, args = bert()
+        calibration = [(torch.randint(0, 1000, (2, 64)),) for _ in range(8)]
+        rows.append(row(f"BERT 2 layers, PT2E ({label})", model, pt2e(model, args, calibration, quantizer), args, None))
     x = (torch.randn(16, 512),)
     torch.manual_seed(0)
     plain = Mlp().eval()
