@@ -231,6 +231,9 @@ def test_pt2e_x86_bert_with_a_dynamic_batch() -> None:
     prog = onnxport.export(model, (), {"input_ids": ids, "attention_mask": mask},
                            dynamic_shapes={"input_ids": batch, "attention_mask": batch})
     assert prog.report.verification.ok and _ops(prog)["QuantizeLinear"] >= 6
+    # each quantized weight stored [in, out] for its MatMul: no Transpose of a dequantized weight at run time
+    assert not [n for n in prog.model.graph if n.op_type == "Transpose" and n.inputs[0].producer() is not None
+                and n.inputs[0].producer().op_type == "DequantizeLinear"]
     session = _session(prog.model_proto)
     three = torch.randint(0, 100, (3, 8))
     with torch.no_grad():

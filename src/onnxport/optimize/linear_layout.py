@@ -9,6 +9,10 @@ weight, while it builds every session) and the one quantization tools look for: 
 ``MatMulNBitsQuantizer``, ``quantize_dynamic`` and ``quantize_static`` quantize a ``MatMul`` whose second
 input is an initializer, as onnxport's own quantizer does.
 
+A quantized weight, ``DequantizeLinear`` of an int8 ``[out, in]`` initializer (a PT2E model's), is stored
+transposed the same way, its per-row scales then along axis 1, so that onnxruntime fuses the product with its
+quantized operands.
+
 A weight read elsewhere too (an LM head tied to the token embedding, read by a ``Gather``) keeps its one
 copy and its ``Transpose``: two copies would grow the file by the size of the table.
 
@@ -38,6 +42,9 @@ class LinearWeightLayoutPass(ir.passes.InPlacePass):
             if node.op_type != "Transpose" or node.domain or m.attr(node, "perm") not in ([1, 0], (1, 0)):
                 continue
             weight = node.inputs[0]
+            if weight is not None and _dequantized_weight(graph, weight):
+                done += _store_quantized_transposed(graph, node, weight.producer())
+                continue
             if weight is None or weight.is_graph_input() or graph.initializers.get(weight.name or "") is not weight:
                 continue
             tensor = weight.const_value
@@ -54,6 +61,46 @@ class LinearWeightLayoutPass(ir.passes.InPlacePass):
             graph.remove(node, safe=True)
             done += 1
         return ir.passes.PassResult(model, modified=done > 0)
+
+
+def _is_initializer(graph: ir.Graph, value: ir.Value | None) -> bool:
+    return value is not None and not value.is_graph_input() and graph.initializers.get(value.name or "") is value
+
+
+def _dequantized_weight(graph: ir.Graph, value: ir.Value) -> bool:
+    """``value`` is ``DequantizeLinear`` of a 2-D integer initializer read by nothing else, per tensor or per row
+    (axis 0, not in blocks), with constant scale and zero point, and read once: a PT2E linear layer's weight."""
+    node = value.producer()
+    if node is None or node.op_type != "DequantizeLinear" or node.domain or len(list(value.uses())) != 1:
+        return False
+    q = node.inputs[0]
+    if not _is_initializer(graph, q) or len(q.const_value.shape) != 2 or len(list(q.uses())) != 1:
+        return False
+    constants = [ir.convenience.get_const_tensor(x) if x is not None else None for x in node.inputs[1:]]
+    if m.attr(node, "block_size") not in (None, 0) or constants[0] is None or any(
+            x is not None and c is None for x, c in zip(node.inputs[1:], constants)):
+        return False
+    return len(constants[0].shape) == 0 or m.attr(node, "axis") in (0, -2)
+
+
+def _store_quantized_transposed(graph: ir.Graph, transpose: ir.Node, dequantize: ir.Node) -> int:
+    """``MatMul(x, Transpose(DequantizeLinear(Q)))`` -> ``MatMul(x, DequantizeLinear(Q^T, axis=1))``: onnxruntime
+    then fuses the product with its quantized operands (a Transpose between them stops its QDQ fusion, and the
+    weight would be dequantized and transposed at every run)."""
+    q = dequantize.inputs[0]
+    readers = list(transpose.outputs[0].uses())
+    if not readers or any(u.node.op_type != "MatMul" or u.node.domain or u.idx != 1 for u in readers) \
+            or transpose.outputs[0].is_graph_output():
+        return 0
+    del graph.initializers[q.name]
+    stored = m.new_initializer(graph, q.name, _transposed_lazily(q.const_value))
+    dequantize.replace_input_with(0, stored)
+    if len(ir.convenience.get_const_tensor(dequantize.inputs[1]).shape) == 1:
+        dequantize.attributes["axis"] = ir.AttrInt64("axis", 1)
+    dequantize.outputs[0].shape = transpose.outputs[0].shape
+    ir.convenience.replace_all_uses_with(transpose.outputs[0], dequantize.outputs[0])
+    graph.remove(transpose, safe=True)
+    return 1
 
 
 def _transposed_lazily(tensor: ir.TensorProtocol) -> ir.LazyTensor:
