@@ -102,6 +102,17 @@ def onnxport_gptq(**quantize: Any) -> Callable[[Case, str], str]:
     return build
 
 
+def export_hf_model(**options: Any) -> Callable[[Case, str], str]:
+    """``onnxport.export_hf`` of the local model directory for text-generation, as the command line runs it with
+    ``--quantize int4`` and no other flag: the folder's default target, options and verification."""
+
+    def build(case: Case, folder: str) -> str:
+        onnxport.export_hf(case.hf_dir(), "text-generation", folder, **options)
+        return os.path.join(folder, "model.onnx")
+
+    return build
+
+
 def genai_builder_model(precision: str, *extra_options: str) -> Callable[[Case, str], str]:
     """onnxruntime-genai's builder for the CPU at ``precision``, its defaults unless ``extra_options``."""
 
@@ -126,6 +137,7 @@ LLAMA_ROWS = [
     Variant("onnxport int4 GPTQ blocks of 128", onnxport_gptq(**{**INT4, "block_size": 128}, form="matmulnbits")),
     Variant("onnxport int8 GPTQ blocks of 128", onnxport_gptq(**{**INT8, "block_size": 128}, form="matmulnbits")),
     Variant("onnxport int8 dynamic activations", onnxport_model(activations="dynamic")),
+    Variant("export-hf --quantize int4 (no other flag)", export_hf_model(quantize="int4")),
     # the builder (0.18) on CPU: -p int4 and -p int8 are both weight-only MatMulNBits (round to nearest, blocks
     # of 32, symmetric, accuracy_level 4: int8 activations), of 4 and 8 bits
     Variant("builder int4", genai_builder_model("int4")),
@@ -135,7 +147,7 @@ LLAMA_ROWS = [
 # The rows the ratio columns divide by, and the (row, reference) pairs held to: decode latency at most 1.0x,
 # max abs logit error and file size no larger.
 LLAMA_BASES = ("onnxport fp32", "builder int4")
-LLAMA_TARGETS = (("onnxport int4", "builder int4"), ("onnxport int4 blocks of 64", "builder int4"),
+LLAMA_TARGETS = (("onnxport int4", "builder int4"), ("export-hf --quantize int4 (no other flag)", "builder int4"), ("onnxport int4 blocks of 64", "builder int4"),
                  ("onnxport int4 GPTQ blocks of 128", "builder int4"), ("onnxport int8", "builder int8"),
                  ("onnxport int8 GPTQ blocks of 128", "builder int8"))
 
