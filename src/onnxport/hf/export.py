@@ -55,10 +55,11 @@ from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
-from onnxport.hf.genai import genai_config, genai_target, takes_positions, warn_states_genai_does_not_feed
+from onnxport.hf.genai import (cached, genai_config, genai_target, note_cacheless, takes_positions,
+                                warn_states_genai_does_not_feed)
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
-from onnxport.hf.signature import cache_argument, cache_of
+from onnxport.hf.signature import cache_argument, cache_of, self_attention_cache
 from onnxport.hf.tasks import MODULES_FILE, TASK_KEY, pick_task
 from onnxport.hf.vlm import VLM_FILES, VlmPrograms, check_supported, export_vlm, genai_names, write_genai
 from onnxport.program import OnnxProgram
@@ -274,7 +275,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                             weights=weights, target=target, quantize=quantize, dtype=torch.float16 if half else None)
         files = {"model.onnx": result}
         if task == "text-generation" and cache_argument(model) not in inputs:
-            _note_cacheless(model, result, engine)
+            note_cacheless(model, result, engine)
     if streaming:  # the first line of each report says so
         for prog in (result.values() if isinstance(result, dict) else result if isinstance(result, tuple) else [result]):
             prog.report.unverified = (f"the weights were streamed from the safetensors files, never loaded "
@@ -396,34 +397,6 @@ def _caching(config: Any, on: bool = True) -> None:
     for each in configs:
         if each is not None and hasattr(each, "use_cache"):
             each.use_cache = on
-
-
-def _self_attention(cache: Any) -> Any:
-    """A decoder's cache as onnxruntime-genai feeds it: the self-attention cache of an ``EncoderDecoderCache``
-    whose cross-attention layers hold nothing (a BERT-style decoder built without cross-attention returns one,
-    and takes its self-attention cache alone), else ``cache``."""
-    cross = getattr(cache, "cross_attention_cache", None)
-    if cross is None or any(getattr(layer, "keys", None) is not None for layer in getattr(cross, "layers", ())):
-        return cache
-    return cache.self_attention_cache
-
-
-def cached(program: OnnxProgram) -> bool:
-    """Whether a text-generation ``program`` takes a KV cache (``past_key_values.*`` inputs)."""
-    return any(v.name.startswith("past_key_values.") for v in program.model.graph.inputs)
-
-
-def _note_cacheless(model: torch.nn.Module, program: OnnxProgram, engine: Any) -> None:
-    """Refuse a cache-less causal LM for transformers.js, and say in ``program``'s report what its folder is."""
-    name = type(model).__name__
-    if engine is not None:
-        raise InvalidInputError(f"{name} returns no KV cache, and onnxport writes transformers.js decoders with one",
-                                fix="export it for onnxruntime (no target): onnxport.generate runs that folder")
-    program.report.warnings.append(
-        f"{name} returns no KV cache: model.onnx takes the whole sequence at each step and returns logits alone "
-        "(each new token recomputes the prompt). onnxruntime-genai cannot run it, so the folder has no "
-        "genai_config.json; generate with onnxport.generate(folder + '/model.onnx', input_ids) or your own "
-        "onnxruntime loop")
 
 
 def _cacheless(model: torch.nn.Module) -> None:
@@ -589,7 +562,7 @@ def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
                                     f"in eager PyTorch: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                                     fix="check that transformers generates with this checkpoint "
                                     "(model.generate(input_ids)); export-hf needs its KV cache") from None
-    cache = _self_attention(cache)
+    cache = self_attention_cache(cache)
     if cache is None:  # no cache to take or return: each step runs the whole sequence (see _cacheless)
         _cacheless(model)
         length = PAST + NEW

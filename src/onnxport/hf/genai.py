@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from onnxport import targets
+from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
 
 # The onnxruntime the oldest onnxruntime-genai onnxport writes folders for (0.18) requires: its wheel's
@@ -24,7 +25,8 @@ def genai_target() -> str:
     fitting = [t for t in fitting if t.runtime == "onnxruntime" and t.version <= GENAI_REQUIRES_ONNXRUNTIME]
     return str(max(fitting, key=lambda t: t.version))
 
-__all__ = ["genai_config", "takes_positions", "warn_states_genai_does_not_feed"]
+__all__ = ["cached", "genai_config", "genai_target", "note_cacheless", "takes_positions",
+           "warn_states_genai_does_not_feed"]
 
 
 def genai_config(config: Any, model: torch.nn.Module, program: OnnxProgram | None = None) -> dict[str, Any]:
@@ -124,3 +126,21 @@ def _genai_type(model_type: str) -> str:
 def takes_positions(model: torch.nn.Module) -> bool:
     """Whether the model's forward takes ``position_ids``."""
     return "position_ids" in inspect.signature(model.forward).parameters
+
+
+def cached(program: OnnxProgram) -> bool:
+    """Whether a text-generation ``program`` takes a KV cache (``past_key_values.*`` inputs)."""
+    return any(v.name.startswith("past_key_values.") for v in program.model.graph.inputs)
+
+
+def note_cacheless(model: torch.nn.Module, program: OnnxProgram, engine: Any) -> None:
+    """Refuse a cache-less causal LM for transformers.js, and say in ``program``'s report what its folder is."""
+    name = type(model).__name__
+    if engine is not None:
+        raise InvalidInputError(f"{name} returns no KV cache, and onnxport writes transformers.js decoders with one",
+                                fix="export it for onnxruntime (no target): onnxport.generate runs that folder")
+    program.report.warnings.append(
+        f"{name} returns no KV cache: model.onnx takes the whole sequence at each step and returns logits alone "
+        "(each new token recomputes the prompt). onnxruntime-genai cannot run it, so the folder has no "
+        "genai_config.json; generate with onnxport.generate(folder + '/model.onnx', input_ids) or your own "
+        "onnxruntime loop")

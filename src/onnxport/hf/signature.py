@@ -15,7 +15,7 @@ from typing import Any
 
 from onnxport.hf.cache import CACHE_ARGUMENTS
 
-__all__ = ["argument_aliases", "cache_argument", "cache_of"]
+__all__ = ["argument_aliases", "cache_argument", "cache_of", "self_attention_cache"]
 
 
 def cache_argument(model: Any) -> str:
@@ -46,3 +46,13 @@ def argument_aliases(model: Any) -> dict[str, str]:
     if len(taken) != 1:
         return {}
     return {other: taken[0] for other in CACHE_ARGUMENTS if other != taken[0]}
+
+
+def self_attention_cache(cache: Any) -> Any:
+    """A decoder's cache as onnxruntime-genai feeds it: the self-attention cache of an ``EncoderDecoderCache``
+    whose cross-attention layers hold nothing (a BERT-style decoder built without cross-attention returns one,
+    and takes its self-attention cache alone), else ``cache``."""
+    cross = getattr(cache, "cross_attention_cache", None)
+    if cross is None or any(getattr(layer, "keys", None) is not None for layer in getattr(cross, "layers", ())):
+        return cache
+    return cache.self_attention_cache
