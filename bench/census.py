@@ -33,7 +33,7 @@ import time
 import traceback
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -171,22 +171,62 @@ def run_type(model_type: str, row: dict[str, Any], save) -> None:
     row["stage"] = "done"
 
 
-def child(model_type: str, path: str) -> None:
+def run_in_fork(work: Callable[[dict[str, Any], Callable[[], None]], None], row: dict[str, Any], log_path: str,
+                timeout: float, prefix: str = "census-",
+                default: Callable[[Any], Any] = str) -> tuple[dict[str, Any] | None, int | None, float]:
+    """Run ``work(row, save)`` in a forked child, in a process group of its own, its stdout and stderr going to
+    ``log_path``; ``save()`` writes ``row`` (JSON, ``default`` for what JSON lacks) to a file that the parent reads
+    back, so that a child killed part way leaves what it did. An exception escaping ``work`` is recorded as
+    ``row["crash"]``. The child's whole group is killed once ``timeout`` seconds have passed. Returns the row as
+    the child last saved it (None if it saved nothing), the child's exit code (None when it was killed) and the
+    seconds it took. Used by this census and by ``export_hf_census.py``."""
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=".json")
+    os.close(fd)
+    start = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child(work, row, log_path, path, default)
+        finally:
+            os._exit(1)
+    status = None
+    while time.perf_counter() - start < timeout:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.2)
+    else:
+        status = None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    saved: dict[str, Any] | None
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        saved = None
+    os.unlink(path)
+    code = None if status is None else os.waitstatus_to_exitcode(status)
+    return saved, code, time.perf_counter() - start
+
+
+def _child(work: Callable[[dict[str, Any], Callable[[], None]], None], row: dict[str, Any], log_path: str,
+           path: str, default: Callable[[Any], Any]) -> None:
     os.setpgid(0, 0)
-    os.makedirs(LOGS, exist_ok=True)
-    fd = os.open(os.path.join(LOGS, model_type + ".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    row: dict[str, Any] = {"type": model_type}
 
     def save() -> None:
         with open(path + ".tmp", "w") as f:
-            json.dump(row, f, default=str)
+            json.dump(row, f, default=default)
         os.replace(path + ".tmp", path)
 
     warnings.simplefilter("ignore")
     try:
-        run_type(model_type, row, save)
+        work(row, save)
     except BaseException as exc:  # noqa: BLE001
         row["crash"] = f"{type(exc).__name__}: {_first_line(exc)}"
         traceback.print_exc()
@@ -197,41 +237,18 @@ def child(model_type: str, path: str) -> None:
 
 
 def run_forked(model_type: str, timeout: float) -> dict[str, Any]:
-    fd, path = tempfile.mkstemp(prefix="census-", suffix=".json")
-    os.close(fd)
-    start = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            child(model_type, path)
-        finally:
-            os._exit(1)
-    status = None
-    while time.perf_counter() - start < timeout:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        time.sleep(0.2)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    try:
-        with open(path) as f:
-            row = json.load(f)
-    except (OSError, ValueError):
-        row = {"type": model_type}
-    os.unlink(path)
-    row["total_s"] = round(time.perf_counter() - start, 1)
+    saved, code, seconds = run_in_fork(lambda row, save: run_type(model_type, row, save), {"type": model_type},
+                                       os.path.join(LOGS, model_type + ".log"), timeout)
+    row = saved or {"type": model_type}
+    row["total_s"] = round(seconds, 1)
     if row.get("stage") != "done":
-        if status is None:
+        if code is None:
             row["timeout"] = row.get("stage", "start")
             stage = row.get("stage")
             if stage in ("static", "dynamic"):
                 row[stage] = {"status": "timeout", "error": "timeout", "seconds": round(timeout, 1),
                               "message": f"the type's {timeout:.0f} s ran out during this export"}
         elif "crash" not in row:
-            code = os.waitstatus_to_exitcode(status)
             row["crash"] = f"child died (exit {code}) in stage {row.get('stage')}"
     row.pop("stage", None)
     return row

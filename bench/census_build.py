@@ -73,10 +73,13 @@ def _is_config_dict(value: Any) -> bool:
     return isinstance(value, dict) and "model_type" in value
 
 
+_KEEP_LAYERS = False  # set by tiny_config(keep_layers=True): layer counts left as the config's own
+
+
 def _shrink_int(key: str, value: int, orig: dict[str, Any]) -> int:
     if key in _HIDDEN_KEYS and value > HIDDEN:
         return HIDDEN
-    if key in _LAYER_KEYS and value > LAYERS:
+    if key in _LAYER_KEYS and value > LAYERS and not _KEEP_LAYERS:
         return LAYERS
     if key in _HEAD_KEYS and value > HEADS:
         return HEADS
@@ -112,6 +115,8 @@ def _shrink_int(key: str, value: int, orig: dict[str, Any]) -> int:
         return IMAGE
     if key in _PATCH_KEYS and value > PATCH:
         return PATCH
+    if key == "num_queries" and value > 32:  # a detector's top-k of queries must not outnumber a tiny image's anchors
+        return 32
     if key == "num_frames" and value > 4:
         return 4
     if key == "max_source_positions" and value > 32:
@@ -179,8 +184,8 @@ def shrink(d: dict[str, Any]) -> dict[str, Any]:
                                                   "encoder_layers_per_stage") \
                 and all(isinstance(v, int) for v in value):
             out[key] = [min(v, 1) if v else v for v in value]
-        elif isinstance(value, list) and n_layers and len(value) == n_layers > LAYERS and key not in (
-                "depths", "hidden_sizes"):
+        elif isinstance(value, list) and n_layers and len(value) == n_layers > LAYERS and not _KEEP_LAYERS \
+                and key not in ("depths", "hidden_sizes"):
             new = value[:LAYERS]
             missing = [v for v in dict.fromkeys(value) if v not in new and isinstance(v, str)]
             if missing:  # keep a layer of each kind (an attention layer in a hybrid model)
@@ -201,6 +206,8 @@ def shrink(d: dict[str, Any]) -> dict[str, Any]:
                                    if str(k).isdigit() and int(k) < n_new0}
     # Layer index lists (full-attention layers, cross-attention layers...) must point at existing layers.
     n_new = out.get("num_hidden_layers") if isinstance(out.get("num_hidden_layers"), int) else None
+    if _KEEP_LAYERS:  # no layer is gone
+        n_new = None
     for key, value in list(out.items()):
         if n_new and key not in by_length and isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool)
                                                                for v in value) \
@@ -243,6 +250,9 @@ def _fix_consistency(orig: dict[str, Any], out: dict[str, Any]) -> None:
     if isinstance(orig.get("axial_pos_embds_dim"), list) and hidden:  # the axial factors sum to hidden
         out["axial_pos_embds_dim"] = [hidden // 2, hidden - hidden // 2]
     bb = out.get("backbone_config")
+    if isinstance(bb, dict) and isinstance(orig.get("reassemble_hidden_size"), int) \
+            and isinstance(bb.get("hidden_size"), int):  # Depth Anything's neck reads the backbone's width
+        out["reassemble_hidden_size"] = bb["hidden_size"]
     if isinstance(bb, dict) and bb.get("model_type") == "timm_backbone":  # timm is not installed: a ResNet
         from transformers import ResNetConfig
         out["backbone_config"] = shrink(ResNetConfig(out_features=["stage1", "stage2", "stage3", "stage4"]).to_dict())
@@ -282,10 +292,17 @@ def config_class(model_type: str) -> type:
     return CONFIG_MAPPING[model_type]
 
 
-def tiny_config(model_type: str) -> Any:
+def tiny_config(model_type: str, keep_layers: bool = False) -> Any:
+    """The config class's defaults shrunk; ``keep_layers``: widths only, the layer counts kept (for a model whose
+    heads read fixed layers, such as DPT's neck reading 4 of 12, which 2 layers break)."""
+    global _KEEP_LAYERS
     cls = config_class(model_type)
     base = cls()
-    d = shrink(base.to_dict())
+    _KEEP_LAYERS = keep_layers
+    try:
+        d = shrink(base.to_dict())
+    finally:
+        _KEEP_LAYERS = False
     cfg = cls.from_dict(d)
     for name in ("_attn_implementation",):
         pass
