@@ -69,8 +69,7 @@ def tiny_model(family: str, head: str, vocab: int, **extra: object) -> torch.nn.
                                                max_position_embeddings=64, initializer_range=0.3, **extra)
     elif family == "roberta":
         config = transformers.RobertaConfig(vocab_size=vocab, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-                                            type_vocab_size=1,
-                                            **{**SIZES, "max_position_embeddings": 66}, **extra)
+                                            **{"type_vocab_size": 1, **SIZES, "max_position_embeddings": 66, **extra})
     else:
         config = transformers.BertConfig(vocab_size=vocab, **SIZES, **extra)
     prefix = {"bert": "Bert", "distilbert": "DistilBert", "roberta": "Roberta"}[family]
@@ -125,6 +124,22 @@ def test_fill_mask_equals_transformers_pipeline(model_dir, family, tmp_path) -> 
     assert_same(batched, eager(texts, batch_size=4, top_k=3))
     assert_same(batched, eager(texts, top_k=3))  # each text alone: the padding changes nothing
     assert len({r[0]["token"] for r in batched}) > 1
+
+
+def test_token_types_follow_the_directory_tokenizer(tmp_path) -> None:
+    """A RoBERTa checkpoint whose config keeps two token types (as RobertaConfig's default does) while its
+    tokenizer gives none: the model is exported without token_type_ids, so the tokenizer's encoding feeds it,
+    and transformers' pipeline runs the same."""
+    directory = str(tmp_path / "roberta")
+    tokenizer = write_tokenizer(directory, "roberta")
+    assert "token_type_ids" not in tokenizer.model_input_names
+    model = tiny_model("roberta", "ForTokenClassification", len(tokenizer), type_vocab_size=2, num_labels=5)
+    model.save_pretrained(directory)
+    prog = export_hf(directory, "token-classification", tmp_path / "out")
+    assert [i.name for i in prog.model.graph.inputs] == ["input_ids", "attention_mask"]
+    texts = ["alice lives in paris", "bob visited rome and carol visited london near the river"]
+    eager = transformers.pipeline("token-classification", model=model, tokenizer=tokenizer)
+    assert_same(pipeline(tmp_path / "out")(texts), eager(texts))
 
 
 @pytest.mark.parametrize(("family", "aggregation"), [("bert", "none"), ("bert", "simple"), ("distilbert", "first")])

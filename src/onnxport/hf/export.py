@@ -531,6 +531,26 @@ def _text_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     return {"input_ids": ids, "attention_mask": mask} if _takes(model, "attention_mask") else {"input_ids": ids}
 
 
+def _tokenizer_gives(directory: str, name: str) -> bool | None:
+    """Whether the tokenizer saved in ``directory`` gives the input ``name`` (its ``model_input_names``, from
+    tokenizer_config.json or its class); None where the directory says nothing of a tokenizer. A RoBERTa-style
+    checkpoint may keep BERT's two token types in its config while its tokenizer gives none: its model is then
+    exported without them, as the tokenizer feeds it."""
+    try:
+        with open(os.path.join(directory, "tokenizer_config.json"), encoding="utf-8") as f:
+            settings = json.load(f)
+    except (OSError, ValueError):
+        return None
+    names = settings.get("model_input_names") if isinstance(settings, dict) else None
+    if not isinstance(names, list) and isinstance(settings, dict) and isinstance(settings.get("tokenizer_class"), str):
+        import transformers
+
+        cls = settings["tokenizer_class"]
+        tokenizer = getattr(transformers, cls, None) or getattr(transformers, cls.removesuffix("Fast"), None)
+        names = getattr(tokenizer, "model_input_names", None)
+    return name in names if isinstance(names, list) else None
+
+
 def _takes(model: torch.nn.Module, name: str) -> bool:
     """Whether the forward of ``model`` (a SentenceEmbedding's transformer's) names the argument ``name``."""
     return name in inspect.signature(getattr(model, "transformer", model).forward).parameters
@@ -538,10 +558,12 @@ def _takes(model: torch.nn.Module, name: str) -> bool:
 
 def _encoder_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """``_text_inputs``, and ``token_type_ids`` (a second segment, as a tokenizer marks a pair of texts) where
-    the model adds segment embeddings: its forward takes them and its config has more than one type."""
+    the model adds segment embeddings: its forward takes them, its config has more than one type, and the
+    directory's tokenizer (where it says) gives them."""
     inputs = _text_inputs(model, config)
     types = getattr(config, "type_vocab_size", 0) or 0
-    if _takes(model, "token_type_ids") and types > 1:
+    directory = getattr(config, "name_or_path", "") or ""
+    if _takes(model, "token_type_ids") and types > 1 and _tokenizer_gives(directory, "token_type_ids") is not False:
         segments = torch.zeros_like(inputs["input_ids"])
         segments[:, 5:] = 1
         inputs["token_type_ids"] = segments
