@@ -371,3 +371,15 @@ def test_token_ids_fixed_to_the_example_length_are_refused_before_anything_is_wr
     with pytest.raises(onnxport.InvalidInputError, match=r"torch.export fixed the length \d+ of model.onnx's input_ids"):
         export_hf(directory, "text-generation", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_model_that_prepares_its_own_generation_inputs_is_refused(tmp_path) -> None:
+    """XLNet generates with a token appended and perm_mask and target_mapping built by transformers: a folder's
+    loop would generate other tokens, so export-hf refuses it, naming those inputs, before anything is written."""
+    directory = str(tmp_path / "xlnet")
+    torch.manual_seed(0)
+    transformers.XLNetLMHeadModel(transformers.XLNetConfig(vocab_size=99, d_model=32, n_layer=1, n_head=4,
+                                                           d_inner=64)).save_pretrained(directory)
+    with pytest.raises(onnxport.InvalidInputError, match="by inputs it prepares itself .*perm_mask, target_mapping"):
+        export_hf(directory, "text-generation", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
