@@ -613,6 +613,9 @@ def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
                                     fix="check that transformers generates with this checkpoint "
                                     "(model.generate(input_ids)); export-hf needs its KV cache") from None
     cache = self_attention_cache(cache)
+    layers = getattr(cache, "layers", None)
+    if layers and not any(isinstance(getattr(layer, "keys", None), torch.Tensor) for layer in layers):
+        cache = None  # recurrent states alone (Mamba's, in newer transformers): no keys and values genai feeds
     if cache is None:  # no cache to take or return: each step runs the whole sequence (see _cacheless)
         _check_plain_generation(model, prompt)
         _cacheless(model)
