@@ -55,8 +55,8 @@ from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
-from onnxport.hf.genai import (cached, genai_config, genai_target, note_cacheless, takes_positions,
-                                warn_states_genai_does_not_feed)
+from onnxport.hf.genai import (cached, check_plain_generation, genai_config, genai_target, note_cacheless,
+                                takes_positions, warn_states_genai_does_not_feed)
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument, cache_of, self_attention_cache
@@ -399,34 +399,6 @@ def _caching(config: Any, on: bool = True) -> None:
             each.use_cache = on
 
 
-# What transformers may prepare for a generation step besides the token ids, which a folder's loop feeds too.
-_LOOP_FEEDS = frozenset({"input_ids", "attention_mask", "position_ids", "cache_position", "past_key_values",
-                         "use_cache", "inputs_embeds", "logits_to_keep", "return_dict"})
-
-
-def _check_plain_generation(model: torch.nn.Module, prompt: torch.Tensor) -> None:
-    """Refuse a causal LM that transformers generates with by inputs it prepares itself (XLNet appends a token and
-    builds ``perm_mask`` and ``target_mapping``; XLM appends a mask token and ``langs``): a text-generation folder's
-    loop feeds the tokens so far, and would generate other tokens than transformers does."""
-    prepare = getattr(model, "prepare_inputs_for_generation", None)
-    if prepare is None:
-        return
-    try:
-        prepared = prepare(prompt, attention_mask=torch.ones_like(prompt))
-    except Exception:  # noqa: BLE001 - a model transformers cannot prepare for generation says so when generating
-        return
-    extra = sorted(k for k, v in prepared.items() if isinstance(v, torch.Tensor) and k not in _LOOP_FEEDS)
-    ids = prepared.get("input_ids")
-    changed = isinstance(ids, torch.Tensor) and (ids.shape != prompt.shape or not torch.equal(ids, prompt))
-    if extra or changed:
-        what = ", ".join([*(["input_ids with tokens of its own"] if changed else []), *extra])
-        raise InvalidInputError(
-            f"transformers generates with {type(model).__name__} by inputs it prepares itself ({what}), which a "
-            "text-generation folder's loop does not feed: the folder would generate other tokens",
-            fix="export its forward with onnxport.export, passing the inputs prepare_inputs_for_generation makes, "
-            "and run your own loop")
-
-
 def _cacheless(model: torch.nn.Module) -> None:
     """A causal LM that returns no KV cache (GPT-1, XLNet, a state-space model's recurrent state, which is not a
     cache onnxruntime-genai feeds) is exported without one: its model.onnx takes the whole sequence at each step
@@ -617,7 +589,7 @@ def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     if layers and not any(isinstance(getattr(layer, "keys", None), torch.Tensor) for layer in layers):
         cache = None  # recurrent states alone (Mamba's, in newer transformers): no keys and values genai feeds
     if cache is None:  # no cache to take or return: each step runs the whole sequence (see _cacheless)
-        _check_plain_generation(model, prompt)
+        check_plain_generation(model, prompt)
         _cacheless(model)
         length = PAST + NEW
         inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, length, seed=1, model=model),

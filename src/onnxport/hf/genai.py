@@ -25,7 +25,7 @@ def genai_target() -> str:
     fitting = [t for t in fitting if t.runtime == "onnxruntime" and t.version <= GENAI_REQUIRES_ONNXRUNTIME]
     return str(max(fitting, key=lambda t: t.version))
 
-__all__ = ["cached", "genai_config", "genai_target", "note_cacheless", "takes_positions",
+__all__ = ["cached", "check_plain_generation", "genai_config", "genai_target", "note_cacheless", "takes_positions",
            "warn_states_genai_does_not_feed"]
 
 
@@ -144,3 +144,31 @@ def note_cacheless(model: torch.nn.Module, program: OnnxProgram, engine: Any) ->
         "(each new token recomputes the prompt). onnxruntime-genai cannot run it, so the folder has no "
         "genai_config.json; generate with onnxport.generate(folder + '/model.onnx', input_ids) or your own "
         "onnxruntime loop")
+
+
+# What transformers may prepare for a generation step besides the token ids, which a folder's loop feeds too.
+_LOOP_FEEDS = frozenset({"input_ids", "attention_mask", "position_ids", "cache_position", "past_key_values",
+                         "use_cache", "inputs_embeds", "logits_to_keep", "return_dict"})
+
+
+def check_plain_generation(model: torch.nn.Module, prompt: torch.Tensor) -> None:
+    """Refuse a causal LM that transformers generates with by inputs it prepares itself (XLNet appends a token and
+    builds ``perm_mask`` and ``target_mapping``; XLM appends a mask token and ``langs``): a text-generation folder's
+    loop feeds the tokens so far, and would generate other tokens than transformers does."""
+    prepare = getattr(model, "prepare_inputs_for_generation", None)
+    if prepare is None:
+        return
+    try:
+        prepared = prepare(prompt, attention_mask=torch.ones_like(prompt))
+    except Exception:  # noqa: BLE001 - a model transformers cannot prepare for generation says so when generating
+        return
+    extra = sorted(k for k, v in prepared.items() if isinstance(v, torch.Tensor) and k not in _LOOP_FEEDS)
+    ids = prepared.get("input_ids")
+    changed = isinstance(ids, torch.Tensor) and (ids.shape != prompt.shape or not torch.equal(ids, prompt))
+    if extra or changed:
+        what = ", ".join([*(["input_ids with tokens of its own"] if changed else []), *extra])
+        raise InvalidInputError(
+            f"transformers generates with {type(model).__name__} by inputs it prepares itself ({what}), which a "
+            "text-generation folder's loop does not feed: the folder would generate other tokens",
+            fix="export its forward with onnxport.export, passing the inputs prepare_inputs_for_generation makes, "
+            "and run your own loop")
