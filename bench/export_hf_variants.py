@@ -90,25 +90,12 @@ ERROR_LINE = re.compile(r"^onnxport: [A-Za-z_.]+: ")
 # --------------------------------------------------------------------------------------------------- the row
 
 
-def _edit_config(directory: str, **changes: object) -> None:
-    path = os.path.join(directory, "config.json")
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
-    for key, value in changes.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-
-
 def build(family: str, variant: str, directory: str) -> dict:
     """Save the (family, variant) checkpoint in ``directory``; returns what the row notes about it."""
     import torch
     import transformers
 
-    from tests.hf_dirs import write_tokenizer
+    from tests.hf_dirs import edit_config, write_tokenizer
 
     name = CLASSES[family]
     config_class = getattr(transformers, name + "Config")
@@ -146,13 +133,13 @@ def build(family: str, variant: str, directory: str) -> dict:
     model.save_pretrained(directory, max_shard_size="20KB" if variant == "sharded" else "5GB")
     write_tokenizer(directory, VOCAB)
     if variant == "no-cache":
-        _edit_config(directory, use_cache=False)
+        edit_config(directory, use_cache=False)
     if variant == "torch_dtype":
         with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
             stored = json.load(f).get("dtype", "float32")
-        _edit_config(directory, dtype=None, torch_dtype=stored)
+        edit_config(directory, dtype=None, torch_dtype=stored)
     if variant == "no-dtype":
-        _edit_config(directory, dtype=None, torch_dtype=None)
+        edit_config(directory, dtype=None, torch_dtype=None)
     if variant in ("gen-config", "gen-eos-hit"):
         eos = [2, note["eos_hit"]] if variant == "gen-eos-hit" else [2, 9]
         transformers.GenerationConfig(bos_token_id=1, eos_token_id=eos, pad_token_id=0, do_sample=True,

@@ -91,3 +91,18 @@ def eager_greedy(model: object) -> tuple[list[int], object]:
     with torch.no_grad():
         logits = model(input_ids=ids).logits[0, -1].double().numpy()
     return model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)[0].tolist(), logits
+
+
+def edit_config(directory: str, **changes: object) -> None:
+    """Edit ``directory``'s config.json as a checkpoint saved another way has it: each key set to its value, or
+    removed where the value is None."""
+    path = os.path.join(directory, "config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)

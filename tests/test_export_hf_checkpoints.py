@@ -12,7 +12,7 @@ import torch
 
 import onnxport
 from onnxport.hf import export_hf
-from tests.hf_dirs import NEW_TOKENS, PROMPT, genai_greedy, save_spread, write_tokenizer
+from tests.hf_dirs import NEW_TOKENS, PROMPT, edit_config, genai_greedy, save_spread, write_tokenizer
 
 transformers = pytest.importorskip("transformers")
 
@@ -57,22 +57,6 @@ def test_text_generation_of_checkpoints_saved_as_users_save_them(config, streami
     assert tokens == greedy(model)
 
 
-def _edit_config(directory: str, **changes: object) -> None:
-    import json
-    import os
-
-    path = os.path.join(directory, "config.json")
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
-    for key, value in changes.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(config, f)
-
-
 @pytest.mark.parametrize("variant", ["sharded", *(pytest.param(v, marks=pytest.mark.sweep) for v in
                                                   ("eos-list", "torch_dtype", "no-dtype", "generation-config"))])
 def test_text_generation_of_llama_checkpoint_variants(variant, tmp_path) -> None:
@@ -91,9 +75,9 @@ def test_text_generation_of_llama_checkpoint_variants(variant, tmp_path) -> None
     if variant == "sharded":
         assert "model.safetensors.index.json" in os.listdir(directory)
     if variant == "torch_dtype":
-        _edit_config(directory, dtype=None, torch_dtype="float32")
+        edit_config(directory, dtype=None, torch_dtype="float32")
     if variant == "no-dtype":
-        _edit_config(directory, dtype=None, torch_dtype=None)
+        edit_config(directory, dtype=None, torch_dtype=None)
     if variant == "generation-config":
         transformers.GenerationConfig(bos_token_id=1, eos_token_id=[2, 9], pad_token_id=0, do_sample=True,
                                       temperature=0.7).save_pretrained(directory)
