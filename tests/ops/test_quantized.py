@@ -284,6 +284,27 @@ def test_per_channel_quantize_and_dynamic_qparams() -> None:
     torch.testing.assert_close(prog(x), Dynamic()(x), atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_per_channel_dequantize_with_zero_points_that_are_not_integers(axis) -> None:
+    """The embedding quantizer's rows: uint8 codes whose zero points are floats (160.87), which
+    DequantizeLinear's integer zero point cannot hold (they were rounded: a step off)."""
+    g = torch.Generator().manual_seed(0)
+    codes = torch.randint(0, 256, (6, 5), dtype=torch.uint8, generator=g)
+    size = codes.shape[axis]
+    scales, zeros = torch.rand(size, generator=g) * 0.02 + 0.005, torch.rand(size, generator=g) * 200 + 20
+
+    class Rows(torch.nn.Module):
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            qd = torch.ops.quantized_decomposed
+            table = qd.dequantize_per_channel(codes, scales, zeros, axis, 0, 255, torch.uint8)
+            return torch.nn.functional.embedding(ids, table)
+
+    ids = torch.tensor([[0, 5, 2], [1, 1, 4]])
+    prog = onnxport.export(Rows(), (ids,))
+    assert _ops(prog)["DequantizeLinear"] == 1
+    torch.testing.assert_close(prog(ids), Rows()(ids), atol=1e-6, rtol=0)
+
+
 # -- torchao ------------------------------------------------------------------------------------------------------
 
 

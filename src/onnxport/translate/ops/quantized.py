@@ -36,6 +36,7 @@ from onnxport.translate.registry import aten, register_translation
 qd = torch.ops.quantized_decomposed
 
 _FLOAT = ir.DataType.FLOAT
+_FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 # torch dtype -> (ONNX type, full range, first opset whose QuantizeLinear/DequantizeLinear take it)
 _QTYPES: dict[torch.dtype, tuple[ir.DataType, int, int, int]] = {
     torch.uint8: (ir.DataType.UINT8, 0, 255, 10),
@@ -148,16 +149,41 @@ def _dequantize(ctx: Ctx, x: ir.Value, scale: Any, zero_point: Any, dtype: torch
     qtype, _, _ = _qtype(ctx, dtype, dequantize=True)
     if x.dtype != qtype and x.dtype not in _INT4:
         x = ctx.cast(x, qtype)
-    zero = None
+    zero, offset = None, None
     if zero_point is not None:
         zero_array = _const_array(zero_point)
         if qtype == ir.DataType.INT32 and (zero_array is None or np.any(zero_array != 0)):
             raise ctx.unsupported("an int32 dequantization with a zero point other than 0",
                                   fix="quantize int32 tensors (biases) with zero point 0")
-        zero = _param(ctx, zero_point, x.dtype, shape)
+        if zero_array is not None and np.any(zero_array != np.round(zero_array)):
+            offset = _fractional_zero(ctx, zero_array, scale, x, shape, attrs.get("axis"))
+        else:
+            if zero_array is None and isinstance(zero_point, ir.Value) and zero_point.dtype in _FLOATS:
+                raise ctx.unsupported("a zero point computed in floating point, which DequantizeLinear cannot hold",
+                                      fix="quantize with integer zero points")
+            zero = _param(ctx, zero_point, x.dtype, shape)
     y = ctx.op.DequantizeLinear(x, _param(ctx, scale, _FLOAT, shape), zero, **attrs)
     y.dtype, y.shape = _FLOAT, x.shape
+    if offset is not None:
+        y = ctx.op.Sub(y, offset)
+        y.dtype, y.shape = _FLOAT, x.shape
     return ctx.cast(y, out_dtype) if out_dtype is not None else y
+
+
+def _fractional_zero(ctx: Ctx, zero: np.ndarray, scale: Any, x: ir.Value, shape: Sequence[int] | None,
+                     axis: int | None) -> ir.Value:
+    """``zero * scale``, shaped to be subtracted from the dequantization without a zero point: a zero point that
+    is not an integer (the embedding quantizer's float qparams, ``(q - 160.87) * scale``), which
+    DequantizeLinear's integer zero point cannot hold."""
+    scales = _const_array(scale)
+    if scales is None or (shape and len(shape) > 1) or x.shape is None:
+        raise ctx.unsupported("a zero point that is not an integer with a computed scale or in blocks",
+                              fix="quantize with integer zero points")
+    offset = (zero.astype(np.float64) * scales.astype(np.float64)).astype(np.float32)
+    if shape and axis is not None:  # per channel: broadcast along ``axis``
+        axis = axis % len(x.shape)
+        offset = offset.reshape([-1] + [1] * (len(x.shape) - axis - 1))
+    return ctx.const(np.ascontiguousarray(offset), _FLOAT)
 
 
 # -- PT2E (torch.ao.quantization.quantize_pt2e, torchao.quantization.pt2e) ---------------------------------------
