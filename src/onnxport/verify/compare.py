@@ -43,9 +43,10 @@ class OutputCheck:
     ok: bool
     problem: str = ""
     random: bool = False  # fed by random ops: only its shape and dtype were compared
+    note: str = ""  # how an output beyond its tolerance was judged right (see Checker._integer_rounding)
 
     def __str__(self) -> str:
-        status = "ok" if self.ok else f"MISMATCH {self.problem}".rstrip()
+        status = ("ok" + (f" ({self.note})" if self.note else "")) if self.ok else f"MISMATCH {self.problem}".rstrip()
         if self.random:
             head = f"  {self.name}: {self.dtype}{list(self.shape)}"
             return f"{head} depends on random ops: shape and dtype only, {status}"
@@ -84,6 +85,7 @@ class Verification:
     eager_ahead: bool = False  # the example's eager run was beside the capture, in a child process
     time_split: dict[str, float] = dataclasses.field(default_factory=dict)
     reference: Any = dataclasses.field(default=None, repr=False, compare=False)  # the example's eager outputs
+    integer_rounding: str = ""  # quantized outputs judged by onnxruntime's level 'basic' (see Checker)
 
     @property
     def ok(self) -> bool:
@@ -120,7 +122,8 @@ class Verification:
         cost = [f"  {self.cost}"] if self.seconds else []
         runs = [f"  inputs: {r}" for r in self.runs]
         branches = [textwrap.indent(str(self.branches), "  ")] if self.branches is not None else []
-        return "\n".join([head, *cost, *runs, *(str(o) for o in self.outputs), *branches])
+        rounding = [f"  {self.integer_rounding}"] if self.integer_rounding else []
+        return "\n".join([head, *cost, *runs, *(str(o) for o in self.outputs), *rounding, *branches])
 
 
 def compare(

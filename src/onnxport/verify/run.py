@@ -51,6 +51,7 @@ def session_level(model: ir.Model, available: int | None = None) -> str:
     return "all" if available is None or 2 * initializer_bytes(model) < available else "none"
 
 
+_MORE_MISMATCHED = 3  # the sets after the first that a quantized model's check at level 'basic' reruns
 _FLOATS = {ir.DataType.BFLOAT16: torch.bfloat16, ir.DataType.FLOAT16: torch.float16,
            ir.DataType.FLOAT: torch.float32, ir.DataType.DOUBLE: torch.float64}
 
@@ -96,6 +97,7 @@ class Checker:
         self.reference: Any = None  # the example's eager outputs
         self.failing: tuple[list[torch.Tensor], Any] | None = None  # the first set onnxruntime failed on, expected
         self.mismatched: tuple[list[torch.Tensor], Any] | None = None  # the first set it computed wrong, expected
+        self.mismatched_more: list[tuple[list[torch.Tensor], Any]] = []  # the next ones, a few
         self.session_seconds = 0.0  # building the onnxruntime session (in the child, while eager PyTorch runs)
         self.crash: Crashed | None = None  # what ended the session, if onnxruntime crashed
         self.failure = ""  # the first onnxruntime error (or crash) on a set, for the diagnosis
@@ -172,8 +174,11 @@ class Checker:
         if isinstance(actual, Exception) and self.failing is None and derived is None:
             self.failing = (tensors, expected)
         checks = self._compare(described, expected, actual)
-        if self.mismatched is None and derived is None and not all(c.ok for c in checks):
-            self.mismatched = (tensors, expected)
+        if derived is None and not all(c.ok for c in checks):
+            if self.mismatched is None:
+                self.mismatched = (tensors, expected)
+            elif len(self.mismatched_more) < _MORE_MISMATCHED and not isinstance(actual, Exception):
+                self.mismatched_more.append((tensors, expected))
         if derived is not None and not all(c.ok for c in checks) and not isinstance(actual, Exception):
             start = time.perf_counter()
             expected = self._eager(args, kwargs)  # the rows were not what the model computes: eager decides
@@ -259,7 +264,6 @@ class Checker:
         if self.result.optimization != "all" or failing is None:
             return
         inputs, expected = failing
-        names = self.program.output_names
         for level in ("basic", "none"):
             session = SessionProcess(self.program.model, optimization=level, weights_as_inputs=level == "none")
             try:
@@ -269,14 +273,52 @@ class Checker:
                 continue
             finally:
                 session.close()
-            checks = compare(names, self.program.onnx_leaves(expected), actual,
-                             random=self.program.random_outputs,
-                             random_sizes=self.program.random_sizes,
-                             float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed(),
-                             steps=self._steps())
+            checks = self._compare_basic(expected, actual)
             self.lower_levels[level] = "matches" if all(c.ok for c in checks) else "differs"
             if self.lower_levels[level] == "matches":
                 break
+
+    def _integer_rounding(self) -> None:
+        """Accept a quantized model whose every difference is onnxruntime's integer kernels rounding on their
+        own: its QuantizeLinear/DequantizeLinear graph, run as written at level 'basic', matches eager PyTorch
+        on every set that differed at 'all'; the outputs that differ have no bound from quantization steps (a
+        scale computed at run time, a LayerNorm after the last quantized activation: see
+        ``quantized_output_steps``, which holds the others to their steps); and this CPU's kernels compute
+        exact products (where they saturate, the difference is the model's weight range: it fails, with that
+        fix). The report states the difference at 'all'."""
+        if self.mismatched is None or self.lower_levels.get("basic") != "matches" or saturating_integer_products():
+            return
+        bounded = self._steps()
+        differing = [c for c in self.result.outputs if not c.ok]
+        if not differing or any(c.name in bounded or "out of tolerance" not in c.problem for c in differing):
+            return
+        if self.mismatched_more:
+            session = SessionProcess(self.program.model, optimization="basic")
+            try:
+                for inputs, expected in self.mismatched_more:
+                    checks = self._compare_basic(expected, session.run(inputs))
+                    if not all(c.ok for c in checks):
+                        return
+            except Exception:  # noqa: BLE001 - onnxruntime's own failure: no acceptance
+                return
+            finally:
+                session.close()
+        sets = 1 + len(self.mismatched_more)
+        for check in differing:
+            check.ok, check.problem = True, ""
+            check.note = (f"within onnxruntime's integer rounding: its Q/DQ graph matches eager PyTorch at level "
+                          f"'basic' on the {sets} set{'s' * (sets > 1)} that differ{'s' * (sets == 1)} at 'all'")
+        self.result.integer_rounding = (
+            "quantized outputs without a bound from quantization steps ("
+            + ", ".join(f"{c.name} max_abs={c.max_abs:.3g}" for c in differing)
+            + "): at level 'all' onnxruntime's integer kernels round requantized activations on their own; "
+            "the graph as written (level 'basic') matches eager PyTorch")
+
+    def _compare_basic(self, expected: Any, actual: Any) -> list[OutputCheck]:
+        return compare(self.program.output_names, self.program.onnx_leaves(expected), actual,
+                       random=self.program.random_outputs, random_sizes=self.program.random_sizes,
+                       float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed(),
+                       steps=self._steps())
 
     def finish(self, *, raise_on_mismatch: bool = True) -> Verification:
         """Close the result: its time, and a warning, or ``VerificationError``, when it failed."""
@@ -286,6 +328,7 @@ class Checker:
             self._diagnose_levels(self.failing)
         elif not result.ok and not result.skipped and integer_kernels(self.program.model):
             self._diagnose_levels(self.mismatched)
+            self._integer_rounding()
         result.seconds = self.budget.seconds
         result.time_split = {"session": self.session_seconds, **self._split}
         result.budget_seconds = self.budget.limit
