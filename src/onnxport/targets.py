@@ -34,7 +34,7 @@ __all__ = ["DEFAULT_TARGET", "TARGETS", "TARGET_KEY", "Forms", "Target", "ir_ver
 
 MIN_OPSET = 18  # the oldest opset onnxport writes
 FUSED_OPSET = 23  # the first opset with Attention, RMSNormalization and RotaryEmbedding; the newest a target picks
-_FORM_OPSET = {"LayerNormalization.no_bias": 17}  # forms of older ops: the opset that has them (else FUSED_OPSET)
+_FORM_OPSET = {"LayerNormalization.no_bias": 17, "MatMulInteger": 10}  # forms of older ops: the opset that has them (else FUSED_OPSET)
 
 # The newest ai.onnx opset each runtime release loads, from that release on: probed with onnxruntime's
 # wheels from 1.18 (tests/runtimes), earlier ones from its release notes. onnxruntime-web is the same core
@@ -62,7 +62,11 @@ _OPSETS["tensorrt"] = (((10, 0), 20), ((11, 0), 25))
 # - LayerNormalization without its optional bias input: onnxruntime 1.18's AttentionFusion (at its default
 #   optimisation level) reads the missing bias and aborts the process at load (OLMo, ModernBERT); 1.20 loads
 #   it (1.19 was not measured). Before that, the bias is written as zeros.
+# - MatMulInteger (a quantized linear layer with a float output, see optimize/integer_matmul.py): in every
+#   release's CPU kernels (uint8 and int8 operands, kernels-onnxruntime-1.18.1.json), and computed right by
+#   onnxruntime-web 1.22 and 1.30's wasm; TensorRT reads quantized products only as Q/DQ.
 FUSED_SINCE: dict[str, dict[str, tuple[int, int] | None]] = {
+    "MatMulInteger": {"onnxruntime": (1, 14), "onnxruntime-web": (1, 14), "tensorrt": None},
     "LayerNormalization.no_bias": {"onnxruntime": (1, 20), "onnxruntime-web": (1, 20), "tensorrt": None},
     "Attention": {"onnxruntime": (1, 24), "onnxruntime-web": (1, 24), "tensorrt": None},
     "Attention.float16_grouped": {"onnxruntime": (1, 26), "onnxruntime-web": (1, 26), "tensorrt": None},

@@ -12,6 +12,7 @@ from onnxport.optimize.attention_layout_fuse import AttentionLayoutFusePass
 from onnxport.optimize.constant_fold import ConstantFoldPass
 from onnxport.optimize.conv_bn_fold import ConvBatchNormFoldPass
 from onnxport.optimize.identity import MainIdentityPass
+from onnxport.optimize.integer_matmul import IntegerMatMulPass
 from onnxport.optimize.linear_layout import LinearWeightLayoutPass
 from onnxport.optimize.rms_norm_fuse import RmsNormFusePass
 from onnxport.optimize.rotary_fuse import RotaryFusePass
@@ -29,6 +30,7 @@ def default_passes(forms: Forms) -> list[ir.passes.PassBase]:
         ConstantFoldPass(),
         ConvBatchNormFoldPass(),
         LinearWeightLayoutPass(),
+        IntegerMatMulPass(forms),
         MainIdentityPass(),
         SameShapePass(),
         common_passes.CommonSubexpressionEliminationPass(),

@@ -20,6 +20,7 @@ import multiprocessing
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -76,8 +77,12 @@ class SessionProcess:
 
     started = 0
 
-    def __init__(self, model: ir.Model, *, optimization: str = "all", weights_as_inputs: bool = False):
+    def __init__(self, model: ir.Model, *, optimization: str = "all", weights_as_inputs: bool = False,
+                 prepare: Callable[[ir.Model], Any] | None = None):
+        """``prepare`` rewrites the model in place before the session is built: the child's copy of it (a copy
+        here where the session runs in this process); the caller's model is left as it is."""
         self.optimization = optimization
+        self._prepare = prepare
         self.build_seconds = 0.0
         self.run_seconds = 0.0
         self._options = {"optimization": optimization, "prepack": optimization == "all", "spinning": False,
@@ -93,7 +98,7 @@ class SessionProcess:
             return
         context = multiprocessing.get_context("fork")
         self._conn, child_end = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child_end, model, self._options), daemon=True,
+        self._process = context.Process(target=_serve, args=(child_end, model, self._options, prepare), daemon=True,
                                         name="onnxport-verification")
         start_forked(self._process)
         child_end.close()
@@ -147,7 +152,11 @@ class SessionProcess:
     def _run_here(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         if self._local is None:
             start = time.perf_counter()
-            self._local = OrtRunner(self._model, **self._options)
+            model = self._model
+            if self._prepare is not None:
+                model = ir.from_proto(ir.to_proto(model))
+                self._prepare(model)
+            self._local = OrtRunner(model, **self._options)
             self.build_seconds = time.perf_counter() - start
         start = time.perf_counter()
         outputs = self._local.run(inputs)
@@ -180,13 +189,17 @@ class _RemoteError(RuntimeError):
     """What onnxruntime raised in the child, as its text (its exception types do not cross the pipe)."""
 
 
-def _serve(conn: Any, model: ir.Model, options: dict[str, Any]) -> None:
-    """The child: build the session, say so, then run each set received until ``None``."""
+def _serve(conn: Any, model: ir.Model, options: dict[str, Any], prepare: Callable[[ir.Model], Any] | None = None
+           ) -> None:
+    """The child: prepare its copy of the model, build the session, say so, then run each set received until
+    ``None``."""
     # one torch thread: a forked child has none of this process's OpenMP workers, and a parallel torch op
     # there (a weight computed when read, see optimize/conv_bn_fold.py) would wait for them forever
     torch.set_num_threads(1)
     start = time.perf_counter()
     try:
+        if prepare is not None:
+            prepare(model)
         runner = OrtRunner(model, **options)
     except Exception as exc:  # noqa: BLE001 - sent to the parent as text
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))

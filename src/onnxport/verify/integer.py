@@ -67,6 +67,11 @@ def _bound(value: ir.Value | None, depth: int) -> float | None:
     if node.op_type in ("Add", "Sub") and len(inputs) == 2:
         bounds = [0.0 if _constant(x) is not None else _bound(x, depth - 1) for x in inputs]
         return None if None in bounds or bounds == [0.0, 0.0] else sum(bounds)
+    product = _integer_product(node)
+    if product is not None:  # an error of a step in the activation's codes, through the weights' codes
+        _, codes, zeros, w_scales, a_scale, _ = product
+        weights = np.abs(codes - zeros)  # [in, out]
+        return float(_STEPS * abs(a_scale) * (weights.sum(axis=0) * np.abs(w_scales)).max())
     if node.op_type in ("MatMul", "Gemm", "Conv") and len(inputs) >= 2:
         weight = _constant(inputs[1])
         bound = _bound(inputs[0], depth - 1)
@@ -82,6 +87,67 @@ def _bound(value: ir.Value | None, depth: int) -> float | None:
             return None
         return float(bound * gain * abs(attrs.get("alpha", 1.0)))
     return None
+
+
+def _integer_product(scaled: ir.Node) -> tuple | None:
+    """The chain ``MatMulInteger(a, W, a_zero, W_zeros) -> Cast(float) -> Mul(W_scales) -> Mul(a_scale)`` that
+    ``IntegerMatMulPass`` writes for a quantized linear layer, ending in ``scaled``: (the MatMulInteger node, the
+    weight's codes, its zero points, its scales, the activation's scale, the nodes from it to ``scaled``);
+    None for other nodes."""
+    if scaled.op_type != "Mul" or scaled.domain or len(scaled.inputs) != 2:
+        return None
+    by_weight = scaled.inputs[0].producer() if scaled.inputs[0] is not None else None
+    a_scale = ir.convenience.get_const_tensor(scaled.inputs[1]) if scaled.inputs[1] is not None else None
+    if by_weight is None or by_weight.op_type != "Mul" or by_weight.domain or a_scale is None or a_scale.size != 1:
+        return None
+    cast = by_weight.inputs[0].producer() if by_weight.inputs[0] is not None else None
+    w_scales = ir.convenience.get_const_tensor(by_weight.inputs[1]) if by_weight.inputs[1] is not None else None
+    if cast is None or cast.op_type != "Cast" or cast.domain or w_scales is None:
+        return None
+    product = cast.inputs[0].producer() if cast.inputs[0] is not None else None
+    if product is None or product.op_type != "MatMulInteger" or product.domain:
+        return None
+    codes = ir.convenience.get_const_tensor(product.inputs[1])
+    zero = product.inputs[3] if len(product.inputs) > 3 else None
+    zeros = ir.convenience.get_const_tensor(zero) if zero is not None else None
+    if codes is None or len(codes.shape) != 2 or (zero is not None and zeros is None):
+        return None
+    zeros_array = zeros.numpy().astype(np.float64) if zeros is not None else np.zeros(())
+    return (product, codes.numpy().astype(np.float64), zeros_array, w_scales.numpy().astype(np.float64),
+            float(a_scale.numpy().reshape(())), [cast, by_weight, scaled])
+
+
+def float_products(model: ir.Model) -> int:
+    """Write each integer product of ``IntegerMatMulPass`` back as ``MatMul(DequantizeLinear(a),
+    DequantizeLinear(W))`` from its own constants, in place: what eager PyTorch computes, term by term in float
+    (the integer product is exact, so a value on a rounding boundary of the next quantization may land a step
+    away from torch's). Verification compares that form at onnxruntime's level 'basic'. Returns how many."""
+    done = 0
+    for node in list(model.graph):
+        found = _integer_product(node)
+        if found is None:
+            continue
+        product, _, _, _, _, chain = found
+        scaled = chain[-1]
+        a_codes, w_codes, a_zero = product.inputs[:3]
+        w_zero = product.inputs[3] if len(product.inputs) > 3 else None
+        a_scale, w_scale = scaled.inputs[1], chain[1].inputs[1]
+        weight = ir.Node("", "DequantizeLinear", [w_codes, w_scale, w_zero],
+                         attributes=[ir.AttrInt64("axis", 1)] if w_scale.shape is not None and len(w_scale.shape)
+                         else [])
+        activation = ir.Node("", "DequantizeLinear", [a_codes, a_scale, a_zero])
+        matmul = ir.Node("", "MatMul", [activation.outputs[0], weight.outputs[0]])
+        for value in (*weight.outputs, *activation.outputs, *matmul.outputs):
+            value.dtype = ir.DataType.FLOAT
+        model.graph.insert_before(product, [weight, activation, matmul])
+        out = scaled.outputs[0]
+        matmul.outputs[0].shape = out.shape
+        name, out.name = out.name, None
+        ir.convenience.replace_all_uses_with(out, matmul.outputs[0], replace_graph_outputs=True)
+        matmul.outputs[0].name = name
+        model.graph.remove([scaled, chain[1], chain[0], product], safe=True)
+        done += 1
+    return done
 
 
 def _constant(value: ir.Value | None) -> np.ndarray | None:
