@@ -148,7 +148,7 @@ def row(name: str, float_model: torch.nn.Module, quantized: torch.nn.Module, arg
     err = {label: float(np.abs(run(sessions[label], args) - expected).max()) for label in labels if label != "float"}
     ops = collections.Counter(n.op_type for n in files["onnxport"].graph.node)
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(ops.items()) if k in (
-        "QuantizeLinear", "DequantizeLinear", "MatMulNBits", "Round", "Clip"))
+        "QuantizeLinear", "DequantizeLinear", "MatMulInteger", "MatMulNBits", "Round", "Clip"))
     step = output_step(quantized)
     step_text = f"{step:.2g}" if step else "-"
     torch_cells = (f"{times['torch.onnx']:.3f} | {times['torch.onnx'] / times['float']:.2f} | {err['torch.onnx']:.2g}"
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     note = (f"\n\nonnxruntime {__import__('onnxruntime').__version__}, torch {torch.__version__}, one thread, CPU. "
             "The float column is onnxport's export of the model before quantization (for torchao, of the "
             "dequantized weights). Ratios are quantized / float.\n\n"
-            "The error column is the largest difference from the eager quantized model; for the PT2E models onnxruntime's integer kernels (QLinearConv, QGemm) requantize each activation in integer arithmetic, so values land up to a step of their quantization away (BERT's output follows a LayerNorm, which rescales the last step). torchao int8 weight-only is written as Cast and arithmetic on the int8 initializer, which onnxruntime folds into a float weight at load (the file is 4x smaller, the speed the float model's); int4 as MatMulNBits at accuracy level 0 (float activations, as torchao computes), which keeps the weights packed in memory and on this small MLP runs a little slower than float.\n")
+            "The error column is the largest difference from the eager quantized model; for the PT2E models onnxruntime's integer kernels (QLinearConv, QGemm) requantize each activation in integer arithmetic, so values land up to a step of their quantization away (BERT's output follows a LayerNorm, which rescales the last step). The X86 Inductor quantizer leaves BERT's linear layers with float outputs: onnxport writes them as MatMulInteger (integer GEMM, then the scales), where a DequantizeLinear before a float MatMul, as torch.onnx writes them, dequantizes each weight at every run. torchao int8 weight-only is written as Cast and arithmetic on the int8 initializer, which onnxruntime folds into a float weight at load (the file is 4x smaller, the speed the float model's); int4 as MatMulNBits at accuracy level 0 (float activations, as torchao computes), which keeps the weights packed in memory and on this small MLP runs a little slower than float.\n")
     publish("\n".join(header + rows) + note, options.out)
     return 0
 
