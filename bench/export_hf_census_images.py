@@ -1,7 +1,7 @@
 """The image tasks of ``export_hf_census.py``: the image processor saved beside a tiny checkpoint, and the batch of
 images its eager run and the exported model are both fed.
 
-A user's image checkpoint has a ``preprocessor_config.json``; export-hf reads it (``hf/export.py``: an image
+A user's image checkpoint has a ``preprocessor_config.json``; export-hf reads it (``hf/examples.py``: an image
 processor that sizes images each to a size of its own makes height and width dynamic, else the config's
 ``image_size`` wins, then the processor's size). The census saves the type's image processor
 (``IMAGE_PROCESSOR_MAPPING_NAMES``, the PIL one: torchvision is not installed here) with its defaults, its sizes

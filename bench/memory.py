@@ -122,10 +122,10 @@ def _torch_onnx(directory: str, out: str) -> None:
     import transformers
 
     from onnxport.hf.cache import registered as transformers_caches
-    from onnxport.hf.export import _generation_inputs
+    from onnxport.hf.examples import generation_inputs
 
     model = transformers.AutoModelForCausalLM.from_pretrained(directory).eval()
-    inputs = _generation_inputs(model, model.config)
+    inputs = generation_inputs(model, model.config)
     os.makedirs(out, exist_ok=True)
     with transformers_caches(), torch.no_grad():
         prog = torch.onnx.export(model, (), kwargs=inputs, dynamo=True, verbose=False, optimize=True)

@@ -215,12 +215,12 @@ def test_pages_are_short_enough() -> None:
 
 
 def test_the_task_tables_list_export_hfs_tasks() -> None:
-    from onnxport.hf.export import TASKS
+    from onnxport.hf.examples import TASKS
 
     text = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
     table = text[text.index("| task |"):].split("\n\n")[0]
     listed = {m for row in table.splitlines()[2:] for m in re.findall(r"^\| `([a-z0-9-]+)`", row)}
-    assert listed == set(TASKS), "docs/tasks.md's table of tasks differs from onnxport.hf.export.TASKS"
+    assert listed == set(TASKS), "docs/tasks.md's table of tasks differs from onnxport.hf.examples.TASKS"
     readme = README.read_text(encoding="utf-8")
     assert not [t for t in TASKS if f"`{t}`" not in readme], "README.md's task table misses a task"
 

@@ -21,7 +21,8 @@ here needs it, never by importing ``onnxport``.
 """
 
 from onnxport.capture.integrations import register
-from onnxport.hf.export import TASKS, Task, export_hf
+from onnxport.hf.examples import TASKS, Task
+from onnxport.hf.export import export_hf
 from onnxport.hf.genai import genai_config
 from onnxport.hf.generate import generate, generate_seq2seq
 from onnxport.hf.integration import TransformersIntegration

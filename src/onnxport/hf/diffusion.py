@@ -257,7 +257,7 @@ def _text_encoder(folder: str, name: str, streaming: bool) -> tuple[torch.nn.Mod
     if not streaming:
         return cls.from_pretrained(folder, local_files_only=True).eval(), None
     from onnxport.hf import stream
-    from onnxport.hf.export import read_config
+    from onnxport.hf.examples import read_config
 
     return stream.meta_model(folder, name, read_config(folder))
 

@@ -40,13 +40,12 @@ and zero points (blocks of its ``group_size``); the layers it holds in float (an
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -55,17 +54,17 @@ from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
-from onnxport.hf.genai import (cached, check_plain_generation, genai_config, genai_target, note_cacheless,
-                                takes_positions, warn_states_genai_does_not_feed)
+from onnxport.hf.examples import TASKS, Task, caching, read_config
+from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless, warn_states_genai_does_not_feed
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
-from onnxport.hf.signature import cache_argument, cache_of, self_attention_cache
+from onnxport.hf.signature import cache_argument
 from onnxport.hf.tasks import MODULES_FILE, TASK_KEY, pick_task
 from onnxport.hf.vlm import VLM_FILES, VlmPrograms, check_supported, export_vlm, genai_names, write_genai
 from onnxport.program import OnnxProgram
 from onnxport.serial import serialized
 
-__all__ = ["TASKS", "TASK_KEY", "Task", "export_hf", "read_config"]
+__all__ = ["export_hf"]
 
 # Files onnxruntime-genai and transformers' tokenizers and processors read, copied to OUT/ when the directory
 # has them.
@@ -76,8 +75,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 # Copied too: what transformers' pipelines read besides (the labels, the settings of the tokenizer's use).
 COPIED_FILES = (*TOKENIZER_FILES, "config.json", SETTINGS_FILE)
 SEQ2SEQ_FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
-EXAMPLE_BATCH = 2
-PAST, NEW = 4, 3  # a decode step exports the one model that serves prefill (past 0) and decode
 logger = logging.getLogger("onnxport")
 
 
@@ -211,7 +208,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
     config = read_config(model_dir)
     if task == "text-generation" or spec.seq2seq or spec.vlm:
-        _caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
+        caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
         check_supported(config)
         check_output_folder(out, genai_names(config))  # genai's files, for the types it runs
@@ -390,23 +387,6 @@ def _stream_or_load(directory: str, spec: Task, precision: torch.dtype | None) -
     return True, why
 
 
-def _caching(config: Any, on: bool = True) -> None:
-    """Turn the KV cache on (or off) in ``config`` and the configs it holds (a text config, an encoder-decoder's):
-    a generation export takes and returns the cache whatever the checkpoint was saved with."""
-    configs = [config, *(getattr(config, name, None) for name in ("text_config", "decoder", "encoder"))]
-    for each in configs:
-        if each is not None and hasattr(each, "use_cache"):
-            each.use_cache = on
-
-
-def _cacheless(model: torch.nn.Module) -> None:
-    """A causal LM that returns no KV cache (GPT-1, XLNet, a state-space model's recurrent state, which is not a
-    cache onnxruntime-genai feeds) is exported without one: its model.onnx takes the whole sequence at each step
-    and returns logits alone, and the folder gets no genai_config.json. Its cache is turned off, so that forward
-    returns no state to name either."""
-    _caching(model.config, on=False)
-
-
 def _copy(directory: str, out: str, names: Sequence[str]) -> None:
     for name in names:
         shutil.copyfile(os.path.join(directory, name), os.path.join(out, name))
@@ -464,327 +444,3 @@ def _check_quantized(files: dict[str, OnnxProgram]) -> None:
             continue
         raise InvalidInputError(f"no linear layer of {name} was quantized: it has no MatMul or Gemm with a constant "
                                 "float weight", fix="export without quantize")
-
-
-def read_config(directory: str) -> Any:
-    """The transformers config of ``directory``; a ``config.json`` that is not a JSON object naming its
-    ``model_type``, or one transformers cannot read, is an ``InvalidInputError`` naming the file."""
-    path = os.path.join(directory, "config.json")
-    fix = ("restore the file: save it again with model.config.save_pretrained(directory), or copy it from where "
-           "the model came from")
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                                fix=fix) from None
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{path} is not UTF-8 text: {exc.reason} at byte {exc.start}", fix=fix) from None
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}",
-                                fix="check the file's permissions, or give another model directory") from None
-    if not isinstance(data, dict):
-        raise InvalidInputError(f"{path} holds a JSON {type(data).__name__}, not an object of settings", fix=fix)
-    if not isinstance(data.get("model_type"), str) or not data["model_type"]:
-        raise InvalidInputError(f"{path} has no model_type: transformers cannot tell which architecture it is",
-                                fix='add the architecture\'s "model_type" (e.g. "llama", "bert"), or ' + fix)
-    import transformers
-
-    try:
-        return transformers.AutoConfig.from_pretrained(directory, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 - transformers' and huggingface_hub's validation errors vary
-        text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-        if len(text) > 1 and text[0].endswith(":"):  # huggingface_hub's: "Validation error for field 'x':", cause
-            text = [f"{text[0]} {text[1]}"]
-        raise InvalidInputError(
-            f"transformers cannot read {path} (model_type {data['model_type']!r}): "
-            f"{type(exc).__name__}: {text[0] if text else ''}"[:400],
-            fix=f"check model_type and the settings in {path}; a model_type that transformers "
-            f"{transformers.__version__} does not know needs a newer transformers",
-        ) from None
-
-
-def _ids(config: Any, batch: int, length: int, seed: int = 0, model: torch.nn.Module | None = None) -> torch.Tensor:
-    """Random token ids below the vocabulary's size: the config's, or the rows of ``model``'s input embeddings
-    where they are fewer (a decoder of a vocabulary of its own: Marian's)."""
-    vocab = getattr(config, "vocab_size", None) or 100
-    embeddings = _input_embeddings(model) if model is not None else None
-    if isinstance(getattr(embeddings, "num_embeddings", None), int):
-        vocab = min(vocab, embeddings.num_embeddings)
-    low = min(3, vocab - 1)  # clear of the usual special ids
-    return torch.randint(low, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
-
-
-def _input_embeddings(model: torch.nn.Module) -> Any:
-    try:
-        return model.get_input_embeddings()
-    except (AttributeError, NotImplementedError):
-        return None
-
-
-def _text_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """Two texts' ``input_ids``, and their ``attention_mask`` where the model's forward takes one (FNet's mixes
-    tokens by a Fourier transform and takes none: its tokenizer gives none either)."""
-    ids = _ids(config, EXAMPLE_BATCH, 8)
-    mask = torch.ones_like(ids)
-    mask[-1, -3:] = 0  # a padded row, as a tokenizer pads a batch
-    return {"input_ids": ids, "attention_mask": mask} if _takes(model, "attention_mask") else {"input_ids": ids}
-
-
-def _tokenizer_gives(directory: str, name: str) -> bool | None:
-    """Whether the tokenizer saved in ``directory`` gives the input ``name`` (its ``model_input_names``, from
-    tokenizer_config.json or its class); None where the directory says nothing of a tokenizer. A RoBERTa-style
-    checkpoint may keep BERT's two token types in its config while its tokenizer gives none: its model is then
-    exported without them, as the tokenizer feeds it."""
-    try:
-        with open(os.path.join(directory, "tokenizer_config.json"), encoding="utf-8") as f:
-            settings = json.load(f)
-    except (OSError, ValueError):
-        return None
-    names = settings.get("model_input_names") if isinstance(settings, dict) else None
-    if not isinstance(names, list) and isinstance(settings, dict) and isinstance(settings.get("tokenizer_class"), str):
-        import transformers
-
-        cls = settings["tokenizer_class"]
-        tokenizer = getattr(transformers, cls, None) or getattr(transformers, cls.removesuffix("Fast"), None)
-        names = getattr(tokenizer, "model_input_names", None)
-    return name in names if isinstance(names, list) else None
-
-
-def _takes(model: torch.nn.Module, name: str) -> bool:
-    """Whether the forward of ``model`` (a SentenceEmbedding's transformer's) names the argument ``name``."""
-    return name in inspect.signature(getattr(model, "transformer", model).forward).parameters
-
-
-def _encoder_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """``_text_inputs``, and ``token_type_ids`` (a second segment, as a tokenizer marks a pair of texts) where
-    the model adds segment embeddings: its forward takes them, its config has more than one type, and the
-    directory's tokenizer (where it says) gives them."""
-    inputs = _text_inputs(model, config)
-    types = getattr(config, "type_vocab_size", 0) or 0
-    directory = getattr(config, "name_or_path", "") or ""
-    if _takes(model, "token_type_ids") and types > 1 and _tokenizer_gives(directory, "token_type_ids") is not False:
-        segments = torch.zeros_like(inputs["input_ids"])
-        segments[:, 5:] = 1
-        inputs["token_type_ids"] = segments
-    return inputs
-
-
-def _generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """A decode step: the cache of a ``PAST``-token prefill, then ``NEW`` tokens."""
-    prompt = _ids(config, EXAMPLE_BATCH, PAST, model=model)
-    if any(p.is_meta for p in model.parameters()):  # streamed: no weights to run the prefill on
-        cache = stream.meta_cache(model, input_ids=prompt)
-    else:
-        try:
-            with torch.no_grad():
-                cache = cache_of(model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True))
-        except Exception as exc:  # noqa: BLE001 - the model's own failure, named with its cause
-            raise InvalidInputError(f"{type(model).__name__} fails on a prompt of {PAST} tokens with its cache on, "
-                                    f"in eager PyTorch: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                                    fix="check that transformers generates with this checkpoint "
-                                    "(model.generate(input_ids)); export-hf needs its KV cache") from None
-    cache = self_attention_cache(cache)
-    layers = getattr(cache, "layers", None)
-    if layers and not any(isinstance(getattr(layer, "keys", None), torch.Tensor) for layer in layers):
-        cache = None  # recurrent states alone (Mamba's, in newer transformers): no keys and values genai feeds
-    if cache is None:  # no cache to take or return: each step runs the whole sequence (see _cacheless)
-        check_plain_generation(model, prompt)
-        _cacheless(model)
-        length = PAST + NEW
-        inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, length, seed=1, model=model),
-                  "attention_mask": torch.ones(EXAMPLE_BATCH, length, dtype=torch.int64)}
-        if takes_positions(model):
-            inputs["position_ids"] = torch.arange(length).expand(EXAMPLE_BATCH, length).clone()
-        return inputs
-    inputs = {"input_ids": _ids(config, EXAMPLE_BATCH, NEW, seed=1, model=model),
-              "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64)}
-    if takes_positions(model):
-        inputs["position_ids"] = torch.arange(PAST, PAST + NEW).expand(EXAMPLE_BATCH, NEW).clone()
-    inputs[cache_argument(model)] = cache  # the name forward takes: no deprecation warning on any version
-    return inputs
-
-
-def _image_size(config: Any) -> tuple[int, int] | None:
-    """The (height, width) the config says the model's images have (its ``image_size``), or None."""
-    side = getattr(config, "image_size", None)
-    if side is None:
-        return None
-    height, width = (side[0], side[-1]) if isinstance(side, (list, tuple)) and side else (side, side)
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in (height, width)):
-        raise InvalidInputError(f"config.json's image_size {side!r} is not a size in pixels",
-                                fix="set image_size to the side (or [height, width]) the model's images have")
-    return height, width
-
-
-class ImageSizes(NamedTuple):
-    """The images an image task's model is exported for: an example's ``height`` and ``width``, whether the
-    sizes vary (the image processor resizes each image to a size of its own, keeping its aspect ratio: height
-    and width are then dynamic) and whether a ``pixel_mask`` comes with them (the processor pads a batch to
-    its largest image and the model's forward takes the mask)."""
-
-    height: int
-    width: int
-    varying: bool = False
-    mask: bool = False
-
-
-# Two images of other aspect ratios, for the image processor to size: if it gives them different sizes, it
-# gives images of varying size.
-_PROBES = ((48, 64), (64, 40))
-_STRIDE = 32  # an example of varying size is rounded up to this: the deepest stride of convolutional backbones
-_PROBED: dict[tuple[str, int], tuple[list[tuple[int, int]], tuple[int, int] | None, bool]] = {}
-
-
-def _probe_processor(directory: str) -> tuple[list[tuple[int, int]], tuple[int, int] | None, bool] | None:
-    """What the image processor in ``directory`` makes of ``_PROBES``: the (height, width) of each image alone,
-    that of the two batched (None when it cannot batch them: it does not pad) and whether the batch comes with
-    a ``pixel_mask``; None where the directory has no image processor transformers loads."""
-    path = os.path.join(directory, "preprocessor_config.json")
-    if not directory or not os.path.isfile(path):
-        return None
-    key = (os.path.abspath(path), os.stat(path).st_mtime_ns)
-    if key not in _PROBED:
-        import numpy as np
-        import transformers
-
-        try:
-            processor = transformers.AutoImageProcessor.from_pretrained(directory, local_files_only=True)
-            pictures = [np.full((h, w, 3), 128, dtype=np.uint8) for h, w in _PROBES]
-            alone = [tuple(processor(p, return_tensors="np")["pixel_values"].shape[-2:]) for p in pictures]
-        except Exception:  # noqa: BLE001 - not an image processor (a feature extractor), or one that needs more
-            return None
-        try:
-            batch = processor(pictures, return_tensors="np")
-            batched, mask = tuple(batch["pixel_values"].shape[-2:]), "pixel_mask" in batch
-        except Exception:  # noqa: BLE001 - images of different sizes it does not pad
-            batched, mask = None, False
-        _PROBED[key] = (alone, batched, mask)
-    return _PROBED[key]
-
-
-def _image_sizes(model: torch.nn.Module, config: Any) -> ImageSizes:
-    """The images the model is exported for, as its image processor gives them (its directory's
-    preprocessor_config.json): of varying size (height and width dynamic, an example rounded up to a multiple of
-    ``_STRIDE``, and a padded ``pixel_mask`` where the processor gives one and the model takes it), or of one
-    size: the config's ``image_size`` (a vision config's, for a text-and-image model), else the processor's,
-    else 224."""
-    vision = getattr(config, "vision_config", None) or config
-    probed = _probe_processor(getattr(config, "name_or_path", "") or "")
-    fixed = _image_size(vision)
-    if probed is not None and len(set(probed[0])) > 1:
-        height, width = (max(size[i] for size in probed[0]) for i in (0, 1))
-        height, width = (-(-n // _STRIDE) * _STRIDE for n in (height, width))
-        if width == height:  # not equal: export would take them for one dim
-            width += _STRIDE
-        forward = inspect.signature(model.forward).parameters
-        return ImageSizes(height, width, varying=True, mask=probed[2] and "pixel_mask" in forward)
-    if fixed is None and probed is not None:
-        fixed = probed[0][0]
-    return ImageSizes(*(fixed or (224, 224)))
-
-
-def _image_inputs(model: torch.nn.Module, config: Any, batch: int = EXAMPLE_BATCH) -> dict[str, Any]:
-    """A batch of images of the size ``_image_sizes`` gives, and their ``pixel_mask`` where the model is
-    exported with one (the last image padded on the right and bottom, as the processor pads a smaller one)."""
-    vision = getattr(config, "vision_config", None) or config
-    sizes = _image_sizes(model, config)
-    channels = getattr(vision, "num_channels", 3)
-    generator = torch.Generator().manual_seed(0)
-    inputs = {"pixel_values": torch.randn(batch, channels, sizes.height, sizes.width, generator=generator)}
-    if sizes.mask:
-        mask = torch.ones(batch, sizes.height, sizes.width, dtype=torch.int64)
-        mask[-1, sizes.height * 3 // 4:] = 0
-        mask[-1, :, sizes.width * 3 // 4:] = 0
-        inputs["pixel_values"][-1] *= mask[-1]  # padding is zeros
-        inputs["pixel_mask"] = mask
-    return inputs
-
-
-def _image_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """Dynamic batch; height and width too (``pixel_mask``'s with ``pixel_values``') for images of varying size."""
-    dynamic = torch.export.Dim.DYNAMIC
-    if not _image_sizes(model, config).varying:
-        return {"pixel_values": {0: dynamic}}
-    shapes = {"pixel_values": {0: dynamic, 2: dynamic, 3: dynamic}}
-    if "pixel_mask" in _image_inputs(model, config):
-        shapes["pixel_mask"] = {0: dynamic, 1: dynamic, 2: dynamic}
-    return shapes
-
-
-def _zero_shot_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """Three candidate texts (one padded) and two images: texts and images are batched apart."""
-    text = getattr(config, "text_config", None) or config
-    inputs: dict[str, Any] = {"input_ids": _ids(text, EXAMPLE_BATCH + 1, 7)}
-    if "attention_mask" in inspect.signature(model.forward).parameters:
-        mask = torch.ones_like(inputs["input_ids"])
-        mask[-1, -2:] = 0
-        inputs["attention_mask"] = mask
-    return {**inputs, **_image_inputs(model, config)}
-
-
-def _zero_shot_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    texts, length = (torch.export.Dim.DYNAMIC,) * 2
-    images = _image_dynamic(model, config)
-    return {name: images[name] if name in images else {0: texts, 1: length}
-            for name in _zero_shot_inputs(model, config)}
-
-
-def _waveform_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """Raw audio (``input_values``) of two lengths, the shorter padded, and its ``attention_mask`` where the
-    model's feature extractor gives one (layer-normalised convolutions; otherwise padding is zeros)."""
-    samples = 4000
-    generator = torch.Generator().manual_seed(0)
-    inputs = {"input_values": torch.randn(EXAMPLE_BATCH, samples, generator=generator)}
-    if getattr(config, "feat_extract_norm", "group") == "layer":
-        mask = torch.ones(EXAMPLE_BATCH, samples, dtype=torch.int64)
-        mask[-1, samples // 2:] = 0
-        inputs["attention_mask"] = mask
-    return inputs
-
-
-def _audio_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """Log-mel features of the length the encoder requires (Whisper: twice ``max_source_positions``)."""
-    bins, positions = getattr(config, "num_mel_bins", None), getattr(config, "max_source_positions", None)
-    if bins is None or positions is None:
-        raise InvalidInputError(
-            f"onnxport does not know the audio input of {config.model_type} models",
-            fix="export it from Python with onnxport.export_seq2seq(model, {'input_features': ...})",
-        )
-    generator = torch.Generator().manual_seed(0)
-    return {"input_features": torch.randn(EXAMPLE_BATCH, bins, 2 * positions, generator=generator)}
-
-
-class Task(NamedTuple):
-    """How a task is exported: the auto class that loads it, example inputs from the model and config, the
-    ``dynamic_shapes`` (or a function of the model and config giving them; seq2seq tasks choose their own) and
-    whether it is an encoder-decoder for generation, or a vision-language model (``onnxport.hf.vlm``: its
-    three models make their own inputs)."""
-
-    auto: str
-    inputs: Callable[[torch.nn.Module, Any], dict[str, Any]]
-    dynamic: Any = "auto"
-    seq2seq: bool = False
-    vlm: bool = False
-
-
-TASKS: dict[str, Task] = {
-    "text-generation": Task("AutoModelForCausalLM", _generation_inputs),
-    "feature-extraction": Task("AutoModel", _text_inputs),
-    "text-classification": Task("AutoModelForSequenceClassification", _text_inputs),
-    "image-classification": Task("AutoModelForImageClassification", _image_inputs, _image_dynamic),
-    "zero-shot-image-classification": Task("AutoModelForZeroShotImageClassification", _zero_shot_inputs,
-                                           _zero_shot_dynamic),
-    "object-detection": Task("AutoModelForObjectDetection", _image_inputs, _image_dynamic),
-    "image-segmentation": Task("AutoModelForSemanticSegmentation", _image_inputs, _image_dynamic),
-    "depth-estimation": Task("AutoModelForDepthEstimation", _image_inputs, _image_dynamic),
-    "audio-classification": Task("AutoModelForAudioClassification", _waveform_inputs, "auto"),
-    "text2text-generation": Task("AutoModelForSeq2SeqLM", _text_inputs, seq2seq=True),
-    "automatic-speech-recognition": Task("AutoModelForSpeechSeq2Seq", _audio_inputs, seq2seq=True),
-    "fill-mask": Task("AutoModelForMaskedLM", _encoder_inputs),
-    "token-classification": Task("AutoModelForTokenClassification", _encoder_inputs),
-    "question-answering": Task("AutoModelForQuestionAnswering", _encoder_inputs),
-    "sentence-similarity": Task("AutoModel", _encoder_inputs),  # the transformer of a sentence-transformers directory
-    "image-text-to-text": Task("AutoModelForImageTextToText", _text_inputs, vlm=True),
-    "text-to-image": Task("DiffusionPipeline", _text_inputs),  # a diffusers directory: onnxport.hf.diffusion
-}

@@ -133,14 +133,14 @@ def _example_inputs(model: torch.nn.Module, config: Any) -> dict[str, dict[str, 
     """Example inputs of the three models: two images, a batch of two prompts holding their image tokens,
     and a decode step of three tokens on a four-token past."""
     from onnxport.hf import stream
-    from onnxport.hf.export import EXAMPLE_BATCH, NEW, PAST, _ids, _image_size
+    from onnxport.hf.examples import EXAMPLE_BATCH, NEW, PAST, image_size, token_ids
     from onnxport.hf.signature import cache_argument, cache_of
 
     text = config.get_text_config()
     hidden = text.hidden_size
     vision = VisionModel(model)
     seen = config.vision_config
-    height, width = _image_size(seen) or (224, 224)  # the vision config's image_size, checked
+    height, width = image_size(seen) or (224, 224)  # the vision config's image_size, checked
     shape = (EXAMPLE_BATCH, getattr(seen, "num_channels", 3), height, width)
     if per_image(model):  # one image of a size of its own: a multiple of the patches merged, not square
         side = seen.patch_size * getattr(config, "spatial_merge_size", 1)
@@ -153,11 +153,11 @@ def _example_inputs(model: torch.nn.Module, config: Any) -> dict[str, dict[str, 
         else:
             rows = vision(**pixels).shape[0]
     per_prompt = rows // EXAMPLE_BATCH if not per_image(model) else rows
-    ids = _ids(text, EXAMPLE_BATCH, per_prompt + 4)
+    ids = token_ids(text, EXAMPLE_BATCH, per_prompt + 4)
     ids[:, 2:2 + per_prompt] = image_token_id(config)
     generator = torch.Generator().manual_seed(1)
     features = torch.randn(EXAMPLE_BATCH * per_prompt, hidden, generator=generator)  # one row per image token
-    prompt = _ids(text, EXAMPLE_BATCH, PAST)
+    prompt = token_ids(text, EXAMPLE_BATCH, PAST)
     if meta:
         cache = stream.meta_cache(model, input_ids=prompt)
     else:
