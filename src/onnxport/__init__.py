@@ -1,10 +1,9 @@
 """onnxport: export PyTorch models to ONNX through torch.export and a translator of its own."""
 
-__version__ = "0.1.0"
-
 from torch.export import Dim
 
 from onnxport import versions as _versions
+from onnxport.versions import __version__ as __version__
 
 _versions.check_torch()
 

@@ -23,6 +23,8 @@ import warnings
 
 import torch
 
+__version__ = "0.1.0"  # onnxport's own (pyproject.toml's); ``onnxport.__version__``
+
 __all__ = ["OPS_NOT_IN_EVERY_TORCH", "TESTED", "UntestedTorchWarning", "check_torch", "conv_backend_guards_sizes",
            "environment", "in_tested_range", "map_traces_every_row", "pooling_size_guards_remainder",
            "repeat_interleave_guards_output_size", "sdpa_choice_guards_mask_batch", "solve_factors_transpose",
@@ -152,7 +154,6 @@ def _installed(package: str) -> str | None:
 def environment() -> str:
     """The environment as ``onnxport doctor`` prints it: each package onnxport runs on, its version, and
     whether that is a tested one; the ops this torch lacks; where verification runs its session."""
-    from onnxport import __version__
     from onnxport.translate import ops as _ops  # noqa: F401  (registers the translators)
     from onnxport.translate.registry import absent_ops, builtin_count
     from onnxport.verify.child import no_fork_reason

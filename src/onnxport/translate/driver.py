@@ -469,6 +469,6 @@ def _bound(value: Any) -> int | None:
 
 
 def _version() -> str:
-    from onnxport import __version__
+    from onnxport.versions import __version__
 
     return __version__
