@@ -1,11 +1,11 @@
 """Stage 5: run the ONNX model in onnxruntime and compare with eager PyTorch."""
 
-from onnxport.verify.ahead import EagerAhead
+from onnxport.verify.ahead import EagerAhead, eager_outputs
 from onnxport.verify.branches import BranchCoverage, explore_branches
 from onnxport.verify.budget import DEFAULT_BUDGET, Budget, check_budget
-from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
 from onnxport.verify.child import Crashed, SessionProcess
-from onnxport.verify.run import Checker, eager_outputs, session_level
+from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
+from onnxport.verify.run import Checker, session_level
 from onnxport.verify.session import OrtRunner
 from onnxport.verify.stage import verify_export
 

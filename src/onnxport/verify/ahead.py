@@ -35,10 +35,10 @@ from torch.utils import _pytree as pytree
 
 from onnxport.capture.dynamic import input_dim_specs
 from onnxport.capture.integrations import registered_types
-from onnxport.verify.child import _from_wire, _to_wire, forking_available, start_forked
+from onnxport.verify.child import forking_available, from_wire, start_forked, to_wire
 from onnxport.verify.sizes import resize_keeping_ends
 
-__all__ = ["EagerAhead"]
+__all__ = ["EagerAhead", "eager_outputs"]
 
 InputSet = tuple[tuple, dict[str, Any]]
 
@@ -48,6 +48,14 @@ _LEAST_WAIT_S = 30.0  # ... and at least this long, before this process runs the
 # process has few threads to run the model on itself.
 _MOST_THREADS = 2
 _NICENESS = 10
+
+
+def eager_outputs(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """Run the model eagerly on copies of the inputs (a model may modify its inputs in place)."""
+    args_c, kwargs_c = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, (args, kwargs))
+    with torch.no_grad():
+        return model(*args_c, **kwargs_c)
+
 
 
 class EagerAhead:
@@ -199,7 +207,6 @@ def _run(conn: Any, model: Any, sets: list[InputSet]) -> None:
     """The child: eager runs of the model on copies of each set in turn; per set its outputs, pickled,
     or why not. On one thread: a forked child has none of this process's OpenMP workers, and a parallel
     op would wait for them forever."""
-    from onnxport.verify.run import eager_outputs
 
     torch.set_num_threads(1)
     try:
@@ -225,7 +232,7 @@ class _Pickler(pickle.Pickler):
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, torch.Tensor) and type(obj) in (torch.Tensor, torch.nn.Parameter):
-            return _from_wire, (_to_wire(obj),)
+            return from_wire, (to_wire(obj),)
         return NotImplemented
 
 

@@ -29,7 +29,7 @@ import torch
 
 from onnxport.verify.session import OrtRunner
 
-__all__ = ["Crashed", "SessionProcess", "forking_available", "no_fork_reason", "start_forked"]
+__all__ = ["Crashed", "SessionProcess", "forking_available", "from_wire", "no_fork_reason", "start_forked", "to_wire"]
 
 _BFLOAT16 = "bfloat16"
 
@@ -121,13 +121,13 @@ class SessionProcess:
                     self.build_seconds = value
             if self._build_failure is not None:
                 raise self._build_failure
-            self._conn.send([_to_wire(t) for t in inputs])
+            self._conn.send([to_wire(t) for t in inputs])
             kind, value, self.run_seconds = self._conn.recv()
         except (EOFError, OSError):
             raise self._crashed("running the model" if self._built else "building the session") from None
         if kind != "ok":
             raise _RemoteError(value)
-        return [_from_wire(v) for v in value]
+        return [from_wire(v) for v in value]
 
     def close(self) -> None:
         """End the child (it holds onnxruntime's copy of the weights)."""
@@ -214,13 +214,13 @@ def _serve(conn: Any, model: ir.Model, options: dict[str, Any], prepare: Callabl
             return
         start = time.perf_counter()
         try:
-            outputs = [_to_wire(o) for o in runner.run([_from_wire(v) for v in payload])]
+            outputs = [to_wire(o) for o in runner.run([from_wire(v) for v in payload])]
             conn.send(("ok", outputs, time.perf_counter() - start))
         except Exception as exc:  # noqa: BLE001
             conn.send(("failed", f"{type(exc).__name__}: {exc}", time.perf_counter() - start))
 
 
-def _to_wire(t: Any) -> Any:
+def to_wire(t: Any) -> Any:
     """A tensor as numpy (bfloat16 as its bits), so that no torch machinery crosses the pipe."""
     if not isinstance(t, torch.Tensor):
         return t
@@ -230,7 +230,7 @@ def _to_wire(t: Any) -> Any:
     return t.numpy()
 
 
-def _from_wire(v: Any) -> Any:
+def from_wire(v: Any) -> Any:
     if isinstance(v, tuple) and len(v) == 2 and v[0] == _BFLOAT16:
         return torch.from_numpy(np.ascontiguousarray(v[1])).view(torch.bfloat16)
     if isinstance(v, np.ndarray):

@@ -21,11 +21,10 @@ from typing import Any
 
 import onnx_ir as ir
 import torch
-from torch.utils import _pytree as pytree
 
 from onnxport.errors import InvalidInputError, OnnxportError, VerificationError
 from onnxport.memory import available_memory
-from onnxport.verify.ahead import EagerAhead
+from onnxport.verify.ahead import EagerAhead, eager_outputs
 from onnxport.verify.budget import Budget
 from onnxport.verify.child import Crashed, SessionProcess, no_fork_reason
 from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
@@ -37,16 +36,9 @@ from onnxport.verify.integer import (
 )
 from onnxport.verify.session import initializer_bytes
 
-__all__ = ["Checker", "eager_outputs", "session_level"]
+__all__ = ["Checker", "session_level"]
 
 InputSet = tuple[tuple, dict[str, Any]]
-
-
-def eager_outputs(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> Any:
-    """Run the model eagerly on copies of the inputs (a model may modify its inputs in place)."""
-    args_c, kwargs_c = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, (args, kwargs))
-    with torch.no_grad():
-        return model(*args_c, **kwargs_c)
 
 
 def session_level(model: ir.Model, available: int | None = None) -> str:
