@@ -12,7 +12,7 @@ import torch
 from torch.export import Dim
 
 import onnxport
-from onnxport.quantize.weights import _quantize, dequantized
+from onnxport.quantize.kernels import dequantized, quantize_blocks
 from onnxport.verify import OrtRunner
 from tests import tiny_models
 from tests.quantize_models import Mlp
@@ -23,7 +23,7 @@ def _reference(model: Mlp, x: torch.Tensor, bits: int, block_size: int, symmetri
     h = x.double().numpy()
     for layer in (model.up, model.down):
         w = layer.weight.detach().double().numpy()
-        codes, scales, zeros = _quantize(w, bits, block_size, symmetric)
+        codes, scales, zeros = quantize_blocks(w, bits, block_size, symmetric)
         scales = scales.astype(np.float32).astype(np.float64)  # the file keeps them in float32
         h = h @ dequantized(codes, scales, zeros, bits, w.shape[1]).T + layer.bias.detach().double().numpy()
         if layer is model.up:
@@ -151,11 +151,11 @@ def test_a_quantization_below_its_stated_tolerance_is_a_warning() -> None:
 
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_rows_quantized_a_few_at_a_time_give_the_same_codes(symmetric: bool, monkeypatch) -> None:
-    from onnxport.quantize import weights
+    from onnxport.quantize import kernels
 
     w = np.random.default_rng(0).standard_normal((37, 80)).astype(np.float32)
-    whole = weights._quantize(w.astype(np.float64), 4, 32, symmetric)
-    monkeypatch.setattr(weights, "_ROWS_AT_ONCE", 3 * 80)  # three rows a pass: 13 passes, the last of one row
-    pieces = weights._quantize_rows(w, 4, 32, symmetric)
+    whole = kernels.quantize_blocks(w.astype(np.float64), 4, 32, symmetric)
+    monkeypatch.setattr(kernels, "_ROWS_AT_ONCE", 3 * 80)  # three rows a pass: 13 passes, the last of one row
+    pieces = kernels.quantize_rows(w, 4, 32, symmetric)
     for a, b in zip(whole, pieces):
         assert (a is None and b is None) or np.array_equal(a, b)

@@ -13,7 +13,7 @@ from torch.export import Dim
 
 import onnxport
 from onnxport.quantize.fuse import _joined
-from onnxport.quantize.weights import _quantize, dequantized
+from onnxport.quantize.kernels import dequantized, quantize_blocks
 from onnxport.verify import OrtRunner
 
 
@@ -40,7 +40,7 @@ def _dequantized_model(model: torch.nn.Module, bits: int, block_size: int, symme
     for module in reference.modules():
         if isinstance(module, torch.nn.Linear):
             w = module.weight.detach().numpy()
-            codes, scales, zeros = _quantize(w, bits, block_size, symmetric)
+            codes, scales, zeros = quantize_blocks(w, bits, block_size, symmetric)
             scales = scales.astype(np.float32).astype(np.float64)  # the file keeps them in float32
             module.weight.data = torch.from_numpy(dequantized(codes, scales, zeros, bits, w.shape[1]))
     return reference

@@ -15,7 +15,7 @@ from torch.export import Dim
 import onnxport
 from onnxport.quantize.gptq import calibrated_codes, collect_hessians, gptq_quantize
 from onnxport.quantize.layers import linear_layers
-from onnxport.quantize.weights import _quantize, dequantized
+from onnxport.quantize.kernels import dequantized, quantize_blocks
 from onnxport.verify import OrtRunner
 from tests import tiny_models
 from tests.quantize_models import Mlp
@@ -42,7 +42,7 @@ def _textbook(w: np.ndarray, h: np.ndarray, bits: int, block_size: int, symmetri
     for j in range(k):
         block = order[j] // block_size
         if block not in params:
-            _, scales, zeros = _quantize(w[:, where[block * block_size:(block + 1) * block_size]], bits, block_size,
+            _, scales, zeros = quantize_blocks(w[:, where[block * block_size:(block + 1) * block_size]], bits, block_size,
                                          symmetric)
             params[block] = scales[:, 0], (middle if zeros is None else zeros[:, 0].astype(np.float64))
         scale, zero = params[block]
@@ -66,7 +66,7 @@ def _correlated_inputs(rng: np.random.Generator, rows: int, k: int) -> np.ndarra
 def test_an_identity_hessian_gives_round_to_nearest(symmetric: bool, block_size: int, act_order: bool) -> None:
     w = np.random.default_rng(block_size).normal(size=(24, 100))  # K = 100: the last block padded
     codes, scales, zeros = gptq_quantize(w, np.eye(100), 4, block_size, symmetric, act_order=act_order)
-    rtn_codes, rtn_scales, rtn_zeros = _quantize(w, 4, block_size, symmetric)
+    rtn_codes, rtn_scales, rtn_zeros = quantize_blocks(w, 4, block_size, symmetric)
     assert codes.dtype == np.uint8 and codes.shape == rtn_codes.shape == (24, -(-100 // block_size), block_size)
     np.testing.assert_array_equal(codes, rtn_codes)
     np.testing.assert_array_equal(scales, rtn_scales)
@@ -89,7 +89,7 @@ def test_lazy_batches_compute_the_column_by_column_algorithm(symmetric: bool, bl
     flat = codes.reshape(16, -1)
     assert np.mean(flat[:, :300] == expected) > 0.999  # float rounding may flip a rare tie
     assert np.abs(flat[:, :300].astype(int) - expected).max() <= 1
-    assert not np.array_equal(expected, _quantize(w, 8, block_size, symmetric)[0].reshape(16, -1)[:, :300])
+    assert not np.array_equal(expected, quantize_blocks(w, 8, block_size, symmetric)[0].reshape(16, -1)[:, :300])
 
 
 @pytest.mark.parametrize("symmetric", [True, False])
@@ -100,7 +100,7 @@ def test_gptq_lowers_a_layers_output_error(symmetric: bool, act_order: bool) -> 
     w = rng.normal(size=(64, 256))
     hessian = 2 * x.T @ x / len(x)
     gptq = dequantized(*gptq_quantize(w, hessian, 4, 32, symmetric, act_order=act_order), 4, 256)
-    rtn = dequantized(*_quantize(w, 4, 32, symmetric), 4, 256)
+    rtn = dequantized(*quantize_blocks(w, 4, 32, symmetric), 4, 256)
 
     def error(inputs: np.ndarray, wq: np.ndarray) -> float:
         return float(np.linalg.norm(inputs @ w.T - inputs @ wq.T))

@@ -12,7 +12,7 @@ import torch
 
 import onnxport
 from onnxport.errors import InvalidInputError
-from onnxport.quantize.weights import _quantize, dequantized
+from onnxport.quantize.kernels import dequantized, quantize_blocks
 from onnxport.verify import OrtRunner
 
 NEW = "onnxruntime>=1.32"  # every quantized form, 4-bit asymmetric embedding tables included
@@ -61,7 +61,7 @@ def test_an_embedding_table_gathers_exactly_its_dequantized_rows(form: str, bits
     ops = _ops(quantized)
     assert ops["GatherBlockQuantized" if form == "matmulnbits" else "DequantizeLinear"] == 1
     table = model.embed.weight.detach().double().numpy()
-    codes, scales, zeros = _quantize(table, bits, 16, symmetric)
+    codes, scales, zeros = quantize_blocks(table, bits, 16, symmetric)
     expected = dequantized(codes, scales.astype(np.float32).astype(np.float64), zeros, bits, 40)[_ids().numpy()]
     (actual,) = OrtRunner(quantized.model).run([_ids()])
     np.testing.assert_allclose(actual.numpy(), expected, rtol=1e-6, atol=1e-6)

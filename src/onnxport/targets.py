@@ -30,7 +30,7 @@ import onnx_ir as ir
 
 from onnxport.errors import InvalidInputError
 
-__all__ = ["DEFAULT_TARGET", "TARGETS", "TARGET_KEY", "Forms", "Target", "ir_version_for", "resolve"]
+__all__ = ["DEFAULT_TARGET", "QUANTIZED_SINCE", "TARGETS", "TARGET_KEY", "Forms", "Target", "ir_version_for", "resolve"]
 
 MIN_OPSET = 18  # the oldest opset onnxport writes
 FUSED_OPSET = 23  # the first opset with Attention, RMSNormalization and RotaryEmbedding; the newest a target picks
@@ -73,6 +73,15 @@ FUSED_SINCE: dict[str, dict[str, tuple[int, int] | None]] = {
     "RMSNormalization": {"onnxruntime": (1, 23), "onnxruntime-web": (1, 23), "tensorrt": None},
     "RotaryEmbedding": {"onnxruntime": (1, 23), "onnxruntime-web": (1, 23), "tensorrt": None},
 }
+
+# The first onnxruntime release that loads and computes each quantized form right, measured with
+# onnxruntime's wheels 1.18-1.32 (tests/runtimes' side environments): MatMulNBits of 4 bits loads in every
+# one; of 8 bits from 1.23; GatherBlockQuantized from 1.23, but with 4-bit zero points wrong up to 1.26
+# (right in 1.32; the releases between were not measured); blocked DequantizeLinear (opset 21) from 1.20.
+QUANTIZED_SINCE = {("matmulnbits", 4): (1, 18), ("matmulnbits", 8): (1, 23), ("gather", 4): (1, 23),
+                   ("gather", 8): (1, 23), ("gather", "4-asymmetric"): (1, 32), ("dequantize", 4): (1, 20),
+                   ("dequantize", 8): (1, 20)}
+
 
 # The runtimes whose releases tests/runtimes runs: a fused form must be right in each that loads the file.
 _MEASURED = ("onnxruntime", "onnxruntime-web")

@@ -118,7 +118,7 @@ INT4 = {"bits": 4, "block_size": 32, "accuracy_level": 0}  # float products: eve
 def _llama_int4() -> Built:
     """The Llama with int4 weights (MatMulNBits), against eager PyTorch with each linear layer's weight
     replaced by its dequantized codes: the same model quantized, in eager."""
-    from onnxport.quantize.weights import _quantize, dequantized
+    from onnxport.quantize.kernels import dequantized, quantize_blocks
 
     built = _llama()
     reference = copy.deepcopy(built.model)
@@ -126,7 +126,7 @@ def _llama_int4() -> Built:
         for module in reference.modules():
             if isinstance(module, torch.nn.Linear):
                 w = module.weight.detach().double().numpy()
-                codes, scales, zeros = _quantize(w, 4, INT4["block_size"], True)
+                codes, scales, zeros = quantize_blocks(w, 4, INT4["block_size"], True)
                 scales = scales.astype(np.float32).astype(np.float64)  # the file keeps them in float32
                 module.weight.copy_(torch.from_numpy(dequantized(codes, scales, zeros, 4, w.shape[1])))
     return dataclasses.replace(built, reference=reference)

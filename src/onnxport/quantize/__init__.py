@@ -15,15 +15,13 @@ from onnxport.quantize.activations import (
     quantize_static_model,
 )
 from onnxport.quantize.tools import static_exclusions
+from onnxport.quantize.kernels import FORMS, check_options, dequantized
 from onnxport.quantize.weights import (
-    FORMS,
     METHODS,
     QuantizedCheck,
     QuantizeResult,
     TOLERANCES,
     check_kinds,
-    check_options,
-    dequantized,
     measure,
     quantize_model,
     tolerance_for,

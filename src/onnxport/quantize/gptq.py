@@ -1,6 +1,6 @@
 """GPTQ: weight-only int4/int8 quantization that uses calibration data to lower each layer's output error.
 
-Round to nearest (``weights._quantize``) rounds every weight on its own. GPTQ (Frantar et al., 2022,
+Round to nearest (``kernels.quantize_blocks``) rounds every weight on its own. GPTQ (Frantar et al., 2022,
 "GPTQ: Accurate Post-Training Quantization for Generative Pre-trained Transformers") rounds the weight
 ``W`` ``[N, K]`` of a linear layer one input column at a time and, after each, moves the rounding error
 onto the columns not yet rounded so that the layer's output on the calibration inputs ``X`` ``[rows, K]``
@@ -10,7 +10,7 @@ column ``j`` is ``W[:, j+1:] -= err_j * U[j, j+1:]`` with ``err_j = (w_j - q_j) 
 is the upper Cholesky factor of ``H^-1`` (``H^-1 = U^T U``), computed once. Updates are applied lazily,
 a batch of columns at a time, as one matrix product for the columns after the batch.
 
-The codes have exactly the layout of ``weights._quantize``: ``block_size`` consecutive input columns share
+The codes have exactly the layout of ``kernels.quantize_blocks``: ``block_size`` consecutive input columns share
 a scale (and, asymmetric, a zero point), fixed when GPTQ reaches the block's first column, from the
 block's weights as the updates so far have left them, with the same formula as round to nearest. So the
 same writers store them as ``MatMulNBits`` or blocked ``DequantizeLinear``, and with ``H`` the identity
@@ -33,7 +33,7 @@ import onnx_ir as ir
 from onnxport.errors import InvalidInputError
 from onnxport.quantize.calibrate import collect
 from onnxport.quantize.layers import linear_layers, shared
-from onnxport.quantize.weights import _quantize, check_options
+from onnxport.quantize.kernels import check_options, quantize_blocks
 
 __all__ = ["calibrated_codes", "collect_hessians", "gptq_quantize"]
 
@@ -44,7 +44,7 @@ def gptq_quantize(w_nk: np.ndarray, hessian: np.ndarray, bits: int, block_size: 
                   damp: float = 0.01, act_order: bool = False
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """GPTQ codes of ``w_nk`` ``[N, K]`` for calibration Hessian ``hessian`` ``[K, K]`` (``2 X^T X / rows``
-    or any positive multiple of it), as ``weights._quantize`` lays them out: codes ``[N, blocks,
+    or any positive multiple of it), as ``kernels.quantize_blocks`` lays them out: codes ``[N, blocks,
     block_size]`` (uint8, K padded with the zero point's code), scales ``[N, blocks]`` (float64) and,
     asymmetric, zero points ``[N, blocks]`` (uint8), else None.
 
@@ -103,7 +103,7 @@ def gptq_quantize(w_nk: np.ndarray, hessian: np.ndarray, bits: int, block_size: 
                 current[:, inside] = batch[:, members[inside] - start]
                 outside = members[~inside]  # after this batch: its pending updates added
                 current[:, ~inside] = w[:, outside] - errors[:, :t] @ u[start:j, outside]
-                _, block_scales, block_zeros = _quantize(current, bits, block_size, symmetric)
+                _, block_scales, block_zeros = quantize_blocks(current, bits, block_size, symmetric)
                 scales[:, block] = block_scales[:, 0]
                 zero_codes[:, block] = middle if block_zeros is None else block_zeros[:, 0]
             scale, zero = scales[:, block], zero_codes[:, block]
@@ -163,7 +163,7 @@ def collect_hessians(model: ir.Model, feeds: Sequence[dict[str, np.ndarray]], va
 def calibrated_codes(model: ir.Model, feeds: Sequence[dict[str, np.ndarray]], bits: int, block_size: int,
                      symmetric: bool, *, damp: float = 0.01, act_order: bool = False, skip: Sequence[str] = ()
                      ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-    """GPTQ codes (``weights._quantize``'s layout) of every linear layer in ``model``'s main graph that
+    """GPTQ codes (``kernels.quantize_blocks``'s layout) of every linear layer in ``model``'s main graph that
     ``quantize_model`` would quantize (a weight no other node reads, not named in ``skip``), by weight
     name, in graph order; the model is left as it was. Layers that share an input share its Hessian."""
     check_options(bits, block_size, "matmulnbits", 0)

@@ -28,7 +28,8 @@ import torch
 from torch.ao.quantization.fx import _decomposed  # noqa: F401 - registers the quantized_decomposed ops
 
 from onnxport.capture import quantized as _capture_quantized  # noqa: F401 - defines onnxport::dequantized_linear
-from onnxport.quantize.weights import QUANTIZED_SINCE, pack_codes
+from onnxport.quantize.kernels import pack_codes
+from onnxport.targets import QUANTIZED_SINCE
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import rank
 from onnxport.translate.registry import aten, register_translation
