@@ -155,7 +155,7 @@ def _export_variants(
             optimize=optimize,
             verify=verify, verify_mode=verify_mode, verify_inputs=verify_inputs, progress=progress,
             verify_budget=verify_budget,
-            bound=bound, dtype=_half.check_dtype(dtype), quantize=_quantize_options(quantize),
+            bound=bound, dtype=_half.check_dtype(dtype), quantize=quantize_options(quantize),
         )
 
 
@@ -336,7 +336,7 @@ def _finished(
 QUANTIZE_NAMES = {"int4": 4, "int8": 8}  # quantize="int4" (CLI --quantize int4): OnnxProgram.quantize(bits=4)
 
 
-def _quantize_options(quantize: Any) -> dict[str, Any] | None:
+def quantize_options(quantize: Any) -> dict[str, Any] | None:
     """``export``'s (and ``export_hf``'s) ``quantize=`` as ``OnnxProgram.quantize``'s keyword arguments, checked."""
     if quantize is None or quantize is False:
         return None

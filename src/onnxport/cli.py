@@ -33,10 +33,10 @@ def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
 
 
 def _export(ns: argparse.Namespace) -> int:
-    from onnxport.api import _quantize_options, export
+    from onnxport.api import quantize_options, export
 
     check_output_file(ns.output)  # before the export, not after it
-    _quantize_options(ns.quantize)  # before the model is loaded
+    quantize_options(ns.quantize)  # before the model is loaded
     progress = _progress(ns)
     target, inputs = _load(ns, progress)
     prog = export(

@@ -35,7 +35,7 @@ def _core_aten_table() -> dict[Any, Any]:
     return dict(torch.export.default_decompositions().items())
 
 
-def _is_view(target: Any) -> bool:
+def is_view(target: Any) -> bool:
     """An op whose output aliases its input (``select``, ``slice``, ``view``, ``transpose``, ...)."""
     if not isinstance(target, torch._ops.OpOverload):
         return False
@@ -46,7 +46,7 @@ def _is_view(target: Any) -> bool:
 def _aliases(node: torch.fx.Node) -> bool:
     """Whether ``node``'s value may share its input's storage: a view, save a ``to`` that changes the dtype
     (its schema says it may alias; it aliases only when it changes nothing)."""
-    if not _is_view(node.target):
+    if not is_view(node.target):
         return False
     if node.target in (torch.ops.aten.to.dtype, torch.ops.aten.to.dtype_layout) and node.args:
         before, after = getattr(node.args[0], "meta", {}).get("val"), node.meta.get("val")
@@ -66,7 +66,7 @@ def needs_functionalization(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
         base = node.args[0]
         if not isinstance(base, torch.fx.Node) or base.op != "call_function" or _aliases(base):
             return node
-        if any(_is_view(user.target) for user in base.users if user is not node):
+        if any(is_view(user.target) for user in base.users if user is not node):
             return node
     for node in gm.graph.nodes:
         sub = getattr(gm, node.target, None) if node.op == "get_attr" else None

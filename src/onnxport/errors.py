@@ -135,7 +135,7 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(os.path.realpath(d) + os.sep for d in dirs)
 
 
-def _is_user_file(path: str) -> bool:
+def is_user_file(path: str) -> bool:
     if path.startswith("<"):  # torch generates code under "<string>" and "<eval_with_key>"
         return path == "<stdin>" or path.startswith("<ipython")
     real = os.path.realpath(path)
@@ -153,7 +153,7 @@ def pick_frame(frames: list[SourceLocation], files: Collection[str] = ()) -> Sou
     """The innermost frame in the user's code, or in one of ``files`` (a model's own source files, in a
     library: transformers' modeling files); None if no frame is."""
     for frame in reversed(frames):
-        if _is_user_file(frame.file) or frame.file in files:
+        if is_user_file(frame.file) or frame.file in files:
             return frame
     return None
 

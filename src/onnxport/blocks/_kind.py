@@ -16,7 +16,7 @@ from onnxport.blocks import _cache
 from onnxport.blocks._cache import SLOT
 from onnxport.blocks._groups import CONSTANTS, reading
 from onnxport.blocks._shapes import bind, evaluate, known_equal
-from onnxport.decompose import _is_view
+from onnxport.decompose import is_view
 
 __all__ = ["DOMAIN", "KINDS", "Kind", "NotReusable", "capture_kind", "first_line", "forwarder", "record_calls"]
 
@@ -297,7 +297,7 @@ def _writes_inputs(graph: torch.fx.Graph) -> bool:
         for arg, schema_arg in zip(node.args, target._schema.arguments):
             if schema_arg.alias_info is None or not schema_arg.alias_info.is_write:
                 continue
-            while isinstance(arg, torch.fx.Node) and arg.op == "call_function" and _is_view(arg.target):
+            while isinstance(arg, torch.fx.Node) and arg.op == "call_function" and is_view(arg.target):
                 arg = arg.args[0]
             if isinstance(arg, torch.fx.Node) and arg.op == "placeholder":
                 return True

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from onnxport.errors import SourceLocation, _is_user_file, location_from_stack_trace
+from onnxport.errors import SourceLocation, is_user_file, location_from_stack_trace
 
 __all__ = ["MARKER", "DataWatcher", "reads_data", "state_writes"]
 
@@ -63,7 +63,7 @@ def _user_caller(frame: types.FrameType | None) -> SourceLocation | None:
     """The frame that used ``.data``, past torch's dispatch plumbing, if it is the user's."""
     while frame is not None and (frame.f_code.co_filename in _PLUMBING or frame.f_code.co_name == "__torch_function__"):
         frame = frame.f_back
-    if frame is None or not _is_user_file(frame.f_code.co_filename):
+    if frame is None or not is_user_file(frame.f_code.co_filename):
         return None
     file, line = frame.f_code.co_filename, frame.f_lineno
     return SourceLocation(file, line, frame.f_code.co_name, linecache.getline(file, line).strip())

@@ -38,7 +38,7 @@ from torch.utils import _pytree as pytree
 from onnxport.capture.export import check_inputs
 from onnxport.capture.patch import ControlFlowRewriter
 from onnxport.capture.rewrite import FunctionRewrite, RewriteRefused
-from onnxport.errors import SourceLocation, _is_user_file, location_from_exception
+from onnxport.errors import SourceLocation, is_user_file, location_from_exception
 from onnxport.serial import serialized
 
 __all__ = ["Diagnosis", "Issue", "diagnose"]
@@ -321,7 +321,7 @@ def _explain_findings(model: torch.nn.Module, args: tuple, kwargs: dict) -> list
     findings = []
     for brk in explained.break_reasons:
         frames = [_frame_location(f.filename, f.lineno, f.name, f.line) for f in brk.user_stack]
-        user = [f for f in frames if _is_user_file(f.file)]
+        user = [f for f in frames if is_user_file(f.file)]
         findings.append(_Finding(brk.reason.strip().splitlines()[0], user[-1] if user else None,
                                  _classify(brk.reason).category))
     return findings
@@ -412,7 +412,7 @@ def _user_functions(model: torch.nn.Module) -> list[types.FunctionType]:
     for module in model.modules():
         fn = inspect.unwrap(getattr(module, "fn", None) or type(module).forward)
         code = getattr(fn, "__code__", None)
-        if code is None or code in seen or not _is_user_file(code.co_filename):
+        if code is None or code in seen or not is_user_file(code.co_filename):
             continue
         seen.add(code)
         functions.append(fn)
@@ -462,7 +462,7 @@ def _caller_location(frame: types.FrameType | None) -> SourceLocation | None:
     # Tensor.__array__ is Python code that forwards to handle_torch_function: step over that plumbing.
     while frame is not None and frame.f_code.co_filename in _PLUMBING:
         frame = frame.f_back
-    if frame is None or not _is_user_file(frame.f_code.co_filename):
+    if frame is None or not is_user_file(frame.f_code.co_filename):
         return None
     return _frame_location(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, None)
 

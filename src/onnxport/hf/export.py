@@ -178,9 +178,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if engine is not None:
         transformers_js.check_task(task)
         target = engine
-    from onnxport.api import _quantize_options, export
+    from onnxport.api import quantize_options, export
 
-    quantize = _quantize_options(quantize)  # checked before anything is loaded or written
+    quantize = quantize_options(quantize)  # checked before anything is loaded or written
     spec = TASKS[task]
     if target is None and opset is None and (task == "text-generation" or spec.vlm):
         target = genai_target()  # a folder onnxruntime-genai loads: the onnxruntime it requires computes fused ops

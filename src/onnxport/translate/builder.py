@@ -56,7 +56,7 @@ def graph_dtype(dtype: torch.dtype) -> ir.DataType:
     return onnx_dtype(COMPLEX_PARTS.get(dtype, dtype))
 
 
-class _Names:
+class Names:
     """Unique names across a model and all its subgraphs (ONNX wants them unique in the whole scope)."""
 
     def __init__(self) -> None:
@@ -108,7 +108,7 @@ class Ctx:
         graph: ir.Graph,
         *,
         opset: int,
-        names: _Names | None = None,
+        names: Names | None = None,
         parent: Ctx | None = None,
         inline_fn: Callable[..., list[Any]] | None = None,
         custom: Mapping[Any, Callable[..., Any]] | None = None,
@@ -119,7 +119,7 @@ class Ctx:
         self.opset = opset
         # Which fused ops the export's target computes right (onnxport.targets); none unless told.
         self.forms: Forms = forms or (parent.forms if parent else Forms(parse(DEFAULT_TARGET), opset))
-        self.names = names or _Names()
+        self.names = names or Names()
         self.parent = parent
         self.node: torch.fx.Node | None = None
         self.domains: dict[str, int] = parent.domains if parent else {}

@@ -23,10 +23,10 @@ from torch.export.graph_signature import InputKind, OutputKind
 from onnxport.errors import BUG_FIX, OnnxportError, TranslationError, location_from_stack_trace
 from onnxport.targets import Forms
 from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-in translators)
-from onnxport.translate.builder import Ctx, _Names, onnx_dtype
+from onnxport.translate.builder import Ctx, Names, onnx_dtype
 from onnxport.translate.legalize import legalize_dtypes
 from onnxport.translate.ops.complex import complex_translator, is_complex, touches_complex
-from onnxport.translate.registry import _BUILTIN, Translator, _functional_variant, lookup, target_name
+from onnxport.translate.registry import BUILTIN, Translator, functional_variant, lookup, target_name
 
 __all__ = [
     "COMPLEX_INPUTS_KEY", "COMPLEX_OUTPUTS_KEY", "FLOAT64_AS_FLOAT32_KEY", "RANDOM_OUTPUTS_KEY", "Translated", "name_output_dims",
@@ -75,11 +75,11 @@ def translator_for(node: torch.fx.Node, custom: Mapping[Any, Translator] | None 
     """The translator of ``node``: a user's first; for a node with complex tensors, one that knows their
     layout (``ops/complex.py``), never a built-in real one."""
     fn = lookup(node.target, custom)
-    if not touches_complex(node) or (fn is not None and all(fn is not b for b in _BUILTIN.values())):
+    if not touches_complex(node) or (fn is not None and all(fn is not b for b in BUILTIN.values())):
         return fn
     found = complex_translator(node.target)
     if found is None and isinstance(node.target, torch._ops.OpOverload):
-        functional = _functional_variant(node.target)  # mul_ of complex tensors translates as mul
+        functional = functional_variant(node.target)  # mul_ of complex tensors translates as mul
         found = complex_translator(functional) if functional is not None else None
     return found
 
@@ -212,7 +212,7 @@ def translate(
     ``forms`` says which fused ops the export's target runs right (default: the default target's).
     """
     gm = ep.graph_module
-    names = _Names()
+    names = Names()
     graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
     ctx = Ctx(graph, opset=opset, names=names, inline_fn=_inline, custom=custom, dim_name=_dim_namer(dim_names or {}),
               forms=forms)

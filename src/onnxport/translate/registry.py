@@ -15,7 +15,7 @@ __all__ = ["AbsentOp", "Translator", "absent_ops", "aten", "builtin_count", "loo
 
 Translator = Callable[..., Any]
 
-_BUILTIN: dict[Any, Translator] = {}
+BUILTIN: dict[Any, Translator] = {}
 _ABSENT: dict[str, Translator] = {}  # ops registered by name that the installed torch does not have
 _USER: dict[Any, Translator] = {}
 _USER_BY_NAME: dict[str, Translator] = {}
@@ -83,7 +83,7 @@ ops = _Ops()
 
 def builtin_count() -> int:
     """How many call targets have a built-in translator in this torch."""
-    return len(_BUILTIN)
+    return len(BUILTIN)
 
 
 def absent_ops() -> dict[str, str]:
@@ -105,9 +105,9 @@ def aten(*targets: Any) -> Callable[[Translator], Translator]:
             if isinstance(target, AbsentOp):
                 _ABSENT[target.name] = fn
                 continue
-            if target in _BUILTIN:
-                raise ValueError(f"{target_name(target)} already has a translator: {_BUILTIN[target].__qualname__}")
-            _BUILTIN[target] = fn
+            if target in BUILTIN:
+                raise ValueError(f"{target_name(target)} already has a translator: {BUILTIN[target].__qualname__}")
+            BUILTIN[target] = fn
         return fn
 
     return decorate
@@ -163,15 +163,15 @@ def lookup(target: Any, extra: Mapping[Any, Translator] | None = None) -> Transl
         fn = _USER_BY_NAME.get(name) or _USER_BY_NAME.get(name.split(".", 1)[0])
         if fn is not None:
             return fn
-    fn = _BUILTIN.get(target)
+    fn = BUILTIN.get(target)
     if fn is None and isinstance(target, torch._ops.OpOverload):
-        functional = _functional_variant(target)
+        functional = functional_variant(target)
         if functional is not None:
             return lookup(functional, extra)
     return fn
 
 
-def _functional_variant(target: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
+def functional_variant(target: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
     """``aten.add.Tensor`` for ``aten.add_.Tensor``: in-place ops translate as their functional twin.
 
     The driver then rebinds the mutated input to the result, so later readers see the new value.

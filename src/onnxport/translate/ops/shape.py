@@ -24,13 +24,13 @@ INT64_MIN = -(2**63)
 Size = int | ir.Value
 
 
-def _dim(ctx: Ctx, x: ir.Value, d: int) -> Size:
+def dim_size(ctx: Ctx, x: ir.Value, d: int) -> Size:
     """Size of dim ``d`` of ``x``: an int when static, else an int64 scalar read at run time."""
     size = x.shape[d]
     return size if isinstance(size, int) else ctx.op.Squeeze(ctx.op.Shape(x, start=d, end=d + 1), axes(ctx, [0]))
 
 
-def _shape(ctx: Ctx, x: ir.Value, start: int = 0, end: int | None = None) -> ir.Value:
+def shape_of(ctx: Ctx, x: ir.Value, start: int = 0, end: int | None = None) -> ir.Value:
     """``Shape(x)[start:end]``, tagged 1-D so that ``ctx.sizes`` splices it in."""
     end = rank(x) if end is None else end
     out = ctx.op.Shape(x, start=start, end=end)
@@ -44,7 +44,7 @@ def _clamp64(v: Size | None, default: int) -> Size:
     return max(min(v, INT64_MAX), INT64_MIN) if isinstance(v, int) else v
 
 
-def _slice(ctx: Ctx, x: ir.Value, axis: int, start: Size, end: Size, step: int = 1) -> ir.Value:
+def slice_along(ctx: Ctx, x: ir.Value, axis: int, start: Size, end: Size, step: int = 1) -> ir.Value:
     return ctx.op.Slice(x, ctx.sizes([start]), ctx.sizes([end]), axes(ctx, [axis]), ctx.sizes([step]))
 
 
@@ -55,7 +55,7 @@ def _add(ctx: Ctx, a: Size, b: Size) -> Size:
     return ctx.op.Add(ctx.as_value(a, dtype=INT64), ctx.as_value(b, dtype=INT64))
 
 
-def _reshape(ctx: Ctx, x: ir.Value, shape: Sequence[Size]) -> ir.Value:
+def reshaped(ctx: Ctx, x: ir.Value, shape: Sequence[Size]) -> ir.Value:
     # allowzero=1 (a 0 in the target means size 0, as in torch) only where a literal 0 needs it:
     # TensorRT and other runtimes refuse the attribute.
     static = ctx.static_out_shape()
@@ -69,7 +69,7 @@ def _reshape(ctx: Ctx, x: ir.Value, shape: Sequence[Size]) -> ir.Value:
       aten_._reshape_alias.default)
 def view(ctx: Ctx, x: ir.Value, shape: Sequence[Size], *_: Any) -> ir.Value:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    return x if _keeps_sizes(ctx) else _reshape(ctx, x, shape)
+    return x if _keeps_sizes(ctx) else reshaped(ctx, x, shape)
 
 
 def _keeps_sizes(ctx: Ctx) -> bool:
@@ -84,7 +84,7 @@ def _keeps_sizes(ctx: Ctx) -> bool:
 @aten(aten_.view_as.default, aten_.reshape_as.default)
 def view_as(ctx: Ctx, x: ir.Value, other: ir.Value) -> ir.Value:
     """view_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
-    return x if _keeps_sizes(ctx) else _reshape(ctx, x, [_shape(ctx, other)])
+    return x if _keeps_sizes(ctx) else reshaped(ctx, x, [shape_of(ctx, other)])
 
 
 @aten(aten_.permute.default, aten_.permute_copy.default)
@@ -179,7 +179,7 @@ def _split_sizes(ctx: Ctx, x: ir.Value, axis: int, sizes: Sequence[Size]) -> lis
     out, start = [], 0
     for i in range(n):
         end = _add(ctx, start, sizes[i]) if i < n - 1 else INT64_MAX
-        out.append(_slice(ctx, x, axis, start, end))
+        out.append(slice_along(ctx, x, axis, start, end))
         start = end
     return out
 
@@ -198,7 +198,7 @@ def split(ctx: Ctx, x: ir.Value, split_size: Size | Sequence[Size], dim: int = 0
 def chunk(ctx: Ctx, x: ir.Value, chunks: int, dim: int = 0) -> list[ir.Value]:
     """chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]"""
     axis = norm_axis(dim, rank(x))
-    size = _dim(ctx, x, axis)
+    size = dim_size(ctx, x, axis)
     if isinstance(size, int):
         step: Size = -(-size // chunks)
     else:
@@ -222,7 +222,7 @@ def slice_(ctx: Ctx, x: ir.Value, dim: int = 0, start: Size | None = None, end: 
     start, end = _clamp64(start, 0), _clamp64(end, INT64_MAX)
     if isinstance(start, int) and start == 0 and isinstance(end, int) and end == INT64_MAX and step == 1:
         return x
-    return _slice(ctx, x, norm_axis(dim, rank(x)), start, end, step)
+    return slice_along(ctx, x, norm_axis(dim, rank(x)), start, end, step)
 
 
 @aten(aten_.select.int, aten_.select_copy.int)
@@ -236,8 +236,8 @@ def narrow(ctx: Ctx, x: ir.Value, dim: int, start: Size, length: Size) -> ir.Val
     """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
     axis = norm_axis(dim, rank(x))
     if isinstance(start, int) and start < 0:
-        start = _add(ctx, _dim(ctx, x, axis), start)
-    return _slice(ctx, x, axis, start, _add(ctx, start, length))
+        start = _add(ctx, dim_size(ctx, x, axis), start)
+    return slice_along(ctx, x, axis, start, _add(ctx, start, length))
 
 
 @aten(aten_.squeeze.default, aten_.squeeze.dim, aten_.squeeze.dims, aten_.squeeze_copy.default,
@@ -261,7 +261,7 @@ def _shape_part(ctx: Ctx, x: ir.Value, start: int, end: int) -> list[Size]:
     dims = list(x.shape)[start:end]
     if all(isinstance(d, int) for d in dims):
         return [int(d) for d in dims]
-    return [_shape(ctx, x, start, end)]
+    return [shape_of(ctx, x, start, end)]
 
 
 @aten(aten_.flatten.using_ints)
@@ -271,7 +271,7 @@ def flatten(ctx: Ctx, x: ir.Value, start_dim: int = 0, end_dim: int = -1) -> ir.
     if r == 0:
         return ctx.op.Reshape(x, ctx.const([1], INT64))
     start, end = norm_axis(start_dim, r), norm_axis(end_dim, r)
-    return _reshape(ctx, x, [*_shape_part(ctx, x, 0, start), -1, *_shape_part(ctx, x, end + 1, r)])
+    return reshaped(ctx, x, [*_shape_part(ctx, x, 0, start), -1, *_shape_part(ctx, x, end + 1, r)])
 
 
 @aten(aten_.unflatten.int)
@@ -279,7 +279,7 @@ def unflatten(ctx: Ctx, x: ir.Value, dim: int, sizes: Sequence[Size]) -> ir.Valu
     """unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)"""
     r = rank(x)
     axis = norm_axis(dim, r)
-    return _reshape(ctx, x, [*_shape_part(ctx, x, 0, axis), *sizes, *_shape_part(ctx, x, axis + 1, r)])
+    return reshaped(ctx, x, [*_shape_part(ctx, x, 0, axis), *sizes, *_shape_part(ctx, x, axis + 1, r)])
 
 
 @aten(aten_.repeat.default)
@@ -303,7 +303,7 @@ def repeat_interleave(ctx: Ctx, x: ir.Value, repeats: Size, dim: int | None = No
     # each entry along dim gets a new axis of `repeats` copies, then the two axes merge
     tiled = ctx.op.Tile(ctx.op.Unsqueeze(x, axes(ctx, [dim + 1])),
                         ctx.sizes([1] * (dim + 1) + [repeats] + [1] * (r - dim - 1)))
-    return ctx.op.Reshape(tiled, ctx.sizes([_shape(ctx, x, 0, dim), -1, _shape(ctx, x, dim + 1, r)]))
+    return ctx.op.Reshape(tiled, ctx.sizes([shape_of(ctx, x, 0, dim), -1, shape_of(ctx, x, dim + 1, r)]))
 
 
 @aten(aten_.repeat_interleave.Tensor)
@@ -338,7 +338,7 @@ def diff(ctx: Ctx, x: ir.Value, n: int = 1, dim: int = -1, prepend: ir.Value | N
     if len(parts) > 1:
         x = ctx.op.Concat(*[ctx.cast(p, x.dtype) for p in parts], axis=dim)
     for _ in range(n):
-        later, earlier = _slice(ctx, x, dim, 1, INT64_MAX), _slice(ctx, x, dim, 0, -1)
+        later, earlier = slice_along(ctx, x, dim, 1, INT64_MAX), slice_along(ctx, x, dim, 0, -1)
         x = ctx.op.Xor(later, earlier) if x.dtype == ir.DataType.BOOL else ctx.op.Sub(later, earlier)
     return x
 
@@ -370,7 +370,7 @@ def roll(ctx: Ctx, x: ir.Value, shifts: Sequence[Size], dims: Sequence[int] = ()
         return ctx.op.Reshape(_roll_axis(ctx, flat, 0, size, shifts[0]), ctx.op.Shape(x))
     r = rank(x)
     targets = [(norm_axis(dim, r), shift) for shift, dim in zip(shifts, dims)]
-    sizes = [_dim(ctx, x, axis) for axis, _ in targets]  # read before rolling: built values carry no shape
+    sizes = [dim_size(ctx, x, axis) for axis, _ in targets]  # read before rolling: built values carry no shape
     for (axis, shift), size in zip(targets, sizes):
         x = _roll_axis(ctx, x, axis, size, shift)
     return x
@@ -382,7 +382,7 @@ def _roll_axis(ctx: Ctx, x: ir.Value, axis: int, size: Size, shift: Size) -> ir.
     else:  # int64 Mod takes the divisor's sign like Python's %
         size_v = ctx.as_value(size, dtype=INT64)
         cut = ctx.op.Sub(size_v, ctx.op.Mod(ctx.as_value(shift, dtype=INT64), size_v))
-    return ctx.op.Concat(_slice(ctx, x, axis, cut, INT64_MAX), _slice(ctx, x, axis, 0, cut), axis=axis)
+    return ctx.op.Concat(slice_along(ctx, x, axis, cut, INT64_MAX), slice_along(ctx, x, axis, 0, cut), axis=axis)
 
 
 def _pad(ctx: Ctx, x: ir.Value, pad: Sequence[Size], mode: str, value: Any = None) -> ir.Value:
@@ -433,10 +433,10 @@ def _circular_pad(ctx: Ctx, x: ir.Value, pad: Sequence[Size]) -> ir.Value:
     for i in range(len(pad) // 2):
         axis, begin, end = r - 1 - i, pad[2 * i], pad[2 * i + 1]
         if begin < 0 or end < 0:
-            x = _slice(ctx, x, axis, max(-begin, 0), end if end < 0 else INT64_MAX)
+            x = slice_along(ctx, x, axis, max(-begin, 0), end if end < 0 else INT64_MAX)
         begin, end = max(begin, 0), max(end, 0)
-        parts = ([_slice(ctx, x, axis, -begin, INT64_MAX)] if begin else []) + [x] + \
-            ([_slice(ctx, x, axis, 0, end)] if end else [])
+        parts = ([slice_along(ctx, x, axis, -begin, INT64_MAX)] if begin else []) + [x] + \
+            ([slice_along(ctx, x, axis, 0, end)] if end else [])
         x = ctx.op.Concat(*parts, axis=axis) if len(parts) > 1 else x
     return x
 
@@ -446,7 +446,7 @@ def _edge_pad_by_gather(ctx: Ctx, x: ir.Value, pad: Sequence[Size]) -> ir.Value:
     does, which keeps reading the edge where a crop leaves nothing (Pad 'edge' has no edge left to read)."""
     r = rank(x)
     targets = [(r - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
-    sizes = [_dim(ctx, x, axis) for axis, _, _ in targets]  # read before gathering: built values carry no shape
+    sizes = [dim_size(ctx, x, axis) for axis, _, _ in targets]  # read before gathering: built values carry no shape
     for (axis, begin, end), n in zip(targets, sizes):
         if isinstance(n, int) and isinstance(begin, int) and isinstance(end, int):
             index = ctx.const([min(max(j - begin, 0), n - 1) for j in range(n + begin + end)], INT64)

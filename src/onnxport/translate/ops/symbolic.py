@@ -15,7 +15,7 @@ aten_ = ops.aten
 INT64 = ir.DataType.INT64
 
 
-def _scalar(ctx: Ctx, x: ir.Value | int | float | bool) -> ir.Value:
+def scalar_value(ctx: Ctx, x: ir.Value | int | float | bool) -> ir.Value:
     if isinstance(x, ir.Value):
         return x
     if isinstance(x, bool):
@@ -23,8 +23,8 @@ def _scalar(ctx: Ctx, x: ir.Value | int | float | bool) -> ir.Value:
     return ctx.const(x, INT64 if isinstance(x, int) else ir.DataType.FLOAT)
 
 
-def _same_type(ctx: Ctx, a: ir.Value | int | float, b: ir.Value | int | float) -> tuple[ir.Value, ir.Value]:
-    a, b = _scalar(ctx, a), _scalar(ctx, b)
+def same_type(ctx: Ctx, a: ir.Value | int | float, b: ir.Value | int | float) -> tuple[ir.Value, ir.Value]:
+    a, b = scalar_value(ctx, a), scalar_value(ctx, b)
     if a.dtype != b.dtype:
         floats = ir.DataType.FLOAT
         a, b = ctx.cast(a, floats), ctx.cast(b, floats)
@@ -55,7 +55,7 @@ def sym_numel(ctx: Ctx, x: ir.Value) -> ir.Value:
 
 def _binary(onnx_op: str):
     def translate(ctx: Ctx, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
-        a, b = _same_type(ctx, a, b)
+        a, b = same_type(ctx, a, b)
         return getattr(ctx.op, onnx_op)(a, b)
 
     translate.__doc__ = f"SymInt {onnx_op}"
@@ -77,14 +77,14 @@ aten(torch.sym_min)(_binary("Min"))
 @aten(operator.ne)
 def ne(ctx: Ctx, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
     """SymInt !="""
-    a, b = _same_type(ctx, a, b)
+    a, b = same_type(ctx, a, b)
     return ctx.op.Not(ctx.op.Equal(a, b))
 
 
 @aten(operator.floordiv)
 def floordiv(ctx: Ctx, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
     """SymInt // (floor division, also for negative operands)"""
-    a, b = _same_type(ctx, a, b)
+    a, b = same_type(ctx, a, b)
     if a.dtype != INT64:
         return ctx.op.Floor(ctx.op.Div(a, b))
     quotient = ctx.op.Div(a, b)  # truncates toward zero
@@ -97,7 +97,7 @@ def floordiv(ctx: Ctx, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
 @aten(operator.mod)
 def mod(ctx: Ctx, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
     """SymInt % (sign of the divisor, like Python)"""
-    a, b = _same_type(ctx, a, b)
+    a, b = same_type(ctx, a, b)
     return ctx.op.Mod(a, b, fmod=0 if a.dtype == INT64 else 1)
 
 
@@ -105,7 +105,7 @@ def mod(ctx: Ctx, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
 def truediv(ctx: Ctx, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
     """SymInt / -> SymFloat"""
     floats = ir.DataType.FLOAT
-    return ctx.op.Div(ctx.cast(_scalar(ctx, a), floats), ctx.cast(_scalar(ctx, b), floats))
+    return ctx.op.Div(ctx.cast(scalar_value(ctx, a), floats), ctx.cast(scalar_value(ctx, b), floats))
 
 
 @aten(operator.neg)
@@ -117,13 +117,13 @@ def neg(ctx: Ctx, a: ir.Value) -> ir.Value:
 @aten(torch.sym_float)
 def sym_float(ctx: Ctx, a: ir.Value | int) -> ir.Value:
     """sym_float(SymInt) -> SymFloat"""
-    return ctx.cast(_scalar(ctx, a), ir.DataType.FLOAT)
+    return ctx.cast(scalar_value(ctx, a), ir.DataType.FLOAT)
 
 
 @aten(torch.sym_int, math.floor, math.trunc)
 def sym_int(ctx: Ctx, a: ir.Value | float) -> ir.Value:
     """sym_int(SymFloat) -> SymInt (truncation toward zero)"""
-    a = _scalar(ctx, a)
+    a = scalar_value(ctx, a)
     if a.dtype == INT64:
         return a
     return ctx.cast(ctx.op.Floor(a) if ctx.node is not None and ctx.node.target is math.floor else a, INT64)
@@ -132,7 +132,7 @@ def sym_int(ctx: Ctx, a: ir.Value | float) -> ir.Value:
 @aten(math.ceil)
 def ceil(ctx: Ctx, a: ir.Value | float) -> ir.Value:
     """math.ceil(SymFloat) -> SymInt"""
-    a = _scalar(ctx, a)
+    a = scalar_value(ctx, a)
     return a if a.dtype == INT64 else ctx.cast(ctx.op.Ceil(a), INT64)
 
 

@@ -14,7 +14,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import arg_meta
-from onnxport.translate.ops.symbolic import _same_type, _scalar
+from onnxport.translate.ops.symbolic import same_type, scalar_value
 from onnxport.translate.registry import aten, ops
 
 aten_ = ops.aten
@@ -26,7 +26,7 @@ Scalar = ir.Value | int | float | bool
 @aten(operator.pow)
 def pow_(ctx: Ctx, a: Scalar, b: Scalar) -> ir.Value:
     """SymInt/SymFloat ** (int ** non-negative int stays int, like Python)"""
-    a, b = _same_type(ctx, a, b)
+    a, b = same_type(ctx, a, b)
     if ctx.out_dtype() != INT64:
         a, b = ctx.cast(a, FLOAT), ctx.cast(b, FLOAT)
     return ctx.cast(ctx.op.Pow(a, b), ctx.out_dtype() or a.dtype)
@@ -35,12 +35,12 @@ def pow_(ctx: Ctx, a: Scalar, b: Scalar) -> ir.Value:
 @aten(operator.abs)
 def abs_(ctx: Ctx, a: Scalar) -> ir.Value:
     """SymInt abs()"""
-    return ctx.op.Abs(_scalar(ctx, a))
+    return ctx.op.Abs(scalar_value(ctx, a))
 
 
 def _logic(onnx_op: str):
     def translate(ctx: Ctx, a: Scalar, b: Scalar) -> ir.Value:
-        a, b = (ctx.cast(_scalar(ctx, v), ir.DataType.BOOL) for v in (a, b))
+        a, b = (ctx.cast(scalar_value(ctx, v), ir.DataType.BOOL) for v in (a, b))
         return getattr(ctx.op, onnx_op)(a, b)
 
     translate.__doc__ = f"SymBool {onnx_op}"
@@ -55,22 +55,22 @@ aten(operator.xor)(_logic("Xor"))
 @aten(torch.sym_not, operator.not_)
 def sym_not(ctx: Ctx, a: Scalar) -> ir.Value:
     """sym_not(SymBool) -> SymBool"""
-    return ctx.op.Not(ctx.cast(_scalar(ctx, a), ir.DataType.BOOL))
+    return ctx.op.Not(ctx.cast(scalar_value(ctx, a), ir.DataType.BOOL))
 
 
 @aten(torch.sym_ite)
 def sym_ite(ctx: Ctx, cond: Scalar, then: Scalar, other: Scalar) -> ir.Value:
     """sym_ite(SymBool b, t, f): t if b else f"""
-    then, other = _same_type(ctx, then, other)
-    return ctx.op.Where(ctx.cast(_scalar(ctx, cond), ir.DataType.BOOL), then, other)
+    then, other = same_type(ctx, then, other)
+    return ctx.op.Where(ctx.cast(scalar_value(ctx, cond), ir.DataType.BOOL), then, other)
 
 
 @aten(torch.sym_sum)
 def sym_sum(ctx: Ctx, items: Sequence[Scalar]) -> ir.Value:
     """sym_sum(Sequence[SymInt]) -> SymInt"""
-    total: ir.Value = _scalar(ctx, 0)
+    total: ir.Value = scalar_value(ctx, 0)
     for item in items:
-        total, item = _same_type(ctx, total, item)
+        total, item = same_type(ctx, total, item)
         total = ctx.op.Add(total, item)
     return total
 
@@ -83,7 +83,7 @@ _MATH = {
 
 def _math(onnx_op: str):
     def translate(ctx: Ctx, a: Scalar) -> ir.Value:
-        return getattr(ctx.op, onnx_op)(ctx.cast(_scalar(ctx, a), FLOAT))
+        return getattr(ctx.op, onnx_op)(ctx.cast(scalar_value(ctx, a), FLOAT))
 
     translate.__doc__ = f"math function of a SymInt/SymFloat -> SymFloat ({onnx_op})"
     return translate
@@ -97,7 +97,7 @@ for _name, _onnx in _MATH.items():
 @aten(torch._sym_log2)
 def sym_log2(ctx: Ctx, a: Scalar) -> ir.Value:
     """math.log2 of a SymInt/SymFloat -> SymFloat"""
-    return ctx.op.Div(ctx.op.Log(ctx.cast(_scalar(ctx, a), FLOAT)), ctx.const(0.6931471805599453, FLOAT))
+    return ctx.op.Div(ctx.op.Log(ctx.cast(scalar_value(ctx, a), FLOAT)), ctx.const(0.6931471805599453, FLOAT))
 
 
 @aten(aten_.sym_stride.int)

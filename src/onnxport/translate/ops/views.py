@@ -20,7 +20,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import arg_meta, axes, norm_axis, rank
-from onnxport.translate.ops.shape import INT64, INT64_MAX, Size, _dim, _reshape, _shape, _slice
+from onnxport.translate.ops.shape import INT64, INT64_MAX, Size, dim_size, reshaped, shape_of, slice_along
 from onnxport.translate.registry import aten, ops
 
 aten_ = ops.aten
@@ -156,7 +156,7 @@ def unfold(ctx: Ctx, x: ir.Value, dimension: int, size: int, step: int) -> ir.Va
     if isinstance(count, int):
         windows = ctx.const(np.arange(count, dtype=np.int64).reshape(-1, 1) * step + offsets)
     else:  # window starts 0, step, ... up to n - size
-        end = ctx.op.Add(ctx.op.Sub(ctx.as_value(_dim(ctx, x, axis), dtype=INT64), ctx.const(size, INT64)),
+        end = ctx.op.Add(ctx.op.Sub(ctx.as_value(dim_size(ctx, x, axis), dtype=INT64), ctx.const(size, INT64)),
                          ctx.const(1, INT64))
         starts = ctx.op.Range(ctx.const(0, INT64), end, ctx.const(step, INT64))
         windows = ctx.op.Add(ctx.op.Unsqueeze(starts, axes(ctx, [1])), ctx.const(offsets))
@@ -176,12 +176,12 @@ def _split_at(ctx: Ctx, x: ir.Value, axis: int, cuts: Sequence[Size | ir.Value])
             return [x]
         return list(ctx.op.Split(x, ctx.const(static, INT64), axis=axis, _outputs=len(static)))
     bounds = [0, *cuts, INT64_MAX]
-    return [_slice(ctx, x, axis, a, b) for a, b in zip(bounds, bounds[1:])]
+    return [slice_along(ctx, x, axis, a, b) for a, b in zip(bounds, bounds[1:])]
 
 
 def _sections(ctx: Ctx, x: ir.Value, axis: int, sections: int) -> list[ir.Value]:
     """``sections`` pieces; the first ``size % sections`` are one longer."""
-    size = _dim(ctx, x, axis)
+    size = dim_size(ctx, x, axis)
     if isinstance(size, int):
         q, rem = divmod(size, sections)
         cuts: list[Size] = [i * q + min(i, rem) for i in range(1, sections)]
@@ -242,7 +242,7 @@ _hvd_split(lambda r: 2, "dsplit")
 @aten(aten_.ravel.default)
 def ravel(ctx: Ctx, x: ir.Value) -> ir.Value:
     """ravel(Tensor(a) self) -> Tensor(a)"""
-    return _reshape(ctx, x, [-1])
+    return reshaped(ctx, x, [-1])
 
 
 # The axes atleast_Nd inserts, by (N, rank): a vector becomes a row, a matrix gains a trailing axis.
@@ -285,7 +285,7 @@ def resize(ctx: Ctx, x: ir.Value, size: Sequence[Size], *, memory_format: Any = 
 def resize_as(ctx: Ctx, x: ir.Value, the_template: ir.Value, *, memory_format: Any = None) -> ir.Value:
     """resize_as(Tensor self, Tensor the_template, *, MemoryFormat? memory_format=None) -> Tensor"""
     dims = list(the_template.shape)
-    return _resize(ctx, x, dims if all(isinstance(d, int) for d in dims) else [_shape(ctx, the_template)])
+    return _resize(ctx, x, dims if all(isinstance(d, int) for d in dims) else [shape_of(ctx, the_template)])
 
 
 def _resize(ctx: Ctx, x: ir.Value, size: list[Size]) -> ir.Value:
