@@ -242,3 +242,16 @@ def test_the_make_targets_named_exist() -> None:
     named = {a or b for page in PAGES for a, b in pattern.findall(page.read_text(encoding="utf-8"))}
     assert {"demo", "test"} <= named, "the README's two commands are make demo and make test"
     assert not named - defined, f"the guides name make targets the Makefile lacks: {sorted(named - defined)}"
+
+
+def test_how_it_works_names_every_optimization_pass_in_order() -> None:
+    """docs/how-it-works.md's picture lists the passes of ``optimize=True`` as the pipeline runs them."""
+    from onnxport.optimize.pipeline import default_passes
+    from onnxport.targets import DEFAULT_TARGET, Forms, parse
+
+    names = [type(p).__name__.removesuffix("Pass") for p in default_passes(Forms(parse(DEFAULT_TARGET), 21))]
+    text = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
+    picture = text[text.index("└─ optimize/"):text.index("└─ half/")]
+    found = re.findall(r"\b([A-Z][A-Za-z]+?)(?:Pass)?\b", picture)
+    listed = [name for name in found if name in set(names)]
+    assert listed == names, f"docs/how-it-works.md lists {listed}, the pipeline runs {names}"
