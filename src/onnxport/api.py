@@ -19,7 +19,7 @@ from onnxport import translate as _translate
 from onnxport import verify as _verify
 from onnxport import weights as _weights
 from onnxport.arguments import check_arguments, check_example
-from onnxport.capture.export import refuse_state_updates
+from onnxport.capture.strategies import refuse_state_updates
 from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
 from onnxport.report import Report

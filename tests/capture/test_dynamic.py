@@ -423,7 +423,7 @@ class _ResizeBack(torch.nn.Module):
 
 def test_a_size_pinned_by_a_guard_is_captured_strict() -> None:
     import onnxport
-    from onnxport.capture.export import pinned_size_guards
+    from onnxport.capture.strategies import pinned_size_guards
 
     x = torch.randn(1, 2, 12, 10)
     dims = {"x": {2: Dim.DYNAMIC, 3: Dim.DYNAMIC}}
@@ -438,7 +438,7 @@ def test_a_size_pinned_by_a_guard_is_captured_strict() -> None:
 def test_pinned_size_guards_leave_static_dims_relations_divisibility_and_sizes_0_and_1() -> None:
     from types import SimpleNamespace
 
-    from onnxport.capture.export import pinned_size_guards
+    from onnxport.capture.strategies import pinned_size_guards
 
     guards = ["L['x'].size()[1] == 8", "(L['x'][0].size()[1]) == 3", "(L['x'].size()[1] % 2) == 0",
               "L['x'].size()[1] == L['y'].size()[1]", "((8*L['m'].size()[0]) // L['t'].size()[0]) == 8",

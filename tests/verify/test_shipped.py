@@ -132,7 +132,7 @@ class SoftmaxInBfloat16(torch.nn.Module):
 
 def test_an_output_computed_in_a_lower_precision_gets_that_precisions_tolerance() -> None:
     """A float32 output computed through bfloat16 was held to float32's tolerance: a false alarm."""
-    from onnxport.verify.run import computed_precisions
+    from onnxport.verify.checker import computed_precisions
 
     x = torch.randn(2, 6, 12, dtype=torch.bfloat16)
     prog = onnxport.export(SoftmaxInBfloat16(), (x,))

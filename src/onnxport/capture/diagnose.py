@@ -35,7 +35,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
-from onnxport.capture.export import check_inputs
+from onnxport.capture.strategies import check_inputs
 from onnxport.capture.patch import ControlFlowRewriter
 from onnxport.capture.rewrite import FunctionRewrite, RewriteRefused
 from onnxport.errors import SourceLocation, is_user_file, location_from_exception

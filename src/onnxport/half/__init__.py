@@ -18,7 +18,7 @@ import torch
 from onnxport.errors import InvalidInputError
 from onnxport.half.half_convert import HalfConvertPass, HalfSummary
 from onnxport.half.islands import SEED_OPS
-from onnxport.half.verify import HalfView
+from onnxport.half.view import HalfView
 
 __all__ = ["SEED_OPS", "HalfConvertPass", "HalfSummary", "HalfView", "check_dtype", "is_half",
            "to_half"]

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from onnxport.hf._swap import swapped
+from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["PACKED_ATTENTION", "packed_attention", "packed_attention_on"]
 

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 
 import torch
 
-from onnxport.hf._swap import swapped
+from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["interpolation_indices_and_weights", "layout_as_tensors", "position_ids", "window_index"]
 

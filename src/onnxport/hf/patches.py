@@ -46,7 +46,7 @@ import torch
 
 from onnxport.hf import cache as _cache
 from onnxport.hf._packed_attention import packed_attention_on
-from onnxport.hf._swap import swapped
+from onnxport.hf.attribute_swap import swapped
 from onnxport.hf._vision_windows import layout_as_tensors
 from onnxport.hf.signature import cache_argument
 

@@ -16,7 +16,7 @@ from onnxport.optimize.integer_matmul import IntegerMatMulPass
 from onnxport.optimize.linear_layout import LinearWeightLayoutPass
 from onnxport.optimize.rms_norm_fuse import RmsNormFusePass
 from onnxport.optimize.rotary_fuse import RotaryFusePass
-from onnxport.optimize.shape_cse import SameShapePass
+from onnxport.optimize.same_shape import SameShapePass
 from onnxport.targets import DEFAULT_TARGET, Forms, parse
 
 __all__ = ["default_passes", "optimize"]

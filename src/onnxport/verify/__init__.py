@@ -5,7 +5,7 @@ from onnxport.verify.branches import BranchCoverage, explore_branches
 from onnxport.verify.budget import DEFAULT_BUDGET, Budget, check_budget
 from onnxport.verify.child import Crashed, SessionProcess
 from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
-from onnxport.verify.run import Checker, session_level
+from onnxport.verify.checker import Checker, session_level
 from onnxport.verify.session import OrtRunner
 from onnxport.verify.stage import verify_export
 

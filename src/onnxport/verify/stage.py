@@ -33,7 +33,7 @@ from onnxport.verify.ahead import EagerAhead
 from onnxport.verify.branches import explore_branches
 from onnxport.verify.budget import DEFAULT_BUDGET, Budget
 from onnxport.verify.compare import Verification
-from onnxport.verify.run import Checker
+from onnxport.verify.checker import Checker
 from onnxport.verify.rows import row_axes
 from onnxport.verify.sizes import GroupSizes, resize_keeping_ends, sizes_by_group
 

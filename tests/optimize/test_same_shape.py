@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from onnxport.optimize.shape_cse import SameShapePass
+from onnxport.optimize.same_shape import SameShapePass
 
 
 def _model(shapes: list[list]) -> tuple[ir.Model, list[ir.Node]]:
