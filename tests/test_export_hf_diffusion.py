@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
+from onnxport import metadata
 from onnxport.errors import InvalidInputError
+from onnxport.hf import export_hf, pick_task, pipeline
 from onnxport.hf.diffusion import export_diffusion
 from onnxport.hf.diffusion_runner import OnnxDiffusionPipeline
-from onnxport.hf import export_hf, pick_task, pipeline
-from onnxport.hf.tasks import TASK_KEY
 
 transformers = pytest.importorskip("transformers")
 diffusers = pytest.importorskip("diffusers")
@@ -161,7 +161,7 @@ def export_and_compare(tmp_path: os.PathLike, pipe: object, steps: int = 2, expo
     pil = runner(PROMPT, num_inference_steps=1, latents=latents.clone()).images
     assert pil[0].size == (expected.shape[2], expected.shape[1])
     for name, prog in programs.items():
-        assert prog.model.metadata_props[TASK_KEY] == "text-to-image"
+        assert prog.model.metadata_props[metadata.TASK] == "text-to-image"
         assert str(prog.report).startswith("onnxport export report: NOT VERIFIED") == export["streaming"]
         assert os.path.isfile(os.path.join(out, name, "model.onnx"))
         assert os.path.isfile(os.path.join(out, name, "config.json"))

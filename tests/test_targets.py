@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import onnxport
-from onnxport import targets
+from onnxport import metadata, targets
 from onnxport.cli import main
 from onnxport.targets import Forms, Target, ir_version_for, parse
 from tests import tiny_models
@@ -55,7 +55,7 @@ def test_default_target_is_portable() -> None:
     assert str(parse(targets.DEFAULT_TARGET)) == "onnxruntime>=1.18"
     assert prog.model.opset_imports[""] == 21 and prog.model.ir_version == 10
     assert prog.model_proto.ir_version == 10
-    assert prog.model.metadata_props[targets.TARGET_KEY] == "onnxruntime>=1.18"
+    assert prog.model.metadata_props[metadata.TARGET] == "onnxruntime>=1.18"
 
 
 @pytest.mark.parametrize("opset, ir_version", [(18, 8), (19, 9), (20, 9), (21, 10), (22, 10), (23, 11), (25, 13),
@@ -86,7 +86,7 @@ def test_fused_files_are_fenced_off_older_releases_by_their_ir_version() -> None
 
 def test_opset_alone_means_every_release_that_loads_it() -> None:
     prog = onnxport.export(AddMul(), _pair(), opset=23)
-    assert prog.model.metadata_props[targets.TARGET_KEY] == "onnxruntime>=1.23"
+    assert prog.model.metadata_props[metadata.TARGET] == "onnxruntime>=1.23"
     assert prog.model.opset_imports[""] == 23
 
 

@@ -12,6 +12,7 @@ from onnxport import blocks as _blocks
 from onnxport import capture as _capture
 from onnxport import decompose as _decompose
 from onnxport import half as _half
+from onnxport import metadata
 from onnxport import optimize as _optimize
 from onnxport import quantize as _quantize_mod
 from onnxport import targets as _targets
@@ -289,7 +290,7 @@ def _finished(
             stage.detail = str(_half.to_half(translated.model, opset, from_float32=narrowed,
                                              weights=ep.graph_signature.parameters))
     translated.model.ir_version = _targets.ir_version_for(translated.model, target.runtime)
-    translated.model.metadata_props[_targets.TARGET_KEY] = str(target)
+    translated.model.metadata_props[metadata.TARGET] = str(target)
     program = OnnxProgram(
         translated.model,
         report=report,

@@ -13,11 +13,12 @@ from typing import Any
 
 import torch
 
+from onnxport import metadata
 from onnxport._cli_inputs import Inputs, Target, example_inputs, load_target, load_weights
 from onnxport.arguments import check_output_file
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import TASKS, export_hf, pick_task
-from onnxport.targets import DEFAULT_TARGET, TARGET_KEY, TARGETS
+from onnxport.targets import DEFAULT_TARGET, TARGETS
 
 
 def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
@@ -33,7 +34,7 @@ def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
 
 
 def _export(ns: argparse.Namespace) -> int:
-    from onnxport.api import quantize_options, export
+    from onnxport.api import export, quantize_options
 
     check_output_file(ns.output)  # before the export, not after it
     quantize_options(ns.quantize)  # before the model is loaded
@@ -160,7 +161,7 @@ def inspect_text(model: Any, file_bytes: int) -> str:
     weights = sum(_tensor_bytes(t) for t in model.graph.initializer)
     lines = [f"producer: {model.producer_name} {model.producer_version}   ir_version: {model.ir_version}"]
     lines.append("opsets: " + ", ".join(f"{o.domain or 'ai.onnx'}={o.version}" for o in model.opset_import))
-    target = next((p.value for p in model.metadata_props if p.key == TARGET_KEY), None)
+    target = metadata.text(model, metadata.TARGET)
     if target:
         lines.append(f"target: {target}")
     lines.append("inputs:")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import os
 import re
 import weakref
@@ -18,18 +17,13 @@ import torch
 from onnx_ir.tensor_adapters import TorchTensor
 from torch.utils import _pytree as pytree
 
+from onnxport import metadata
 from onnxport.arguments import as_path
 from onnxport.capture.integrations import registered_types
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.optimize.conv_bn_fold import COMPUTED_WHEN_READ
 from onnxport.report import Report
 from onnxport.saving import save_atomically
-from onnxport.translate.driver import (
-    COMPLEX_INPUTS_KEY,
-    COMPLEX_OUTPUTS_KEY,
-    FLOAT64_AS_FLOAT32_KEY,
-    RANDOM_OUTPUTS_KEY,
-)
 from onnxport.verify.session import initializer_bytes
 
 _UNBACKED = re.compile(r"\bu\d+\b")  # a size torch.export knows only at run time (u0, 256*u0)
@@ -326,20 +320,17 @@ class OnnxProgram:
     @property
     def complex_inputs(self) -> list[str]:
         """Names of the inputs that are complex tensors in PyTorch (``[..., 2]`` real ones in the model)."""
-        names = self.model.metadata_props.get(COMPLEX_INPUTS_KEY)
-        return json.loads(names) if names else []
+        return metadata.names(self.model, metadata.COMPLEX_INPUTS)
 
     @property
     def complex_outputs(self) -> list[str]:
         """Names of the outputs that are complex tensors in PyTorch (``[..., 2]`` real ones in the model)."""
-        names = self.model.metadata_props.get(COMPLEX_OUTPUTS_KEY)
-        return json.loads(names) if names else []
+        return metadata.names(self.model, metadata.COMPLEX_OUTPUTS)
 
     @property
     def random_outputs(self) -> list[str]:
         """Names of the outputs that depend on random ops: verification compares only their shape and dtype."""
-        names = self.model.metadata_props.get(RANDOM_OUTPUTS_KEY)
-        return json.loads(names) if names else []
+        return metadata.names(self.model, metadata.RANDOM_OUTPUTS)
 
     @property
     def random_sizes(self) -> dict[str, list[int]]:
@@ -357,8 +348,7 @@ class OnnxProgram:
     def float64_as_float32(self) -> list[str]:
         """Op types whose float64 nodes compute in float32, for want of an onnxruntime kernel: float64
         outputs are then as precise as float32 and verified with float32's tolerances."""
-        names = self.model.metadata_props.get(FLOAT64_AS_FLOAT32_KEY)
-        return json.loads(names) if names else []
+        return metadata.names(self.model, metadata.FLOAT64_AS_FLOAT32)
 
     # -- saving --------------------------------------------------------------------------------------
 
@@ -392,7 +382,7 @@ class OnnxProgram:
         from onnxport import quantize as _quantize
 
         self._check_unchanged("quantize the program", f"its weights would be {_OTHER}")
-        target = self.model.metadata_props.get("onnxport.target", "onnxruntime")
+        target = (metadata.text(self.model, metadata.TARGET) or "onnxruntime")
         feeds = self._feeds(calibration) if calibration is not None else None
         model = self.model.clone()
         if activations is not None:
@@ -417,7 +407,7 @@ class OnnxProgram:
             result = _quantize.quantize_model(model, bits=bits, block_size=block_size, symmetric=symmetric, form=form,
                                               skip=skip, accuracy_level=accuracy_level, lm_head=lm_head,
                                               embeddings=embeddings, method=method, calibration=feeds,
-                                              target=self.model.metadata_props.get("onnxport.target"), codes=codes,
+                                              target=metadata.text(self.model, metadata.TARGET), codes=codes,
                                               codes_only=codes_only)
         report = copy.copy(self.report)
         report.quantization = result

@@ -30,7 +30,7 @@ import onnx_ir as ir
 
 from onnxport.errors import InvalidInputError
 
-__all__ = ["DEFAULT_TARGET", "QUANTIZED_SINCE", "TARGETS", "TARGET_KEY", "Forms", "Target", "ir_version_for", "resolve"]
+__all__ = ["DEFAULT_TARGET", "QUANTIZED_SINCE", "TARGETS", "Forms", "Target", "ir_version_for", "resolve"]
 
 MIN_OPSET = 18  # the oldest opset onnxport writes
 FUSED_OPSET = 23  # the first opset with Attention, RMSNormalization and RotaryEmbedding; the newest a target picks
@@ -87,7 +87,6 @@ QUANTIZED_SINCE = {("matmulnbits", 4): (1, 18), ("matmulnbits", 8): (1, 23), ("g
 _MEASURED = ("onnxruntime", "onnxruntime-web")
 
 DEFAULT_TARGET = "onnxruntime>=1.18"
-TARGET_KEY = "onnxport.target"  # the model metadata entry naming the target a file was written for
 # The named targets: docs/targets.md's table, and what tests/runtimes exports and runs.
 TARGETS = ("onnxruntime>=1.18", "onnxruntime>=1.24", "onnxruntime>=1.26", "onnxruntime-web>=1.22",
            "onnxruntime-web>=1.26", "tensorrt>=10.0")

@@ -17,6 +17,7 @@ import onnx_ir as ir
 import sympy
 import torch
 
+from onnxport import metadata
 from onnxport.blocks._kind import DOMAIN, Kind, NotReusable
 from onnxport.blocks._shapes import bind
 
@@ -30,7 +31,7 @@ def token(symbol: Any) -> str:
 def prepare_graph(model: ir.Model) -> ir.Graph:
     """The kind's translated graph with its initializers as Constant nodes (a copy per call, or a function,
     holds no initializers)."""
-    for key in ("onnxport.random_outputs", "onnxport.complex_inputs", "onnxport.complex_outputs"):
+    for key in (metadata.RANDOM_OUTPUTS, metadata.COMPLEX_INPUTS, metadata.COMPLEX_OUTPUTS):
         if key in model.metadata_props:
             raise NotReusable("it has random or complex values")
     graph = model.graph

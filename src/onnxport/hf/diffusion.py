@@ -46,11 +46,10 @@ from typing import Any, NamedTuple
 
 import torch
 
-from onnxport import memory
+from onnxport import memory, metadata
 from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import stream
-from onnxport.hf.tasks import TASK_KEY
 from onnxport.program import OnnxProgram
 
 __all__ = ["INDEX_FILE", "TASK", "export_diffusion", "read_model_index"]
@@ -187,7 +186,7 @@ def export_diffusion(directory: str | os.PathLike, out: str | os.PathLike = "onn
             weights = weights.renamed({f"model.{key}": key for key in weights})  # the wrapper's names
         prog = export(wrapper, (), inputs, dynamic_shapes=dynamic, output_names=names, opset=opset,
                       progress=progress, weights=weights, target=target, reuse_blocks=reuse_blocks)
-        prog.model.metadata_props[TASK_KEY] = TASK
+        prog.model.metadata_props[metadata.TASK] = TASK
         if streaming:
             prog.report.unverified = (f"the weights were streamed from the safetensors files, never loaded "
                                       f"({why_streamed}); pass streaming=False (--in-memory) to load and verify")

@@ -49,7 +49,7 @@ from typing import Any
 
 import torch
 
-from onnxport import memory
+from onnxport import memory, metadata
 from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
@@ -59,7 +59,7 @@ from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument
-from onnxport.hf.tasks import MODULES_FILE, TASK_KEY, pick_task
+from onnxport.hf.tasks import MODULES_FILE, pick_task
 from onnxport.hf.vlm import VLM_FILES, VlmPrograms, check_supported, export_vlm, genai_names, write_genai
 from onnxport.program import OnnxProgram
 from onnxport.serial import serialized
@@ -178,7 +178,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if engine is not None:
         transformers_js.check_task(task)
         target = engine
-    from onnxport.api import quantize_options, export
+    from onnxport.api import export, quantize_options
 
     quantize = quantize_options(quantize)  # checked before anything is loaded or written
     spec = TASKS[task]
@@ -286,7 +286,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     elif engine is not None:
         files = {"model": result}
     for prog in files.values():
-        prog.model.metadata_props[TASK_KEY] = task
+        prog.model.metadata_props[metadata.TASK] = task
         if picked is not None:
             prog.report.notes.append(str(picked))
     if engine is not None:  # every file made before any is written

@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from onnxport import metadata
 from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
 from onnxport.hf.sentence import SETTINGS_FILE
-from onnxport.hf.tasks import TASK_KEY, model_class_names
+from onnxport.hf.tasks import model_class_names
 
 __all__ = ["RUNNABLE", "OnnxRuntimeModel", "SentenceSimilarityPipeline", "pipeline"]
 
@@ -143,7 +144,7 @@ def _recorded_task(path: str) -> str | None:
         model = onnx.load(path, load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf raises its own types
         raise InvalidInputError(f"{path} is not an ONNX model: {exc}", fix=_EXPORT_AGAIN) from None
-    return next((p.value for p in model.metadata_props if p.key == TASK_KEY), None)
+    return metadata.text(model, metadata.TASK)
 
 
 def _task(asked: str | None, recorded: str | None, path: str) -> str:

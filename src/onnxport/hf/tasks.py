@@ -22,11 +22,10 @@ from typing import Any, NamedTuple
 from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
 
-__all__ = ["MODULES_FILE", "TASK_KEY", "Picked", "model_class_names", "pick_task"]
+__all__ = ["MODULES_FILE", "Picked", "model_class_names", "pick_task"]
 
 MODULES_FILE = "modules.json"  # what makes a directory a sentence-transformers model
 PIPELINE_INDEX = "model_index.json"  # what makes a directory a diffusers pipeline
-TASK_KEY = "onnxport.hf.task"  # the metadata entry of each model export_hf writes, naming its task
 
 # The heads whose name says the task, in the order they are tried (the first suffix that matches wins).
 _HEADS = (

@@ -20,6 +20,7 @@ import torch
 from onnx_ir.tensor_adapters import TorchTensor
 from torch.export.graph_signature import InputKind, OutputKind
 
+from onnxport import metadata
 from onnxport.errors import BUG_FIX, OnnxportError, TranslationError, location_from_stack_trace
 from onnxport.targets import Forms
 from onnxport.translate import ops as _ops  # noqa: F401  (registers the built-in translators)
@@ -29,18 +30,9 @@ from onnxport.translate.ops.complex import complex_translator, is_complex, touch
 from onnxport.translate.registry import BUILTIN, Translator, functional_variant, lookup, target_name
 
 __all__ = [
-    "COMPLEX_INPUTS_KEY", "COMPLEX_OUTPUTS_KEY", "FLOAT64_AS_FLOAT32_KEY", "RANDOM_OUTPUTS_KEY", "Translated", "name_output_dims",
-    "random_outputs", "translate", "translator_for", "untranslated_ops",
+    "Translated", "name_output_dims", "random_outputs", "translate", "translator_for", "untranslated_ops",
 ]
 
-RANDOM_OUTPUTS_KEY = "onnxport.random_outputs"  # model metadata: JSON list of the outputs random ops feed
-# Model metadata: JSON list of the op types whose float64 nodes compute in float32 (no onnxruntime kernel);
-# verification then holds float64 outputs to float32's tolerances.
-FLOAT64_AS_FLOAT32_KEY = "onnxport.float64_as_float32"
-# Model metadata: JSON lists of the inputs and outputs that are complex tensors in PyTorch. Each is a real
-# tensor in the graph with a trailing dim of 2 (real, imaginary part), as every complex value inside it.
-COMPLEX_INPUTS_KEY = "onnxport.complex_inputs"
-COMPLEX_OUTPUTS_KEY = "onnxport.complex_outputs"
 # Ops whose values differ from run to run (Dropout only with its training_mode input, i.e. in training).
 _RANDOM_OPS = frozenset(
     "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial Bernoulli".split()
@@ -275,19 +267,19 @@ def translate(
     legalize_dtypes(graph, opset, narrowed)
     model = ir.Model(graph, ir_version=10, producer_name="onnxport", producer_version=_version())  # set at the end
     if narrowed:
-        model.metadata_props[FLOAT64_AS_FLOAT32_KEY] = json.dumps(sorted(narrowed))
+        metadata.write_names(model, metadata.FLOAT64_AS_FLOAT32, sorted(narrowed))
     random = random_outputs(graph)
     if random:
-        model.metadata_props[RANDOM_OUTPUTS_KEY] = json.dumps(random)
+        metadata.write_names(model, metadata.RANDOM_OUTPUTS, random)
     complex_inputs = [bound[n].name for n in tensor_inputs if is_complex(n.meta.get("val"))]
     complex_outputs = [graph.outputs[slot].name for slot, val in zip(output_slots, _output_vals(gm, out_specs))
                        if isinstance(slot, int) and is_complex(val)]
-    for key, names_ in ((COMPLEX_INPUTS_KEY, complex_inputs), (COMPLEX_OUTPUTS_KEY, complex_outputs)):
+    for key, names_ in ((metadata.COMPLEX_INPUTS, complex_inputs), (metadata.COMPLEX_OUTPUTS, complex_outputs)):
         if names_:
-            model.metadata_props[key] = json.dumps(names_)
+            metadata.write_names(model, key, names_)
     ranges = _dim_ranges(ep, ctx.dim_name)
     if ranges:
-        model.metadata_props["onnxport.dim_ranges"] = ranges
+        model.metadata_props[metadata.DIM_RANGES] = ranges
     for domain, version in ctx.domains.items():
         graph.opset_imports.setdefault(domain, (custom_opsets or {}).get(domain, version))
     return Translated(model, input_used, output_slots)
