@@ -158,18 +158,21 @@ def _unary(build: Callable[[Ctx, ir.Value], ir.Value], *targets: torch._ops.OpOv
     aten(*targets)(translate)
 
 
+# unary ops that are one ONNX op (each registration names its op, so that grep finds it)
 _SIMPLE = {
-    "abs": "Abs", "sign": "Sign", "reciprocal": "Reciprocal", "sqrt": "Sqrt", "exp": "Exp", "log": "Log",
-    "sin": "Sin", "cos": "Cos", "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan",
-    "sinh": "Sinh", "cosh": "Cosh", "tanh": "Tanh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh",
-    "erf": "Erf",
+    aten_.abs.default: "Abs", aten_.sign.default: "Sign", aten_.reciprocal.default: "Reciprocal",
+    aten_.sqrt.default: "Sqrt", aten_.exp.default: "Exp", aten_.log.default: "Log", aten_.sin.default: "Sin",
+    aten_.cos.default: "Cos", aten_.tan.default: "Tan", aten_.asin.default: "Asin", aten_.acos.default: "Acos",
+    aten_.atan.default: "Atan", aten_.sinh.default: "Sinh", aten_.cosh.default: "Cosh", aten_.tanh.default: "Tanh",
+    aten_.asinh.default: "Asinh", aten_.acosh.default: "Acosh", aten_.atanh.default: "Atanh",
+    aten_.erf.default: "Erf",
 }
-for _name, _op in _SIMPLE.items():
-    _unary(lambda ctx, x, _op=_op: getattr(ctx.op, _op)(x), getattr(aten_, _name).default)
+for _target, _op in _SIMPLE.items():
+    _unary(lambda ctx, x, _op=_op: getattr(ctx.op, _op)(x), _target)
 
 # rounding an integer tensor returns it unchanged; ONNX Floor/Ceil/Round accept floats only
-for _name, _op in {"floor": "Floor", "ceil": "Ceil", "round": "Round"}.items():
-    _unary(lambda ctx, x, _op=_op: getattr(ctx.op, _op)(x) if _is_float(x) else x, getattr(aten_, _name).default)
+for _target, _op in {aten_.floor.default: "Floor", aten_.ceil.default: "Ceil", aten_.round.default: "Round"}.items():
+    _unary(lambda ctx, x, _op=_op: getattr(ctx.op, _op)(x) if _is_float(x) else x, _target)
 
 _unary(lambda ctx, x: ctx.op.Reciprocal(ctx.op.Sqrt(x)), aten_.rsqrt.default)
 _unary(lambda ctx, x: ctx.op.Pow(ctx.const(2, like=x), x), aten_.exp2.default)
@@ -361,10 +364,7 @@ def logical_not(ctx: Ctx, x: ir.Value) -> ir.Value:
     return ctx.op.Not(ctx.cast(x, _BOOL))
 
 
-def _bitwise(bool_op: str, int_op: str, packets: tuple[str, ...]) -> None:
-    targets = [getattr(getattr(aten_, p), o) for p in packets for o in ("Tensor", "Scalar", "Scalar_Tensor")
-               if o in getattr(aten_, p).overloads()]
-
+def _bitwise(bool_op: str, int_op: str, *targets: torch._ops.OpOverload) -> None:
     def translate(ctx: Ctx, x: ir.Value | Scalar, other: ir.Value | Scalar) -> ir.Value:
         x, other = promote(ctx, ctx.out_dtype(), x, other)
         return getattr(ctx.op, bool_op if x.dtype == _BOOL else int_op)(x, other)
@@ -373,9 +373,12 @@ def _bitwise(bool_op: str, int_op: str, packets: tuple[str, ...]) -> None:
     aten(*targets)(translate)
 
 
-_bitwise("And", "BitwiseAnd", ("bitwise_and", "__and__"))
-_bitwise("Or", "BitwiseOr", ("bitwise_or", "__or__"))
-_bitwise("Xor", "BitwiseXor", ("bitwise_xor", "__xor__"))
+_bitwise("And", "BitwiseAnd", aten_.bitwise_and.Tensor, aten_.bitwise_and.Scalar, aten_.bitwise_and.Scalar_Tensor,
+         aten_.__and__.Tensor, aten_.__and__.Scalar)
+_bitwise("Or", "BitwiseOr", aten_.bitwise_or.Tensor, aten_.bitwise_or.Scalar, aten_.bitwise_or.Scalar_Tensor,
+         aten_.__or__.Tensor, aten_.__or__.Scalar)
+_bitwise("Xor", "BitwiseXor", aten_.bitwise_xor.Tensor, aten_.bitwise_xor.Scalar, aten_.bitwise_xor.Scalar_Tensor,
+         aten_.__xor__.Tensor, aten_.__xor__.Scalar)
 
 
 _UNSIGNED = {ir.DataType.INT64: ir.DataType.UINT64, ir.DataType.INT32: ir.DataType.UINT32,

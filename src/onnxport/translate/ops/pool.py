@@ -98,7 +98,7 @@ def _max_pool(ctx: Ctx, x: ir.Value, nd: int, kernel: IntList, stride: IntList, 
     return out, ctx.op.Mod(flat, _plane_size(ctx, x, nd))
 
 
-def _max_pool_translators(nd: int) -> None:
+def _max_pool_translators(nd: int, plain: torch._ops.OpOverload, with_indices: torch._ops.OpOverload) -> None:
     def max_pool(ctx: Ctx, x: ir.Value, kernel_size: IntList, stride: IntList = (), padding: IntList = 0,
                  dilation: IntList = 1, ceil_mode: bool = False) -> ir.Value:
         return _max_pool(ctx, x, nd, kernel_size, stride, padding, dilation, ceil_mode, False)
@@ -107,15 +107,15 @@ def _max_pool_translators(nd: int) -> None:
                               dilation: IntList = 1, ceil_mode: bool = False) -> tuple[ir.Value, ir.Value]:
         return _max_pool(ctx, x, nd, kernel_size, stride, padding, dilation, ceil_mode, True)
 
-    for fn, name in ((max_pool, f"max_pool{nd}d"), (max_pool_with_indices, f"max_pool{nd}d_with_indices")):
-        target = getattr(aten_, name).default
-        fn.__name__ = fn.__qualname__ = name
+    for fn, target in ((max_pool, plain), (max_pool_with_indices, with_indices)):
+        fn.__name__ = fn.__qualname__ = target.overloadpacket.__name__
         fn.__doc__ = str(target._schema).replace("aten::", "")
         aten(target)(fn)
 
 
-for _nd in (1, 2, 3):
-    _max_pool_translators(_nd)
+_max_pool_translators(1, aten_.max_pool1d.default, aten_.max_pool1d_with_indices.default)
+_max_pool_translators(2, aten_.max_pool2d.default, aten_.max_pool2d_with_indices.default)
+_max_pool_translators(3, aten_.max_pool3d.default, aten_.max_pool3d_with_indices.default)
 
 
 def _sum_window_sizes(in_sizes: list[int], out_sizes: list[int], k: list[int], s: list[int],

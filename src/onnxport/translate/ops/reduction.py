@@ -197,16 +197,13 @@ def _moments(
     return out, ctx.cast(mean_out, ctx.out_dtype(1))
 
 
-_VAR_FAMILY = ("var", "std", "var_mean", "std_mean")
-
-
-@aten(*(getattr(aten_, k).default for k in _VAR_FAMILY))
+@aten(aten_.var.default, aten_.std.default, aten_.var_mean.default, aten_.std_mean.default)
 def var(ctx: Ctx, x: ir.Value, unbiased: bool = True) -> ir.Value | tuple[ir.Value, ir.Value]:
     """var(Tensor self, bool unbiased=True) -> Tensor (also std, var_mean, std_mean)"""
     return _moments(ctx, x, None, int(unbiased), False)
 
 
-@aten(*(getattr(aten_, k).dim for k in _VAR_FAMILY))
+@aten(aten_.var.dim, aten_.std.dim, aten_.var_mean.dim, aten_.std_mean.dim)
 def var_dim(
     ctx: Ctx, x: ir.Value, dim: list[int] | None, unbiased: bool = True, keepdim: bool = False
 ) -> ir.Value | tuple[ir.Value, ir.Value]:
@@ -214,7 +211,7 @@ def var_dim(
     return _moments(ctx, x, dim, int(unbiased), keepdim)
 
 
-@aten(*(getattr(aten_, k).correction for k in _VAR_FAMILY))
+@aten(aten_.var.correction, aten_.std.correction, aten_.var_mean.correction, aten_.std_mean.correction)
 def var_correction(
     ctx: Ctx, x: ir.Value, dim: list[int] | None = None, *, correction: float | None = None, keepdim: bool = False
 ) -> ir.Value | tuple[ir.Value, ir.Value]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import onnx_ir as ir
+from torch._ops import OpOverloadPacket
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import rank
@@ -48,8 +49,7 @@ def _resize(
     return ctx.op.Resize(x, None, None, ctx.sizes(list(output_size)), **attrs)
 
 
-def _register(name: str, mode: str, *, aligned: bool, exact: bool = False) -> None:
-    packet = getattr(aten_, name)
+def _register(packet: OpOverloadPacket, mode: str, *, aligned: bool, exact: bool = False) -> None:
     kw = {"mode": mode, "exact": exact}
 
     if aligned:
@@ -74,12 +74,15 @@ def _register(name: str, mode: str, *, aligned: bool, exact: bool = False) -> No
     aten(packet.default)(default)
 
 
-for _nd in (1, 2, 3):
-    _register(f"upsample_nearest{_nd}d", "nearest", aligned=False)
-    _register(f"_upsample_nearest_exact{_nd}d", "nearest", aligned=False, exact=True)
-_register("upsample_linear1d", "linear", aligned=True)
-_register("upsample_bilinear2d", "linear", aligned=True)
-_register("upsample_trilinear3d", "linear", aligned=True)
-_register("upsample_bicubic2d", "cubic", aligned=True)
+_register(aten_.upsample_nearest1d, "nearest", aligned=False)
+_register(aten_.upsample_nearest2d, "nearest", aligned=False)
+_register(aten_.upsample_nearest3d, "nearest", aligned=False)
+_register(aten_._upsample_nearest_exact1d, "nearest", aligned=False, exact=True)
+_register(aten_._upsample_nearest_exact2d, "nearest", aligned=False, exact=True)
+_register(aten_._upsample_nearest_exact3d, "nearest", aligned=False, exact=True)
+_register(aten_.upsample_linear1d, "linear", aligned=True)
+_register(aten_.upsample_bilinear2d, "linear", aligned=True)
+_register(aten_.upsample_trilinear3d, "linear", aligned=True)
+_register(aten_.upsample_bicubic2d, "cubic", aligned=True)
 # The antialias overloads are in sampling.py: onnxruntime's antialiased Resize filters differently from
 # torch's (errors ~0.2), so they are weight matrices there.

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx_ir as ir
+from torch._ops import OpOverloadPacket
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import rank
@@ -154,8 +155,8 @@ def _upsample_aa(ctx: Ctx, x: ir.Value, scales: Sequence[float | None], align_co
     return ctx.cast(y if y is not x else ctx.op.Identity(x), x.dtype)
 
 
-def _register_aa(name: str, taps: int, kernel: Filter) -> None:
-    packet = getattr(aten_, name)
+def _register_aa(packet: OpOverloadPacket, taps: int, kernel: Filter) -> None:
+    name = packet.__name__
 
     def default(ctx: Ctx, x: ir.Value, output_size: Sequence[int | ir.Value], align_corners: bool,
                 scales_h: float | None = None, scales_w: float | None = None) -> ir.Value:
@@ -171,5 +172,5 @@ def _register_aa(name: str, taps: int, kernel: Filter) -> None:
         aten(overload)(fn)
 
 
-_register_aa("_upsample_bilinear2d_aa", 2, _triangle)
-_register_aa("_upsample_bicubic2d_aa", 4, _keys_cubic)
+_register_aa(aten_._upsample_bilinear2d_aa, 2, _triangle)
+_register_aa(aten_._upsample_bicubic2d_aa, 4, _keys_cubic)

@@ -220,7 +220,9 @@ def tensor_split_tensor(ctx: Ctx, x: ir.Value, indices_or_sections: ir.Value, di
     return _split_at(ctx, x, norm_axis(dim, rank(x)), pieces)
 
 
-def _hvd_split(dim_of: Any, name: str):
+def _hvd_split(dim_of: Any, packet: Any):
+    name = packet.__name__
+
     def by_sections(ctx: Ctx, x: ir.Value, sections: int) -> list[ir.Value]:
         return _sections(ctx, x, dim_of(rank(x)), sections)
 
@@ -229,14 +231,13 @@ def _hvd_split(dim_of: Any, name: str):
 
     by_sections.__doc__ = f"{name}.int(Tensor(a -> *) self, int sections) -> Tensor(a)[]"
     by_indices.__doc__ = f"{name}.array(Tensor(a -> *) self, int[] indices) -> Tensor(a)[]"
-    packet = getattr(aten_, name)
     aten(packet.int)(by_sections)
     aten(packet.array)(by_indices)
 
 
-_hvd_split(lambda r: 1 if r > 1 else 0, "hsplit")
-_hvd_split(lambda r: 0, "vsplit")
-_hvd_split(lambda r: 2, "dsplit")
+_hvd_split(lambda r: 1 if r > 1 else 0, aten_.hsplit)
+_hvd_split(lambda r: 0, aten_.vsplit)
+_hvd_split(lambda r: 2, aten_.dsplit)
 
 
 @aten(aten_.ravel.default)
@@ -249,7 +250,7 @@ def ravel(ctx: Ctx, x: ir.Value) -> ir.Value:
 _ATLEAST_AXES = {(1, 0): [0], (2, 0): [0, 1], (2, 1): [0], (3, 0): [0, 1, 2], (3, 1): [0, 2], (3, 2): [2]}
 
 
-def _atleast(n: int):
+def _atleast(n: int, packet: Any):
     def one(ctx: Ctx, x: ir.Value) -> ir.Value:
         new = _ATLEAST_AXES.get((n, rank(x)))
         return ctx.op.Unsqueeze(x, axes(ctx, new)) if new else x
@@ -258,12 +259,12 @@ def _atleast(n: int):
         return one(ctx, tensors) if isinstance(tensors, ir.Value) else [one(ctx, t) for t in tensors]
 
     translate.__doc__ = f"atleast_{n}d(Tensor self) -> Tensor; atleast_{n}d.Sequence(Tensor[] tensors) -> Tensor[]"
-    packet = getattr(aten_, f"atleast_{n}d")
     aten(packet.default, packet.Sequence)(translate)
 
 
-for _n in (1, 2, 3):
-    _atleast(_n)
+_atleast(1, aten_.atleast_1d)
+_atleast(2, aten_.atleast_2d)
+_atleast(3, aten_.atleast_3d)
 
 
 @aten(aten_.empty_permuted.default)
