@@ -11,11 +11,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["AbsentOp", "Translator", "absent_ops", "aten", "builtin_count", "lookup", "ops", "register_translation", "target_name"]
+__all__ = ["AbsentOp", "BUILTIN", "COMPLEX", "Translator", "absent_ops", "aten", "builtin_count", "complex_aten", "lookup", "ops",
+           "register_translation", "target_name"]
 
 Translator = Callable[..., Any]
 
 BUILTIN: dict[Any, Translator] = {}
+# the translators of ops for nodes with complex tensors (ops/complex.py: their real, imaginary layout), by target
+COMPLEX: dict[Any, Translator] = {}
 _ABSENT: dict[str, Translator] = {}  # ops registered by name that the installed torch does not have
 _USER: dict[Any, Translator] = {}
 _USER_BY_NAME: dict[str, Translator] = {}
@@ -108,6 +111,20 @@ def aten(*targets: Any) -> Callable[[Translator], Translator]:
             if target in BUILTIN:
                 raise ValueError(f"{target_name(target)} already has a translator: {BUILTIN[target].__qualname__}")
             BUILTIN[target] = fn
+        return fn
+
+    return decorate
+
+
+def complex_aten(*targets: Any) -> Callable[[Translator], Translator]:
+    """Register the decorated function as the translator of ``targets`` for nodes with complex tensors (see
+    ``onnxport.translate.ops.complex``; a node without them takes the one ``aten`` registered)."""
+
+    def decorate(fn: Translator) -> Translator:
+        for target in targets:
+            if target in COMPLEX:
+                raise ValueError(f"{target_name(target)} already has a complex translator: {COMPLEX[target].__qualname__}")
+            COMPLEX[target] = fn
         return fn
 
     return decorate

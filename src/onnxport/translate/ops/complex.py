@@ -2,15 +2,14 @@
 the layout of ONNX DFT and STFT: onnxruntime has hardly any complex kernels.
 
 The driver sends every node that reads or makes a complex tensor to ``complex_translator``, never to a
-real translator unchanged. Ops written for complex values register here with ``@complex_aten``; ops that
-act on the real and imaginary parts alike reuse their real translator through a lift (``ops/_complex.py``,
-with the layout helpers).
+real translator unchanged. Ops written for complex values register with ``@complex_aten`` (in the one
+registry, ``onnxport.translate.registry``, beside ``@aten``); ops that act on the real and imaginary parts
+alike reuse their real translator through a lift (``ops/_complex.py``, with the layout helpers).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import onnx_ir as ir
@@ -34,28 +33,12 @@ from onnxport.translate.ops._complex import (
     to_complex,
 )
 from onnxport.translate.ops.elementwise import atan2
-from onnxport.translate.registry import Translator, aten, lookup, ops
+from onnxport.translate.registry import COMPLEX, Translator, aten, complex_aten, lookup, ops
 
-__all__ = ["complex_aten", "complex_translator", "is_complex", "join", "part", "to_complex", "touches_complex"]
+__all__ = ["complex_translator", "is_complex", "join", "part", "to_complex", "touches_complex"]
 
 aten_ = ops.aten
 INT64 = ir.DataType.INT64
-_COMPLEX: dict[Any, Translator] = {}
-
-
-def complex_aten(*targets: Any) -> Callable[[Translator], Translator]:
-    """Register the decorated function as the translator of ``targets`` for nodes with complex tensors."""
-
-    def decorate(fn: Translator) -> Translator:
-        for target in targets:
-            if target in _COMPLEX:
-                raise ValueError(f"{target} already has a complex translator: {_COMPLEX[target].__qualname__}")
-            _COMPLEX[target] = fn
-        return fn
-
-    return decorate
-
-
 def touches_complex(node: torch.fx.Node) -> bool:
     """Whether an ATen node reads or makes a complex tensor (or takes a complex Python number)."""
     if not isinstance(node.target, torch._ops.OpOverload):
@@ -67,7 +50,7 @@ def touches_complex(node: torch.fx.Node) -> bool:
 
 def complex_translator(target: Any) -> Translator | None:
     """The translator of ``target`` for a node with complex tensors: written for them, or a lift, or None."""
-    fn = _COMPLEX.get(target)
+    fn = COMPLEX.get(target)
     if fn is not None:
         return fn
     lift = lift_for(target)

@@ -17,7 +17,8 @@ import torch
 
 from onnxport.translate.builder import Ctx
 from onnxport.translate.ops._common import norm_axis
-from onnxport.translate.ops.complex import complex_aten, is_complex
+from onnxport.translate.ops.complex import is_complex
+from onnxport.translate.registry import complex_aten
 from onnxport.translate.registry import aten, ops
 
 aten_ = ops.aten
