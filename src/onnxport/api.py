@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -138,159 +139,162 @@ def export_each(
     return _export_variants(model, args, kwargs, [dict(v) for v in variants], **{**defaults, **options})
 
 
-def _export_variants(
-    model: Any, args: Any, kwargs: Any, variants: list[dict[str, Any]], *, weights: Any, dynamic_shapes: Any,
-    dynamic_axes: Any, input_names: Any, output_names: Any, custom_translations: Any, custom_opsets: Any,
-    rewrite_control_flow: bool, reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str,
-    verify_inputs: Sequence[Any], verify_budget: float | None, progress: bool, dtype: torch.dtype | None,
-    quantize: Any,
-) -> list[OnnxProgram]:
+def _export_variants(model: Any, args: Any, kwargs: Any, variants: list[dict[str, Any]], *, weights: Any,
+                     **options: Any) -> list[OnnxProgram]:
     """``export`` (one variant) and ``export_each``: the weights bound, then ``_export``."""
     source = _weights.Weights.open(weights) if weights is not None else None
     # The caches are pytree nodes for the whole export (capture and verification flatten them), not after.
     with _capture.integration_types(), _weights.bind(model, source) as bound:
-        return _export(
-            model, args, kwargs, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes, input_names=input_names,
-            output_names=output_names, variants=variants, custom_translations=custom_translations,
-            custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow, reuse_blocks=reuse_blocks,
-            optimize=optimize,
-            verify=verify, verify_mode=verify_mode, verify_inputs=verify_inputs, progress=progress,
-            verify_budget=verify_budget,
-            bound=bound, dtype=_half.check_dtype(dtype), quantize=quantize_options(quantize),
-        )
+        return _export(model, args, kwargs, variants, bound, **options)
 
 
-def _export(
-    model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, dynamic_axes: Any, input_names: Any,
-    output_names: Any, variants: list[dict[str, Any]], custom_translations: Any, custom_opsets: Any,
-    rewrite_control_flow: bool, reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str,
-    verify_inputs: Sequence[Any], progress: bool, verify_budget: float | None, bound: _weights.Binding | None,
-    dtype: torch.dtype | None, quantize: dict[str, Any] | None = None,
-) -> list[OnnxProgram]:
+class Variant(NamedTuple):
+    """One program of an export: its target, opset and the fused forms they allow."""
+
+    target: _targets.Target
+    opset: int
+    forms: _targets.Forms
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """``export``'s options once checked, built once per export and read by every stage: the dynamic shapes
+    resolved (``dynamic_axes`` kept for naming the outputs' dims), the custom translations normalised, the
+    dtype and quantization options checked, and the weights bound from files (``bound``), if any."""
+
+    dynamic_shapes: Any
+    dynamic_axes: Any
+    input_names: Any
+    output_names: Any
+    custom: dict[Any, Any]
+    custom_opsets: Any
+    rewrite_control_flow: bool
+    reuse_blocks: bool
+    optimize: bool
+    verify: bool
+    verify_mode: str
+    verify_inputs: Sequence[Any]
+    verify_budget: float | None
+    progress: bool
+    dtype: torch.dtype | None
+    quantize: dict[str, Any] | None
+    bound: _weights.Binding | None
+
+
+def _export(model: Any, args: Any, kwargs: Any, variants: list[dict[str, Any]], bound: _weights.Binding | None, *,
+            dynamic_shapes: Any, dynamic_axes: Any, input_names: Any, output_names: Any, custom_translations: Any,
+            custom_opsets: Any, rewrite_control_flow: bool, reuse_blocks: bool, optimize: bool, verify: bool,
+            verify_mode: str, verify_inputs: Sequence[Any], verify_budget: float | None, progress: bool,
+            dtype: torch.dtype | None, quantize: Any) -> list[OnnxProgram]:
+    """Check every option (before any work), build the ``ExportOptions``, then run the stages."""
+    dtype, quantize = _half.check_dtype(dtype), quantize_options(quantize)
     check_arguments(input_names=input_names, output_names=output_names, custom_translations=custom_translations,
                     custom_opsets=custom_opsets, verify_inputs=verify_inputs, dynamic_axes=dynamic_axes,
                     flags={"rewrite_control_flow": rewrite_control_flow, "reuse_blocks": reuse_blocks,
                            "optimize": optimize, "verify": verify, "progress": progress})
     model, args, kwargs = _capture.check_inputs(model, args, kwargs)
-    resolved = []  # (target, opset, forms) of each program
+    resolved = []
     for variant in variants:
         target, opset = _targets.resolve(variant.get("target"), variant.get("opset"), newest_opset())
-        resolved.append((target, opset, _targets.Forms(target, opset, half=dtype is not None)))
+        resolved.append(Variant(target, opset, _targets.Forms(target, opset, half=dtype is not None)))
     if verify_mode not in ("raise", "warn"):
         raise InvalidInputError(f"verify_mode must be 'raise' or 'warn', not {verify_mode!r}",
                                 fix="pass verify_mode='warn' to export despite a mismatch, or leave it out")
     verify_budget = _verify.check_budget(verify_budget)
     custom = normalise_custom_translations(custom_translations)
-    report = Report(progress=progress)
     dynamic_shapes = _capture.resolve_dynamic_shapes(
         model, args, kwargs, dynamic_shapes, dynamic_axes, input_names, output_names
     )
     check_example(model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
                   verify_inputs=verify_inputs)
+    options = ExportOptions(
+        dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes, input_names=input_names, output_names=output_names,
+        custom=custom, custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow,
+        reuse_blocks=reuse_blocks, optimize=optimize, verify=verify, verify_mode=verify_mode,
+        verify_inputs=verify_inputs, verify_budget=verify_budget, progress=progress, dtype=dtype, quantize=quantize,
+        bound=bound)
+    report = Report(progress=progress)
     # verification's eager runs of the example (and its size-1 guesses), beside the capture (see verify/ahead.py)
     ahead = _verify.EagerAhead.start(model, args, kwargs, dynamic_shapes) if verify and bound is None else None
     try:
-        return _stages(model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
-                       output_names=output_names, variants=resolved, custom=custom,
-                       custom_opsets=custom_opsets, rewrite_control_flow=rewrite_control_flow,
-                       reuse_blocks=reuse_blocks, optimize=optimize, verify=verify, verify_mode=verify_mode,
-                       verify_inputs=verify_inputs, verify_budget=verify_budget, bound=bound, dtype=dtype,
-                       dynamic_axes=dynamic_axes, report=report, ahead=ahead, quantize=quantize)
+        return _stages(model, args, kwargs, options, resolved, report, ahead)
     finally:
         if ahead is not None:
             ahead.close()
 
 
-def _stages(
-    model: Any, args: Any, kwargs: Any, *, dynamic_shapes: Any, input_names: Any, output_names: Any,
-    variants: list[tuple[_targets.Target, int, _targets.Forms]], custom: Any, custom_opsets: Any,
-    rewrite_control_flow: bool, reuse_blocks: bool, optimize: bool, verify: bool, verify_mode: str,
-    verify_inputs: Sequence[Any], verify_budget: float | None, bound: _weights.Binding | None,
-    dtype: torch.dtype | None, dynamic_axes: Any, report: Report, ahead: _verify.EagerAhead | None,
-    quantize: dict[str, Any] | None,
-) -> list[OnnxProgram]:
-    """Capture once; then decompose, translate, optimize and verify for each (target, opset, forms)."""
-    _, opset, forms = variants[0]
-    blocks = _blocks.BlockReuse(model, _block_translator(opset, forms, custom, custom_opsets)) if reuse_blocks else None
+def _stages(model: Any, args: Any, kwargs: Any, options: ExportOptions, variants: list[Variant], report: Report,
+            ahead: _verify.EagerAhead | None) -> list[OnnxProgram]:
+    """Capture once; then decompose, translate, optimize and verify for each variant (target, opset, forms)."""
+    first = variants[0]
+    blocks = (_blocks.BlockReuse(model, _block_translator(first.opset, first.forms, options))
+              if options.reuse_blocks else None)
     try:
         with report.stage("capture") as stage:
             captured = _capture.capture(
-                model, args, kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
-                rewrite_control_flow=rewrite_control_flow, report=report, blocks=blocks,
+                model, args, kwargs, dynamic_shapes=options.dynamic_shapes, input_names=options.input_names,
+                rewrite_control_flow=options.rewrite_control_flow, report=report, blocks=blocks,
             )
             stage.detail = report.attempts[-1].strategy
             if blocks is not None:
                 report.blocks = blocks.summary()
         reports = [report, *(report.branch() for _ in variants[1:])]
         translated = []
-        for i, ((target, opset, forms), record) in enumerate(zip(variants, reports)):
+        for i, (variant, record) in enumerate(zip(variants, reports)):
             if i and blocks is not None:
-                blocks.retranslate(_block_translator(opset, forms, custom, custom_opsets))
-            translated.append(_translated(
-                model, args, kwargs, captured, target=target, opset=opset, forms=forms,
-                custom={**custom, **blocks.translators()} if blocks is not None else custom,
-                custom_opsets=custom_opsets, input_names=input_names, output_names=output_names, bound=bound,
-                dynamic_axes=dynamic_axes, blocks=blocks, report=record))
+                blocks.retranslate(_block_translator(variant.opset, variant.forms, options))
+            translated.append(_translated(model, args, kwargs, captured, variant, options, blocks, record))
     finally:
         if blocks is not None:
             blocks.close()
     return [
-        _finished(model, args, kwargs, captured, ep, onnx_model, updated, target=target, opset=opset, forms=forms,
-                  input_names=input_names, optimize=optimize, verify=verify, verify_mode=verify_mode,
-                  verify_inputs=verify_inputs, verify_budget=verify_budget, bound=bound, dtype=dtype, report=record,
-                  ahead=ahead if i == 0 else None, quantize=quantize)
-        for i, ((target, opset, forms), record, (ep, onnx_model, updated))
-        in enumerate(zip(variants, reports, translated))
+        _finished(model, args, kwargs, captured, ep, onnx_model, updated, variant, options, record,
+                  ahead if i == 0 else None)
+        for i, (variant, record, (ep, onnx_model, updated)) in enumerate(zip(variants, reports, translated))
     ]
 
 
-def _translated(
-    model: Any, args: Any, kwargs: Any, captured: Any, *, target: _targets.Target, opset: int,
-    forms: _targets.Forms, custom: Any, custom_opsets: Any, input_names: Any, output_names: Any,
-    bound: _weights.Binding | None, dynamic_axes: Any, blocks: _blocks.BlockReuse | None, report: Report,
-) -> tuple[torch.export.ExportedProgram, Any, Any]:
-    """The captured program decomposed and translated for one opset and target: (the decomposed program,
-    the translation, the state it updates)."""
+def _translated(model: Any, args: Any, kwargs: Any, captured: Any, variant: Variant, options: ExportOptions,
+                blocks: _blocks.BlockReuse | None, report: Report) -> tuple[torch.export.ExportedProgram, Any, Any]:
+    """The captured program decomposed and translated for one variant: (the decomposed program, the
+    translation, the state it updates)."""
+    custom = {**options.custom, **blocks.translators()} if blocks is not None else options.custom
     with report.stage("decompose") as stage:
-        ep = _decompose.decompose(captured.program, custom=custom, opset=opset, report=report)
+        ep = _decompose.decompose(captured.program, custom=custom, opset=variant.opset, report=report)
         stage.detail = f"{sum(report.decomposed.values())} nodes decomposed"
     # Functionalized now, the program's signature lists the buffers and parameters forward updates.
     updated = refuse_state_updates(model, ep, captured.program)
+    bound = options.bound
     with report.stage("translate") as stage:
         translated = _translate.translate(
-            ep, opset=opset, input_names=input_names, output_names=output_names,
-            custom=custom, custom_opsets=custom_opsets, dim_names=captured.dim_names,
-            weights=bound.initializers(ep) if bound is not None else None, forms=forms,
+            ep, opset=variant.opset, input_names=options.input_names, output_names=options.output_names,
+            custom=custom, custom_opsets=options.custom_opsets, dim_names=captured.dim_names,
+            weights=bound.initializers(ep) if bound is not None else None, forms=variant.forms,
         )
         if blocks is not None:
             blocks.inline(translated.model)
-        if dynamic_axes is not None:
-            _translate.name_output_dims(
-                translated.model, _capture.output_dynamic_axes(model, args, kwargs, dynamic_axes, input_names)
-            )
-        stage.detail = f"{len(translated.model.graph)} nodes, opset {opset} for {target}"
+        if options.dynamic_axes is not None:
+            _translate.name_output_dims(translated.model, _capture.output_dynamic_axes(
+                model, args, kwargs, options.dynamic_axes, options.input_names))
+        stage.detail = f"{len(translated.model.graph)} nodes, opset {variant.opset} for {variant.target}"
     return ep, translated, updated
 
 
-def _finished(
-    model: Any, args: Any, kwargs: Any, captured: Any, ep: torch.export.ExportedProgram, translated: Any,
-    updated: Any, *, target: _targets.Target, opset: int, forms: _targets.Forms, input_names: Any,
-    optimize: bool, verify: bool, verify_mode: str, verify_inputs: Sequence[Any], verify_budget: float | None,
-    bound: _weights.Binding | None, dtype: torch.dtype | None, report: Report, ahead: _verify.EagerAhead | None,
-    quantize: dict[str, Any] | None,
-) -> OnnxProgram:
+def _finished(model: Any, args: Any, kwargs: Any, captured: Any, ep: torch.export.ExportedProgram, translated: Any,
+              updated: Any, variant: Variant, options: ExportOptions, report: Report,
+              ahead: _verify.EagerAhead | None) -> OnnxProgram:
     """One translation optimized, made half precision where asked, verified and quantized: the program."""
-    if optimize:
+    if options.optimize:
         with report.stage("optimize") as stage:
-            _optimize.optimize(translated.model, forms)
+            _optimize.optimize(translated.model, variant.forms)
             stage.detail = f"{len(translated.model.graph)} nodes"
-    narrowed = dtype is not None and not _half.is_half(translated.model)
+    narrowed = options.dtype is not None and not _half.is_half(translated.model)
     if narrowed or _half.is_half(translated.model):
         with report.stage("half") as stage:
-            stage.detail = str(_half.to_half(translated.model, opset, from_float32=narrowed,
+            stage.detail = str(_half.to_half(translated.model, variant.opset, from_float32=narrowed,
                                              weights=ep.graph_signature.parameters))
-    translated.model.ir_version = _targets.ir_version_for(translated.model, target.runtime)
-    translated.model.metadata_props[metadata.TARGET] = str(target)
+    translated.model.ir_version = _targets.ir_version_for(translated.model, variant.target.runtime)
+    translated.model.metadata_props[metadata.TARGET] = str(variant.target)
     program = OnnxProgram(
         translated.model,
         report=report,
@@ -300,24 +304,24 @@ def _finished(
         output_slots=translated.output_slots,
         aliases=_capture.argument_aliases(model),
     )
-    if bound is not None:
+    if options.bound is not None:
         report.unverified = ("the weights were streamed from files, never loaded: load the model and export it "
                              "without weights= to verify")
-    elif not verify:
+    elif not options.verify:
         report.unverified = "verify=False"
     else:
         with report.stage("verify") as stage:
-            given = [(args, kwargs)] + [_input_set(model, extra) for extra in verify_inputs]
+            given = [(args, kwargs)] + [_input_set(model, extra) for extra in options.verify_inputs]
             result = _verify.verify_export(
-                _half.HalfView(program) if narrowed else program, model, given, captured, input_names,
-                raise_on_mismatch=verify_mode == "raise", budget=verify_budget, ahead=ahead,
+                _half.HalfView(program) if narrowed else program, model, given, captured, options.input_names,
+                raise_on_mismatch=options.verify_mode == "raise", budget=options.verify_budget, ahead=ahead,
             )
             stage.detail = result.status
     # From here on, a change to the weights the program was verified with refuses prog.save and prog(...).
     program._watch(model, skip=updated)
-    if quantize is not None:
+    if options.quantize is not None:
         with report.stage("quantize") as stage:
-            program = program.quantize(**quantize)
+            program = program.quantize(**options.quantize)
             reference = getattr(report.verification, "reference", None)
             if reference is not None:  # the quantized model against eager PyTorch on the example
                 flat = program.flatten_inputs(args, kwargs)
@@ -351,8 +355,7 @@ def quantize_options(quantize: Any) -> dict[str, Any] | None:
                 fix="pass 'int4' (int4 weights, blocks of 32) or 'int8'; on the command line --quantize int4 or "
                 "--quantize int8")
         return {"bits": QUANTIZE_NAMES[quantize]}
-    known = {"bits", "block_size", "symmetric", "form", "skip", "accuracy_level", "lm_head", "embeddings", "method",
-             "calibration", "activations", "per_channel", "reduce_range", "codes", "codes_only"}
+    known = set(inspect.signature(OnnxProgram.quantize).parameters) - {"self"}  # the one list of the options
     if not isinstance(quantize, Mapping) or set(quantize) - known:
         raise InvalidInputError(
             f"quantize must be True or a dict of {', '.join(sorted(known))} (or the name "
@@ -371,12 +374,12 @@ def quantize_options(quantize: Any) -> dict[str, Any] | None:
     return options
 
 
-def _block_translator(opset: int, forms: _targets.Forms, custom: Any, custom_opsets: Any) -> Any:
+def _block_translator(opset: int, forms: _targets.Forms, options: ExportOptions) -> Any:
     """How one kind of repeated block becomes ONNX: the export's own decomposition and translation."""
 
     def translate_block(ep: torch.export.ExportedProgram, dim_names: dict[str, str]) -> Any:
-        ep = _decompose.decompose(ep, custom=custom, opset=opset, report=Report())
-        return _translate.translate(ep, opset=opset, custom=custom, custom_opsets=custom_opsets,
+        ep = _decompose.decompose(ep, custom=options.custom, opset=opset, report=Report())
+        return _translate.translate(ep, opset=opset, custom=options.custom, custom_opsets=options.custom_opsets,
                                     dim_names=dim_names, forms=forms).model
 
     return translate_block
