@@ -100,7 +100,7 @@ class FunctionRewrite:
 
     # -- finding the test ------------------------------------------------------------------------
 
-    def _parents(self) -> dict[int, tuple[list[ast.stmt], ast.AST]]:
+    def parents(self) -> dict[int, tuple[list[ast.stmt], ast.AST]]:
         """``id(stmt) -> (the statement list holding it, the innermost function around it)``."""
         found: dict[int, tuple[list[ast.stmt], ast.AST]] = {}
 
@@ -157,10 +157,10 @@ class FunctionRewrite:
     # -- if statements ---------------------------------------------------------------------------
 
     def _rewrite_if(self, node: ast.If, line: int) -> Rewrite:
-        parents = self._parents()
+        parents = self.parents()
         block, scope = parents[id(node)]
         index = next(i for i, s in enumerate(block) if s is node)
-        before = self._source(node.lineno, node.end_lineno)
+        before = self.source(node.lineno, node.end_lineno)
         body, orelse = list(node.body), list(node.orelse)
         rest = block[index + 1 :]
         returns_body, returns_else = _always_returns(body), _always_returns(orelse)
@@ -172,7 +172,7 @@ class FunctionRewrite:
             else:
                 body = body + moved
         mode = "return" if _always_returns(body) and _always_returns(orelse) else "assign"
-        defined = self._defined_before(scope, node)
+        defined = self.defined_before(scope, node)
         written = [] if mode == "return" else _written_items(body + orelse, defined)
         for branch, name in ((body, "true"), (orelse, "false")):
             self._check_branch(branch, name, node.lineno, written)
@@ -182,7 +182,7 @@ class FunctionRewrite:
         if mode == "assign":
             outputs = self._outputs(scope, node, body, orelse, defined, written)
             body, orelse = _owning(body, written), _owning(orelse, written)
-        inputs = self._inputs(scope, loaded(body + orelse) | set(outputs), defined)
+        inputs = self.inputs(scope, loaded(body + orelse) | set(outputs), defined)
         site = f"{self.file}:{line}"
         true_def = self._branch_def(f"__onnxport_true_{node.lineno}", inputs, body, outputs)
         false_def = self._branch_def(f"__onnxport_false_{node.lineno}", inputs, orelse or [ast.Pass()], outputs)
@@ -203,8 +203,8 @@ class FunctionRewrite:
         block[index : index + 1 + len(moved)] = new
         ast.fix_missing_locations(self.func)
         if moved:
-            before += self._source(moved[0].lineno, moved[-1].end_lineno)
-        return self._record(line, before, new)
+            before += self.source(moved[0].lineno, moved[-1].end_lineno)
+        return self.record(line, before, new)
 
     def _fall_through(self, rest: list[ast.stmt], top_level: bool, line: int) -> list[ast.stmt]:
         """The statements after an early-returning ``if``: they become the other branch."""
@@ -239,7 +239,7 @@ class FunctionRewrite:
                 if problem:
                     raise RewriteRefused(problem, line)
 
-    def _defined_before(self, scope: ast.AST, node: ast.If) -> set[str]:
+    def defined_before(self, scope: ast.AST, node: ast.If) -> set[str]:
         """Parameters of the enclosing function and names it binds before ``node``."""
         args = scope.args
         params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
@@ -252,7 +252,7 @@ class FunctionRewrite:
         return params | bound
 
     @staticmethod
-    def _inputs(scope: ast.AST, read: set[str], defined: set[str]) -> list[str]:
+    def inputs(scope: ast.AST, read: set[str], defined: set[str]) -> list[str]:
         """The enclosing function's variables a branch reads, its own parameters first, in their order.
 
         Zero-argument ``super()`` reads the first parameter without naming it, so it comes along too.
@@ -300,9 +300,9 @@ class FunctionRewrite:
         if isinstance(scope, ast.Lambda):
             raise RewriteRefused("the conditional expression is inside a lambda", line)
         stmt = next(s for s in ast.walk(self.func) if isinstance(s, ast.stmt) and any(n is node for n in ast.walk(s)) and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
-        before = self._source(stmt.lineno, stmt.end_lineno)
-        defined = self._defined_before(scope, stmt) if not isinstance(scope, ast.Lambda) else set()
-        inputs = self._inputs(scope, loaded([node.body, node.orelse]), defined)
+        before = self.source(stmt.lineno, stmt.end_lineno)
+        defined = self.defined_before(scope, stmt) if not isinstance(scope, ast.Lambda) else set()
+        inputs = self.inputs(scope, loaded([node.body, node.orelse]), defined)
         params = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in inputs], kwonlyargs=[], kw_defaults=[], defaults=[])
         call = self._cond_call(node.test, ast.Lambda(params, node.body), ast.Lambda(params, node.orelse), inputs, f"{self.file}:{line}")
         for parent in ast.walk(stmt):
@@ -313,7 +313,7 @@ class FunctionRewrite:
                     value[[i for i, v in enumerate(value) if v is node][0]] = call
         ast.copy_location(call, node)
         ast.fix_missing_locations(self.func)
-        return self._record(line, before, [stmt])
+        return self.record(line, before, [stmt])
 
     # -- building blocks -------------------------------------------------------------------------
 
@@ -333,10 +333,10 @@ class FunctionRewrite:
         env = ast.Dict([ast.Constant(n) for n in inputs], [ast.Name(n, ast.Load()) for n in inputs])
         return ast.Call(rt("cond"), [predicate(test), *fns, env, ast.Constant(site)], [])
 
-    def _source(self, first: int, last: int) -> str:
+    def source(self, first: int, last: int) -> str:
         return "".join(linecache.getline(self.file, i) for i in range(first, last + 1))
 
-    def _record(self, line: int, before: str, new: list[ast.AST], kind: str = "if") -> Rewrite:
+    def record(self, line: int, before: str, new: list[ast.AST], kind: str = "if") -> Rewrite:
         after = "\n".join(ast.unparse(n) for n in new)
         rewrite = Rewrite(self.file, line, self.fn.__qualname__, textwrap.dedent(before), after, kind)
         self.rewrites.append(rewrite)
@@ -348,7 +348,7 @@ class FunctionRewrite:
             f"the same tensors; the test was `{ast.unparse(node.test)}`"
         )
 
-    def _owner_class(self) -> str:
+    def owner_class(self) -> str:
         """The name of the class a method was defined in ('' for a plain function)."""
         parts = self.fn.__qualname__.split(".")
         return parts[-2] if len(parts) >= 2 and parts[-2] != "<locals>" else ""
@@ -363,7 +363,7 @@ class FunctionRewrite:
         if freevars:  # rebuild the closure: a factory whose parameters are the original free variables
             params = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in freevars], kwonlyargs=[], kw_defaults=[], defaults=[])
             top = ast.FunctionDef("_onnxport_factory", params, [func, ast.Return(ast.Name(func.name, ast.Load()))], [], None, type_params=[])
-        owner = self._owner_class()
+        owner = self.owner_class()
         if owner:  # compile inside a class of the same name, so `self.__x` is mangled as in the original
             top = ast.ClassDef(owner, [], [], [top], [], type_params=[])
         module = ast.Module([ast.copy_location(top, func)], type_ignores=[])

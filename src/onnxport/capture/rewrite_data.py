@@ -34,7 +34,7 @@ def rewrite_data(fr: FunctionRewrite, line: int) -> Rewrite:
     if not found:
         raise RewriteRefused(f"no `.data` on line {line} of {fr.fn.__qualname__}", line, FIX, kind="data")
     first, last = min(n.lineno for n in found), max(n.end_lineno for n in found)
-    before = fr._source(first, last)
+    before = fr.source(first, last)
     for node in found:
         _check(node, parents, fr)
     statements = []
@@ -45,7 +45,7 @@ def rewrite_data(fr: FunctionRewrite, line: int) -> Rewrite:
         statements.append(_statement(parent, parents))
     ast.fix_missing_locations(fr.func)
     shown = [s if not isinstance(s, (ast.If, ast.While, ast.For)) else _header(s) for s in dict.fromkeys(statements)]
-    return fr._record(line, before, shown, kind="data")
+    return fr.record(line, before, shown, kind="data")
 
 
 def _check(node: ast.Attribute, parents: dict[int, ast.AST], fr: FunctionRewrite) -> None:
@@ -79,7 +79,7 @@ def _check(node: ast.Attribute, parents: dict[int, ast.AST], fr: FunctionRewrite
 def _first_parameter(fr: FunctionRewrite) -> str:
     """``self`` for a method (its first parameter), '' for a plain function."""
     args = fr.func.args.posonlyargs + fr.func.args.args
-    return args[0].arg if args and fr._owner_class() else ""
+    return args[0].arg if args and fr.owner_class() else ""
 
 
 def _root(node: ast.AST) -> str:

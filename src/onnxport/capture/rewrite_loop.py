@@ -44,13 +44,13 @@ _CONTAINER_MUTATORS = frozenset(
 
 def rewrite_while(fr: FunctionRewrite, node: ast.While, line: int) -> Rewrite:
     """Turn the ``while`` statement ``node`` of ``fr`` into a ``while_loop`` call; raise ``RewriteRefused``."""
-    block, scope = fr._parents()[id(node)]
+    block, scope = fr.parents()[id(node)]
     index = next(i for i, s in enumerate(block) if s is node)
-    before = fr._source(node.lineno, node.end_lineno)
+    before = fr.source(node.lineno, node.end_lineno)
     _check_body(node.body, node.lineno)
-    defined = fr._defined_before(scope, node)
+    defined = fr.defined_before(scope, node)
     carried = _carried(scope, node, defined)
-    inputs = fr._inputs(scope, loaded([node.test, *node.body]) | set(carried), defined)
+    inputs = fr.inputs(scope, loaded([node.test, *node.body]) | set(carried), defined)
     test_def = _function(f"__onnxport_test_{node.lineno}", inputs, [ast.Return(predicate(node.test))])
     ret = ast.Return(ast.Tuple([ast.Name(n, ast.Load()) for n in carried], ast.Load()))
     ret.onnxport_reads_after = True  # type: ignore[attr-defined]  # see FunctionRewrite._outputs
@@ -68,7 +68,7 @@ def rewrite_while(fr: FunctionRewrite, node: ast.While, line: int) -> Rewrite:
         ast.copy_location(stmt, node)
     block[index : index + 1] = new + list(node.orelse)  # no break, so the else always runs after
     ast.fix_missing_locations(fr.func)
-    return fr._record(line, before, new, kind="while")
+    return fr.record(line, before, new, kind="while")
 
 
 def _function(name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
