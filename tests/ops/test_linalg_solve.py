@@ -1,99 +1,28 @@
-"""Factorizations, solves, eigen/singular decompositions and diagonals against eager PyTorch.
-
-Inputs are well conditioned (random matrices plus n*I, SPD matrices for Cholesky) so that float32
-results of different algorithms agree to the default tolerance. Eigenvectors and singular vectors are
-unique only up to sign, so their cases compare sign-free functions of them (absolute values,
-reconstructions).
-"""
+"""Factorizations and solves (translate/ops/linalg_solve.py: LU, determinants, inverse and solve, triangular
+systems, Cholesky) against eager PyTorch. Inputs are well conditioned (random matrices plus n*I, SPD matrices for
+Cholesky) so that float32 results of different algorithms agree to the default tolerance."""
 
 import pytest
 import torch
 from torch import randn
 
 import onnxport
-from onnxport.translate.registry import ops
+from tests.ops._linalg_inputs import (
+    BATCH,
+    Dim,
+    L,
+    aten,
+    f32,
+    f64,
+    lower,
+    lu_args,
+    lu_solve_args,
+    solve_ex_column_major,
+    spd,
+    tensorinv,
+    wc,
+)
 from tests.ops._runner import OpCase, params, run_case
-
-aten = ops.aten  # an op this torch lacks is an AbsentOp: its cases are skipped
-L = torch.linalg
-f32, f64 = torch.float32, torch.float64
-Dim = torch.export.Dim
-BATCH = Dim("batch", min=2)
-
-
-def wc(*shape: int) -> torch.Tensor:
-    """A well-conditioned square matrix (stack): random plus n * I."""
-    return randn(*shape) + shape[-1] * torch.eye(shape[-1])
-
-
-def spd(*shape: int) -> torch.Tensor:
-    """A symmetric positive definite matrix (stack)."""
-    x = randn(*shape)
-    return x @ x.mT + shape[-1] * torch.eye(shape[-1])
-
-
-def sym(*shape: int) -> torch.Tensor:
-    """A symmetric indefinite matrix (stack): Bunch-Kaufman takes 2x2 pivots on some of them."""
-    x = randn(*shape)
-    return x + x.mT
-
-
-def lower(*shape: int) -> torch.Tensor:
-    return torch.tril(wc(*shape))
-
-
-def lu_args(*shape: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return L.lu_factor(randn(*shape))
-
-
-def lu_solve_args() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return (*L.lu_factor(randn(2, 4, 4)), randn(2, 4, 3))
-
-
-def ldl_solve_args() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return (*L.ldl_factor(sym(40, 4, 4)), randn(40, 4, 2))
-
-
-def geqrf_args(*shape: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.geqrf(randn(*shape))
-
-
-def eigh_abs(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    values, vectors = L.eigh(a, UPLO="U")
-    return values, vectors.abs()
-
-
-def eigh_reconstruct(a: torch.Tensor) -> torch.Tensor:
-    values, vectors = L.eigh(a)
-    return vectors @ torch.diag_embed(values) @ vectors.mT
-
-
-def svd_abs(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    u, s, vh = L.svd(a, full_matrices=False)
-    return u.abs(), s, vh.abs()
-
-
-def svd_full_orthonormal(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    u, s, vh = L.svd(a, full_matrices=True)
-    return u.mT @ u, s, (u[..., : s.shape[-1]] * s.unsqueeze(-2)) @ vh[..., : s.shape[-1], :]
-
-
-def tensorinv(a: torch.Tensor) -> torch.Tensor:
-    return L.tensorinv(a, ind=2)
-
-
-def solve_ex_column_major(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """A not row-major: torch 2.10 factors A itself then, A^T otherwise (the LU outputs show which)."""
-    return torch.ops.aten._linalg_solve_ex.default(a.mT, b)
-
-
-def trace(a: torch.Tensor) -> torch.Tensor:
-    return torch.trace(a)
-
-
-def diagonal_dynamic(a: torch.Tensor) -> torch.Tensor:
-    return torch.diagonal(a, offset=1, dim1=-1, dim2=-2)
-
 
 CASES = [
     # LU family
@@ -146,58 +75,6 @@ CASES = [
     OpCase(aten.cholesky_inverse.default, args=lambda: (L.cholesky(spd(4, 4), upper=True),), kwargs={"upper": True},
            name="upper"),
     OpCase(L.cholesky, args=lambda: (spd(3, 4, 4),), name="dynamic", dynamic_shapes=(({0: BATCH},),)),
-    # LDL (Bunch-Kaufman)
-    OpCase(aten.linalg_ldl_factor_ex.default, args=lambda: (sym(40, 5, 5),), name="indefinite"),
-    OpCase(aten.linalg_ldl_factor.default, args=lambda: (spd(5, 5),)),
-    OpCase(aten.linalg_ldl_solve.default, args=ldl_solve_args),
-    OpCase(L.ldl_factor, args=lambda: (sym(8, 4, 4),), name="dynamic", dynamic_shapes=(({0: BATCH},),)),
-    # QR and Householder products
-    OpCase(aten.geqrf.default, args=lambda: (randn(2, 5, 3),)),
-    OpCase(aten.linalg_qr.default, args=lambda: (randn(2, 5, 3),), dtypes=(f32, f64)),
-    OpCase(aten.linalg_qr.default, args=lambda: (randn(3, 5),), kwargs={"mode": "complete"}, name="complete"),
-    OpCase(aten.linalg_qr.default, args=lambda: (randn(5, 3),), kwargs={"mode": "r"}, name="r"),
-    OpCase(L.qr, args=lambda: (randn(3, 4, 4),), name="dynamic", dynamic_shapes=(({0: BATCH},),)),
-    OpCase(aten.linalg_householder_product.default, args=lambda: geqrf_args(2, 5, 3)),
-    OpCase(aten.ormqr.default, args=lambda: (*geqrf_args(4, 4), randn(4, 2))),
-    OpCase(aten.ormqr.default, args=lambda: (*geqrf_args(4, 3), randn(2, 4)), kwargs={"left": False, "transpose": True},
-           name="right_transpose"),
-    # symmetric eigendecomposition
-    OpCase(eigh_abs, args=lambda: (randn(2, 5, 5),), expect_ops=["Loop"]),
-    OpCase(eigh_reconstruct, args=lambda: (sym(5, 5),)),
-    OpCase(L.eigvalsh, args=lambda: (sym(3, 4, 4),), name="dynamic", dynamic_shapes=(({0: BATCH},),)),
-    OpCase(aten._linalg_eigh.default, args=lambda: (sym(6, 6),), kwargs={"compute_v": False}, name="values",
-           dtypes=(f32, f64)),
-    # SVD and what is built on it
-    OpCase(svd_abs, args=lambda: (randn(2, 5, 3),)),
-    OpCase(svd_abs, args=lambda: (randn(3, 6),), name="wide"),
-    OpCase(svd_full_orthonormal, args=lambda: (randn(2, 5, 3),)),
-    OpCase(L.svdvals, args=lambda: (randn(3, 4, 6),), dtypes=(f32, f64)),
-    OpCase(L.svdvals, args=lambda: (randn(3, 5, 4),), name="dynamic", dynamic_shapes=(({0: BATCH},),)),
-    OpCase(L.pinv, args=lambda: (randn(2, 5, 3),)),
-    OpCase(L.pinv, args=lambda: (randn(4, 2) @ randn(2, 5),), name="rank_deficient"),
-    OpCase(L.pinv, args=lambda: (sym(5, 5),), kwargs={"hermitian": True}, name="hermitian"),
-    OpCase(L.matrix_rank, args=lambda: (randn(3, 5, 2) @ randn(3, 2, 4),)),
-    OpCase(L.cond, args=lambda: (wc(2, 4, 4),)),
-    # Hermitian square root and polar decomposition (torch 2.14 and newer)
-    OpCase(aten.linalg_matrix_sqrth.default, args=lambda: (spd(2, 5, 5),), expect_ops=["Loop"], dtypes=(f32, f64)),
-    OpCase(aten.linalg_matrix_sqrth.default, args=lambda: (sym(4, 4),), name="indefinite"),
-    OpCase(aten.linalg_matrix_sqrth.default, args=lambda: (spd(4, 4) + torch.triu(randn(4, 4), 1),), name="lower_only"),
-    OpCase(aten.linalg_matrix_sqrth.default, args=lambda: (spd(3, 4, 4),), name="dynamic",
-           dynamic_shapes=(({0: BATCH},),)),
-    OpCase(aten.linalg_polar.default, args=lambda: (randn(2, 4, 4),), dtypes=(f32, f64)),
-    OpCase(aten.linalg_polar.default, args=lambda: (randn(2, 1, 6, 3),), name="tall"),
-    OpCase(aten.linalg_polar.default, args=lambda: (randn(3, 5, 4),), name="dynamic", dynamic_shapes=(({0: BATCH},),)),
-    # matrix exponential
-    OpCase(aten.linalg_matrix_exp.default, args=lambda: (randn(2, 4, 4),), expect_ops=["Loop"]),
-    OpCase(aten.linalg_matrix_exp.default, args=lambda: (torch.zeros(3, 3),), name="zero"),
-    # diagonals
-    OpCase(aten.diagonal.default, args=lambda: (randn(3, 4, 5), 1, 2, 0), expect_ops=["Gather"]),
-    OpCase(aten.linalg_diagonal.default, args=lambda: (randn(2, 5, 4),), kwargs={"offset": -2}),
-    OpCase(trace, args=lambda: (randn(4, 6),)),
-    OpCase(aten.diagonal_scatter.default, args=lambda: (randn(2, 4, 5), randn(2, 3), -1, 1, 2),
-           expect_ops=["ScatterElements"]),
-    OpCase(diagonal_dynamic, args=lambda: (randn(2, 5, 4),), name="symbolic_sizes",
-           dynamic_shapes=(({0: BATCH, 1: Dim("rows", min=3), 2: Dim("cols", min=3)},),)),
 ]
 
 
