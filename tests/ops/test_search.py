@@ -1,4 +1,5 @@
-"""Searching, order statistics and data-dependent sizes against eager PyTorch (histograms: test_histogram.py)."""
+"""Searching and order statistics against eager PyTorch (nonzero, masked_select and unique: test_unique.py;
+histograms: test_histogram.py)."""
 
 import pytest
 import torch
@@ -36,13 +37,6 @@ def with_nans(x: torch.Tensor, every: int = 3) -> torch.Tensor:
     return flat.reshape(x.shape)
 
 
-def nonzero_tuple(x): return torch.nonzero(x, as_tuple=True)
-def argwhere(x): return torch.argwhere(x)
-def unique_all(x): return torch.unique(x, return_inverse=True, return_counts=True)
-def unique_rows(x): return torch.unique(x, dim=0, return_inverse=True, return_counts=True)
-def unique_cols(x): return torch.unique(x, dim=1, return_inverse=True, return_counts=True)
-def runs(x): return torch.unique_consecutive(x, return_inverse=True, return_counts=True)
-def runs_rows(x): return torch.unique_consecutive(x, return_inverse=True, return_counts=True, dim=0)
 def searchsorted_right(s, v): return torch.searchsorted(s, v, side="right")
 def searchsorted_sorter(s, v, order): return torch.searchsorted(s, v, sorter=order)
 def bucketize_int32(x, b): return torch.bucketize(x, b, out_int32=True, right=True)
@@ -58,33 +52,6 @@ SORTED = torch.tensor([-2.0, -1.0, -1.0, 0.5, 3.0])
 PROBES = torch.tensor([[-3.0, -1.0, 0.0], [0.5, 3.0, NAN]])
 
 CASES = [
-    # nonzero and friends: row-major coordinates, a size known only at run time
-    OpCase(aten.nonzero.default, args=lambda: (ints(3, 4, high=2),), expect_ops=["NonZero"]),
-    OpCase(aten.nonzero.default, args=lambda: (torch.tensor(1.5),), name="scalar"),
-    OpCase(aten.nonzero.default, args=lambda: (torch.zeros(0, 3),), name="empty"),
-    OpCase(aten.nonzero.default, args=lambda: (torch.tensor([[0.0, NAN], [-0.0, 2.0]], dtype=f64),), name="float64"),
-    OpCase(nonzero_tuple, args=lambda: (randn(4, 5) > 0,)),
-    OpCase(argwhere, args=lambda: (ints(2, 3, 2, high=2),)),
-    OpCase(argwhere, args=lambda: (randn(5, 3) > 0,), name="dyn", dynamic_shapes=dyn({0: Dim("n", min=2)})),
-    OpCase(aten.nonzero_static.default, args=lambda: (ints(4, 3, high=2),), kwargs={"size": 20}, name="padded"),
-    OpCase(aten.nonzero_static.default, args=lambda: (ints(4, 3, high=2),), kwargs={"size": 2, "fill_value": 7},
-           name="truncated"),
-    OpCase(aten.masked_select.default, args=lambda: (randn(3, 4), randn(3, 4) > 0), expect_ops=["Compress"],
-           dtypes=(f32, f16)),
-    OpCase(aten.masked_select.default, args=lambda: (randn(3, 1, 4), randn(5, 1) > 0), name="broadcast"),
-    OpCase(aten.masked_select.default, args=lambda: (ints(4), torch.tensor(True)), name="scalar_mask"),
-    # unique: sorted, inverse in the input's shape, counts
-    OpCase(unique_all, args=lambda: (ints(4, 5),), expect_ops=["Unique"]),
-    OpCase(unique_all, args=lambda: (torch.tensor([2.5, -1.0, 2.5, 0.0, -1.0]),), name="float", dtypes=(f32, f16)),
-    OpCase(unique_all, args=lambda: (randn(3, 4) > 0,), name="bool"),
-    OpCase(unique_all, args=lambda: (ints(4, 3).int(),), name="int32"),
-    OpCase(unique_rows, args=lambda: (torch.tensor([[1, 2], [0, 5], [1, 2], [0, 1]]),)),
-    OpCase(unique_cols, args=lambda: (torch.tensor([[1.0, 0.0, 1.0], [3.0, 2.0, 3.0]]),)),
-    OpCase(runs, args=lambda: (torch.tensor([[1, 1, 2], [2, 2, 0], [0, 1, 1]]),)),
-    OpCase(runs, args=lambda: (torch.tensor(3.0),), name="scalar"),
-    OpCase(runs, args=lambda: (torch.zeros(0),), name="empty"),
-    OpCase(runs_rows, args=lambda: (torch.tensor([[1, 2], [1, 2], [0, 2], [1, 2]]),)),
-    OpCase(runs, args=lambda: (ints(9, high=2),), name="dyn", dynamic_shapes=dyn({0: Dim("n", min=2)})),
     # searchsorted / bucketize: counting, with torch's NaN placement
     OpCase(aten.searchsorted.Tensor, args=lambda: (SORTED, PROBES), expect_ops=["ReduceSum"]),
     OpCase(searchsorted_right, args=lambda: (SORTED, PROBES)),
