@@ -75,10 +75,11 @@ class Cnn(torch.nn.Module):
 
 
 class Bert(torch.nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, hidden: int = 32, heads: int = 2, vocab: int = 100, positions: int = 32) -> None:
         super().__init__()
-        config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                         intermediate_size=64, max_position_embeddings=32)
+        config = transformers.BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=2,
+                                         num_attention_heads=heads, intermediate_size=4 * hidden if hidden > 32 else 64,
+                                         max_position_embeddings=positions)
         self.bert = transformers.BertModel(config, add_pooling_layer=False).eval()
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -188,20 +189,9 @@ def test_x86_bert_of_a_realistic_width_verifies_within_onnxruntimes_own_rounding
     requantized activations a step away: the output (after a LayerNorm, no step bound) differs from eager by
     about what onnxruntime's two levels differ from each other. It was a false alarm."""
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=1000, hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=1024, max_position_embeddings=128)
-    bert = transformers.BertModel(config, add_pooling_layer=False).eval()
-
-    class Encoder(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            return self.bert(input_ids=ids).last_hidden_state
-
+    encoder = Bert(hidden=256, heads=4, vocab=1000, positions=128).eval()
     ids = torch.randint(0, 1000, (2, 64), generator=torch.Generator().manual_seed(0))
-    prepared = prepare_pt2e(torch.export.export(Encoder().eval(), (ids,), strict=True).module(), _x86())
+    prepared = prepare_pt2e(torch.export.export(encoder, (ids,), strict=True).module(), _x86())
     for seed in range(4):
         prepared(torch.randint(0, 1000, (2, 64), generator=torch.Generator().manual_seed(seed + 1)))
     model = convert_pt2e(prepared)

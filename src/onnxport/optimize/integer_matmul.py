@@ -129,8 +129,7 @@ def _requantized(value: ir.Value, depth: int = 4) -> bool:
         node = use.node
         if node.op_type == "QuantizeLinear" and not node.domain:
             return True
-        if depth > 0 and not node.domain and node.op_type in ("Add", "Transpose", *_LAYOUT) and use.idx == 0 \
-                or depth > 0 and node.op_type == "Add" and not node.domain:
-            if _requantized(node.outputs[0], depth - 1):
-                return True
+        passes_on = node.op_type == "Add" or (node.op_type in ("Transpose", *_LAYOUT) and use.idx == 0)
+        if depth > 0 and not node.domain and passes_on and _requantized(node.outputs[0], depth - 1):
+            return True
     return False
