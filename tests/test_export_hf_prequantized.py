@@ -332,13 +332,13 @@ def test_tensors_the_model_does_not_have_are_refused(gptq_dir, tmp_path) -> None
 
 
 def test_codes_for_no_layer_of_the_model_are_refused() -> None:
-    from onnxport.quantize import quantize_model
+    from onnxport.quantize import QuantizeOptions, quantize_model
 
     layer = torch.nn.Linear(32, 16, bias=False)
     prog = onnxport.export(layer, (torch.randn(2, 32),))
     given = {"other.weight": (np.zeros((16, 2, 16), np.uint8), np.ones((16, 2), np.float32), None)}
     with pytest.raises(onnxport.InvalidInputError, match="no linear layer of the model has"):
-        quantize_model(prog.model.clone(), block_size=GROUP, codes=given)
+        quantize_model(prog.model.clone(), QuantizeOptions(block_size=GROUP, codes=given))
     given = {"weight": (np.zeros((16, 1, 32), np.uint8), np.ones((16, 1), np.float32), None)}
     with pytest.raises(onnxport.InvalidInputError, match=r"not uint8 \[16, 2, 16\]"):
-        quantize_model(prog.model.clone(), block_size=GROUP, codes=given)
+        quantize_model(prog.model.clone(), QuantizeOptions(block_size=GROUP, codes=given))

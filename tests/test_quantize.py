@@ -159,3 +159,37 @@ def test_rows_quantized_a_few_at_a_time_give_the_same_codes(symmetric: bool, mon
     pieces = kernels.quantize_rows(w, 4, 32, symmetric)
     for a, b in zip(whole, pieces):
         assert (a is None and b is None) or np.array_equal(a, b)
+
+
+def test_one_options_object_reaches_every_entry_point_alike(tmp_path) -> None:
+    """``QuantizeOptions`` is what export, OnnxProgram.quantize and the CLI read: the same options give the same
+    file whichever way they are passed, and fields are changed by name."""
+    torch.manual_seed(0)
+    model, x = Mlp().eval(), torch.randn(2, 40)
+    options = onnxport.QuantizeOptions(block_size=16, symmetric=False, skip=("down",))
+    assert options.skip == ("down",) and onnxport.QuantizeOptions(skip="down").skip == ("down",)  # one name
+    prog = onnxport.export(model, (x,), verify=False)
+    by_object = prog.quantize(options)
+    by_names = prog.quantize(block_size=16, symmetric=False, skip=["down"])
+    by_export = onnxport.export(model, (x,), quantize=options, verify=False)
+    by_dict = onnxport.export(model, (x,), quantize={"block_size": 16, "symmetric": False, "skip": ["down"]}, verify=False)
+    files = {prog_.model_proto.SerializeToString() for prog_ in (by_object, by_names, by_export, by_dict)}
+    assert len(files) == 1
+    assert by_object.report.quantization.quantized == ["up.weight"] and not by_object.report.quantization.symmetric
+    changed = prog.quantize(options, skip=())  # the object with a field changed
+    assert sorted(changed.report.quantization.quantized) == ["down.weight", "up.weight"]
+    with pytest.raises(onnxport.InvalidInputError, match="bitz is not an option of quantization") as caught:
+        prog.quantize(options, bitz=4)
+    assert "QuantizeOptions" in caught.value.fix
+    with pytest.raises(onnxport.InvalidInputError, match="bits must be 4 or 8"):
+        options.changed(bits=3)  # checked again
+
+
+def test_the_options_a_quantize_argument_names() -> None:
+    """What ``quantize=`` sets itself (a GPTQ checkpoint keeps its own bits and groups where it sets none)."""
+    named = onnxport.QuantizeOptions.named
+    assert named({"block_size": 32}) == {"block_size"} and named("int4") == {"bits"} and named(True) == set()
+    assert named(onnxport.QuantizeOptions(symmetric=False)) == {"symmetric"}
+    assert onnxport.QuantizeOptions.of(None) is None and onnxport.QuantizeOptions.of("int8").bits == 8
+    assert onnxport.QuantizeOptions().form_for("openvino") == "dequantize"
+    assert onnxport.QuantizeOptions().form_for(None) == "matmulnbits"

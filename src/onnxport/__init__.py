@@ -20,6 +20,7 @@ from onnxport.errors import (
 )
 from onnxport.hf import Seq2SeqPrograms, export_hf, export_seq2seq, generate, generate_seq2seq
 from onnxport.program import OnnxProgram
+from onnxport.quantize.options import QuantizeOptions
 from onnxport.report import Report
 from onnxport.translate.registry import register_translation
 
@@ -30,6 +31,7 @@ __all__ = [
     "InvalidInputError",
     "OnnxProgram",
     "OnnxportError",
+    "QuantizeOptions",
     "Report",
     "Seq2SeqPrograms",
     "TranslationError",

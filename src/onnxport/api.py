@@ -24,6 +24,7 @@ from onnxport.arguments import check_arguments, check_example
 from onnxport.capture.strategies import refuse_state_updates
 from onnxport.errors import InvalidInputError
 from onnxport.program import OnnxProgram
+from onnxport.quantize.options import QuantizeOptions
 from onnxport.report import Report
 from onnxport.serial import serialized
 from onnxport.translate.opset import default_opset, newest_opset
@@ -56,7 +57,7 @@ def export(
     progress: bool = False,
     weights: Any = None,
     dtype: torch.dtype | None = None,
-    quantize: bool | str | Mapping[str, Any] | None = None,
+    quantize: bool | str | QuantizeOptions | Mapping[str, Any] | None = None,
 ) -> OnnxProgram:
     """Export ``model`` called on ``args``/``kwargs`` to ONNX.
 
@@ -100,8 +101,8 @@ def export(
     verified against the model in eager float32 on the float32 examples, within float16's tolerance. A
     model that is already float16 (``model.half()``) gets the same islands with or without ``dtype``.
 
-    ``quantize=True`` or ``"int4"`` (int4 weights, blocks of 32, symmetric), ``"int8"``, or a dict of
-    ``OnnxProgram.quantize``'s options quantizes the linear layers' weights after the float export is
+    ``quantize=True`` or ``"int4"`` (int4 weights, blocks of 32, symmetric), ``"int8"``, a
+    ``QuantizeOptions`` or a dict of its fields quantizes the linear layers' weights after the float export is
     verified, and measures the quantized model against eager PyTorch on the example: per output, cosine
     similarity, largest absolute difference and top-1 agreement, in ``report.quantization``.
     """
@@ -177,7 +178,7 @@ class ExportOptions:
     verify_budget: float | None
     progress: bool
     dtype: torch.dtype | None
-    quantize: dict[str, Any] | None
+    quantize: QuantizeOptions | None
     bound: _weights.Binding | None
 
 
@@ -187,7 +188,7 @@ def _export(model: Any, args: Any, kwargs: Any, variants: list[dict[str, Any]], 
             verify_mode: str, verify_inputs: Sequence[Any], verify_budget: float | None, progress: bool,
             dtype: torch.dtype | None, quantize: Any) -> list[OnnxProgram]:
     """Check every option (before any work), build the ``ExportOptions``, then run the stages."""
-    dtype, quantize = _half.check_dtype(dtype), quantize_options(quantize)
+    dtype, quantize = _half.check_dtype(dtype), QuantizeOptions.of(quantize)
     check_arguments(input_names=input_names, output_names=output_names, custom_translations=custom_translations,
                     custom_opsets=custom_opsets, verify_inputs=verify_inputs, dynamic_axes=dynamic_axes,
                     flags={"rewrite_control_flow": rewrite_control_flow, "reuse_blocks": reuse_blocks,
@@ -321,7 +322,7 @@ def _finished(model: Any, args: Any, kwargs: Any, captured: Any, ep: torch.expor
     program._watch(model, skip=updated)
     if options.quantize is not None:
         with report.stage("quantize") as stage:
-            program = program.quantize(**options.quantize)
+            program = program.quantize(options.quantize)
             reference = getattr(report.verification, "reference", None)
             if reference is not None:  # the quantized model against eager PyTorch on the example
                 flat = program.flatten_inputs(args, kwargs)
@@ -336,42 +337,6 @@ def _finished(model: Any, args: Any, kwargs: Any, captured: Any, ep: torch.expor
                             "calibration inputs, lm_head=8, a smaller block_size, or bits=8")
             stage.detail = f"{len(program.report.quantization.quantized)} linear layers"
     return program
-
-
-QUANTIZE_NAMES = {"int4": 4, "int8": 8}  # quantize="int4" (CLI --quantize int4): OnnxProgram.quantize(bits=4)
-
-
-def quantize_options(quantize: Any) -> dict[str, Any] | None:
-    """``export``'s (and ``export_hf``'s) ``quantize=`` as ``OnnxProgram.quantize``'s keyword arguments, checked."""
-    if quantize is None or quantize is False:
-        return None
-    if quantize is True:
-        return {}
-    if isinstance(quantize, str):
-        if quantize not in QUANTIZE_NAMES:
-            raise InvalidInputError(
-                f"quantize must be {' or '.join(map(repr, QUANTIZE_NAMES))} (or True, or a dict of "
-                f"OnnxProgram.quantize's options), not {quantize!r}",
-                fix="pass 'int4' (int4 weights, blocks of 32) or 'int8'; on the command line --quantize int4 or "
-                "--quantize int8")
-        return {"bits": QUANTIZE_NAMES[quantize]}
-    known = set(inspect.signature(OnnxProgram.quantize).parameters) - {"self"}  # the one list of the options
-    if not isinstance(quantize, Mapping) or set(quantize) - known:
-        raise InvalidInputError(
-            f"quantize must be True or a dict of {', '.join(sorted(known))} (or the name "
-            f"{' or '.join(map(repr, QUANTIZE_NAMES))}), not {quantize!r}",
-            fix="pass quantize=True (int4, blocks of 32), quantize='int8', or a dict such as "
-            "quantize={'bits': 8, 'block_size': 128}")
-    options = dict(quantize)
-    if options.get("codes") is not None and not isinstance(options["codes"], Mapping):
-        raise InvalidInputError("quantize's codes must map weight names to codes, not a "
-                                f"{type(options['codes']).__name__}",
-                                fix="pass codes={weight name: (codes, scales, zeros)}, or leave it out")
-    _quantize_mod.check_options(options.get("bits", 4), options.get("block_size", 32),
-                                options.get("form") or "matmulnbits", options.get("accuracy_level", 4))
-    _quantize_mod.check_kinds(options.get("lm_head"), options.get("embeddings", 0), options.get("method", "rtn"),
-                              options.get("calibration"))
-    return options
 
 
 def _block_translator(opset: int, forms: _targets.Forms, options: ExportOptions) -> Any:

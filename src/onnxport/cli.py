@@ -34,10 +34,11 @@ def _load(ns: argparse.Namespace, progress: bool) -> tuple[Target, Inputs]:
 
 
 def _export(ns: argparse.Namespace) -> int:
-    from onnxport.api import export, quantize_options
+    from onnxport.api import export
+    from onnxport.quantize.options import QuantizeOptions
 
     check_output_file(ns.output)  # before the export, not after it
-    quantize_options(ns.quantize)  # before the model is loaded
+    QuantizeOptions.of(ns.quantize)  # checked before the model is loaded
     progress = _progress(ns)
     target, inputs = _load(ns, progress)
     prog = export(

@@ -22,6 +22,7 @@ from onnxport.arguments import as_path
 from onnxport.capture.integrations import registered_types
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.optimize.conv_bn_fold import COMPUTED_WHEN_READ
+from onnxport.quantize.options import QuantizeOptions
 from onnxport.report import Report
 from onnxport.saving import save_atomically
 from onnxport.verify.session import initializer_bytes
@@ -352,63 +353,34 @@ class OnnxProgram:
 
     # -- saving --------------------------------------------------------------------------------------
 
-    def quantize(self, *, bits: int = 4, block_size: int = 32, symmetric: bool = True, form: str | None = None,
-                 skip: Sequence[str] = (), accuracy_level: int = 4, lm_head: int | None = None, embeddings: int = 0,
-                 method: str = "rtn", calibration: Sequence[Any] | None = None, activations: str | None = None,
-                 per_channel: bool = True, reduce_range: bool = True, codes: Mapping[str, Any] | None = None,
-                 codes_only: bool = False) -> OnnxProgram:
-        """A new program with quantized weights (see ``onnxport.quantize``); this one is left as it is.
+    def quantize(self, options: QuantizeOptions | None = None, /, **changes: Any) -> OnnxProgram:
+        """A new program with quantized weights; this one is left as it is.
 
-        Weight-only (the default): each linear layer's weight in ``bits``-bit blocks of ``block_size``.
-        ``form`` defaults to the export's target: ``"matmulnbits"`` for onnxruntime (and onnxruntime-web),
-        ``"dequantize"`` (opset 21's blocked ``DequantizeLinear``) for the others. ``skip`` keeps in float
-        the weights whose names hold one of its strings. ``lm_head``: the bits of the layers that write a
-        model output (None: ``bits``; 0: float). ``embeddings``: the bits of the embedding tables (0: float).
-        ``accuracy_level`` is ``MatMulNBits``'s: 4 computes with int8 activations (fastest on CPU), 0 in
-        float. ``method="gptq"`` rounds each layer with GPTQ on ``calibration``, a few typical inputs (each a
-        tuple of arguments or a dict of keyword arguments), lowering the error at the same size.
-
-        ``codes`` gives layers codes made elsewhere, kept as they are (a GPTQ or AWQ checkpoint's, as
-        ``export_hf`` reads them): ``{weight name: (codes, scales, zeros[, g_idx])}`` of ``bits`` bits in
-        blocks of ``block_size`` (see ``onnxport.quantize.quantize_model``); ``codes_only`` leaves the other
-        layers in float.
-
-        ``activations="dynamic"`` instead quantizes activations too, int8 at run time (int8 weights, per
-        channel unless ``per_channel=False``); ``"static"`` with fixed ranges measured on ``calibration``.
-        Their codes lie in [-64, 64] so that x86 CPUs without VNNI compute the products exactly in
-        onnxruntime; ``reduce_range=False`` keeps the full [-127, 127] for CPUs with VNNI, ARM or GPUs.
-
-        What was done is in the new program's ``report.quantization``."""
+        ``options`` (``onnxport.QuantizeOptions``; the defaults when None) with ``changes``, any of its fields
+        by name: ``prog.quantize(bits=8)``, ``prog.quantize(options)``, ``prog.quantize(options, skip=["head"])``.
+        Weight-only by default (int4 blocks of 32, in the target's form); ``activations="dynamic"`` or
+        ``"static"`` quantizes activations too. What was done is in the new program's
+        ``report.quantization``."""
         from onnxport import quantize as _quantize
 
+        chosen = QuantizeOptions.of(True if options is None else options)  # also "int8" or a dict of the fields
+        if chosen is None:
+            raise InvalidInputError(f"quantize's options must be a QuantizeOptions, not {options!r}",
+                                    fix="pass options such as QuantizeOptions(bits=8), or the fields by name: "
+                                    "prog.quantize(bits=8)")
+        options = chosen.changed(**changes)
         self._check_unchanged("quantize the program", f"its weights would be {_OTHER}")
-        target = (metadata.text(self.model, metadata.TARGET) or "onnxruntime")
-        feeds = self._feeds(calibration) if calibration is not None else None
+        target = metadata.text(self.model, metadata.TARGET)
+        feeds = self._feeds(options.calibration) if options.calibration is not None else None
         model = self.model.clone()
-        if activations is not None:
-            if codes is not None:
-                raise InvalidInputError("activations= quantizes the weights anew, which would drop the codes given",
-                                        fix="leave activations out to keep the codes (weight-only quantization)")
-            if activations not in _quantize.MODES:
-                raise InvalidInputError(f"activations must be one of {', '.join(_quantize.MODES)}, not {activations!r}",
-                                        fix="pass activations='dynamic' (no calibration) or 'static' with calibration=")
-            if activations == "static" and not feeds:
-                raise InvalidInputError("activations='static' needs calibration inputs",
-                                        fix="pass calibration=[inputs, ...]: a few typical inputs of the model")
-            if activations == "dynamic":
-                result = _quantize.quantize_dynamic_model(model, skip=skip, per_channel=per_channel,
-                                                          reduce_range=reduce_range)
-            else:
-                result = _quantize.quantize_static_model(model, feeds, skip=skip, per_channel=per_channel,
-                                                         reduce_range=reduce_range)
+        if options.activations == "dynamic":
+            result = _quantize.quantize_dynamic_model(model, skip=options.skip, per_channel=options.per_channel,
+                                                      reduce_range=options.reduce_range)
+        elif options.activations == "static":
+            result = _quantize.quantize_static_model(model, feeds, skip=options.skip, per_channel=options.per_channel,
+                                                     reduce_range=options.reduce_range)
         else:
-            if form is None:
-                form = "matmulnbits" if target.startswith("onnxruntime") else "dequantize"
-            result = _quantize.quantize_model(model, bits=bits, block_size=block_size, symmetric=symmetric, form=form,
-                                              skip=skip, accuracy_level=accuracy_level, lm_head=lm_head,
-                                              embeddings=embeddings, method=method, calibration=feeds,
-                                              target=metadata.text(self.model, metadata.TARGET), codes=codes,
-                                              codes_only=codes_only)
+            result = _quantize.quantize_model(model, options.changed(calibration=feeds), target=target)
         report = copy.copy(self.report)
         report.quantization = result
         program = OnnxProgram(model, report=report, in_spec=self._in_spec, out_spec=self._out_spec,
@@ -418,10 +390,6 @@ class OnnxProgram:
 
     def _feeds(self, inputs: Sequence[Any]) -> list[dict[str, np.ndarray]]:
         """Calibration inputs (each a tuple of arguments or a dict of keyword arguments) as onnxruntime feeds."""
-        if isinstance(inputs, (str, bytes, dict)) or not isinstance(inputs, Sequence) or not inputs:
-            raise InvalidInputError("calibration must be a non-empty list of inputs",
-                                    fix="pass calibration=[(x1,), (x2,), ...] (tuples of arguments) or "
-                                    "[{'input_ids': ids}, ...] (keyword arguments)")
         feeds = []
         for item in inputs:
             args, kwargs = ((), item) if isinstance(item, dict) else (item if isinstance(item, tuple) else (item,), {})

@@ -62,6 +62,7 @@ from onnxport.hf.signature import cache_argument
 from onnxport.hf.tasks import MODULES_FILE, pick_task
 from onnxport.hf.vlm import VLM_FILES, VlmPrograms, check_supported, export_vlm, genai_names, write_genai
 from onnxport.program import OnnxProgram
+from onnxport.quantize.options import QuantizeOptions
 from onnxport.serial import serialized
 
 __all__ = ["export_hf"]
@@ -82,7 +83,7 @@ logger = logging.getLogger("onnxport")
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
               *, opset: int | None = None, progress: bool = False,
               streaming: bool | None = None, target: Any = None,
-              quantize: bool | str | Mapping[str, Any] | None = None, dtypes: Sequence[str] | str | None = None,
+              quantize: bool | str | QuantizeOptions | Mapping[str, Any] | None = None, dtypes: Sequence[str] | str | None = None,
               dtype: str | None = None, revision: str | None = None
               ) -> OnnxProgram | Seq2SeqPrograms | VlmPrograms | dict[str, OnnxProgram]:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
@@ -100,8 +101,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     (``onnxport.hf.genai.genai_target``: ``onnxruntime>=1.26``, with fused attention), the others for
     ``onnxport.export``'s default.
 
-    ``quantize`` is ``onnxport.export``'s too (``True`` or ``"int4"``, ``"int8"``, or a dict of
-    ``OnnxProgram.quantize``'s options): the linear layers' weights of every model written are quantized
+    ``quantize`` is ``onnxport.export``'s too (``True`` or ``"int4"``, ``"int8"``, a ``QuantizeOptions``
+    or a dict of its fields): the linear layers' weights of every model written are quantized
     (``MatMulNBits`` for the onnxruntime targets, which onnxruntime-genai runs as it is) and the quantized
     models are what the folder gets. Streamed weights are read one at a time to be quantized; those left in
     float (embeddings, norms) are still copied file to file when the model is saved. A model none of whose
@@ -134,6 +135,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     """
     directory = hub.resolve(as_path(directory, "directory", _DIRECTORY_FIX), revision)
     as_path(out, "out", "pass the folder to write the files into, e.g. out='onnx'")
+    named = QuantizeOptions.named(quantize)
+    quantize = QuantizeOptions.of(quantize)  # checked before anything is loaded or written
     precision = _precision(dtype)
     engine = transformers_js.engine_target(target)
     if engine is not None and precision != torch.float32:  # auto too: its fp32 file is float32 whatever is stored
@@ -178,9 +181,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if engine is not None:
         transformers_js.check_task(task)
         target = engine
-    from onnxport.api import export, quantize_options
+    from onnxport.api import export
 
-    quantize = quantize_options(quantize)  # checked before anything is loaded or written
     spec = TASKS[task]
     if target is None and opset is None and (task == "text-generation" or spec.vlm):
         target = genai_target()  # a folder onnxruntime-genai loads: the onnxruntime it requires computes fused ops
@@ -221,7 +223,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             raise InvalidInputError(f"a transformers.js folder is made from float weights, not {scheme.method.upper()} "
                                     "codes", fix="export the float checkpoint the codes were made from (its q4 and "
                                     "q4f16 files hold 4-bit weights), or this one for onnxruntime (no target)")
-        quantize = _prequantized_options(scheme, quantize, task, spec, asked_streaming)
+        quantize = _prequantized_options(scheme, quantize, named, task, spec, asked_streaming)
         streaming = False
     why_streamed = "streaming=True" if streaming else ""
     if streaming is None:
@@ -237,7 +239,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     auto = _model_class(spec.auto, config)
     try:
         if scheme is not None:
-            model, quantize["codes"] = prequantized.load(directory, auto, config, scheme)
+            model, codes = prequantized.load(directory, auto, config, scheme)
+            quantize = quantize.changed(codes=codes)
         elif streaming:
             model, weights = stream.meta_model(model_dir, auto, config, **built)
         else:
@@ -261,7 +264,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         result = export_seq2seq(model, inputs, opset=opset, progress=progress, target=target,
                                 dtype=torch.float16 if half else None)
         if quantize is not None:
-            result = Seq2SeqPrograms(*(prog.quantize(**quantize) for prog in result))
+            result = Seq2SeqPrograms(*(prog.quantize(quantize) for prog in result))
         files = dict(zip(SEQ2SEQ_FILES, result))
     else:
         # export quantizes after verifying the float model (when the weights are loaded) and measures the result
@@ -392,11 +395,11 @@ def _copy(directory: str, out: str, names: Sequence[str]) -> None:
         shutil.copyfile(os.path.join(directory, name), os.path.join(out, name))
 
 
-def _prequantized_options(scheme: prequantized.Scheme, quantize: dict[str, Any] | None, task: str, spec: Task,
-                          streaming: bool | None) -> dict[str, Any]:
-    """``OnnxProgram.quantize``'s options for a GPTQ or AWQ checkpoint (its codes are added once it is loaded):
-    only its quantized layers without ``quantize``; with it, the float ones too, with the checkpoint's bits
-    and group size."""
+def _prequantized_options(scheme: prequantized.Scheme, quantize: QuantizeOptions | None, named: frozenset[str],
+                          task: str, spec: Task, streaming: bool | None) -> QuantizeOptions:
+    """The quantization of a GPTQ or AWQ checkpoint (its codes are added once it is loaded): only its quantized
+    layers without ``quantize``; with it, the float ones too, with the checkpoint's bits and group size (and its
+    symmetry, unless ``quantize`` names one). ``named``: the options ``quantize=`` set."""
     name = f"a {scheme.method.upper()} checkpoint"
     if spec.seq2seq:
         raise InvalidInputError(f"onnxport does not export {name} for {task}",
@@ -404,20 +407,19 @@ def _prequantized_options(scheme: prequantized.Scheme, quantize: dict[str, Any] 
     if streaming:
         raise InvalidInputError(f"{name} is exported with its weights dequantized in memory, not streamed",
                                 fix="leave streaming unset")
-    options = dict(quantize or {})
-    if options.get("activations") is not None:
+    asked = quantize or QuantizeOptions()
+    if asked.activations is not None:
         raise InvalidInputError(f"quantize's activations= would quantize the weights of {name} anew, dropping its "
                                 "codes", fix="leave activations out: its layers keep their codes (weight-only)")
     for key, have in (("bits", scheme.bits), ("block_size", scheme.group_size)):
-        if options.get(key, have) != have:
+        if key in named and getattr(asked, key) != have:
             raise InvalidInputError(
-                f"quantize asks for {key}={options[key]}, but the checkpoint's layers are {scheme}, and keep their "
-                "codes",
+                f"quantize asks for {key}={getattr(asked, key)}, but the checkpoint's layers are {scheme}, and keep "
+                "their codes",
                 fix=f"leave {key} out (the float layers left, such as the LM head, are then quantized like the "
                 f"checkpoint's: {key}={have}), or export without quantize")
-    options.update(bits=scheme.bits, block_size=scheme.group_size, codes_only=quantize is None)
-    options.setdefault("symmetric", scheme.symmetric)
-    return options
+    return asked.changed(bits=scheme.bits, block_size=scheme.group_size, codes_only=quantize is None,
+                         symmetric=asked.symmetric if "symmetric" in named else scheme.symmetric)
 
 
 def _check_token_dims(files: dict[str, OnnxProgram]) -> None:

@@ -57,8 +57,7 @@ from onnxport.quantize.weights import QuantizedCheck, left_text
 
 __all__ = ["ActivationQuantizeResult", "quantize_dynamic_model", "quantize_static_model"]
 
-MODES = ("dynamic", "static")
-METHODS = ("minmax", "percentile")
+RANGE_METHODS = ("minmax", "percentile")  # what a static scale covers
 _MIN_OPSET = 13  # per-axis QuantizeLinear/DequantizeLinear
 
 
@@ -140,8 +139,8 @@ def quantize_static_model(model: ir.Model, feeds: Sequence[Mapping[str, np.ndarr
     scale covers: ``"minmax"`` all values seen, ``"percentile"`` those between the ``100 - percentile``-th
     and ``percentile``-th percentiles."""
     skip = _check(model, skip, per_channel, reduce_range)
-    if method not in METHODS:
-        raise InvalidInputError(f"method must be one of {', '.join(METHODS)}, not {method!r}",
+    if method not in RANGE_METHODS:
+        raise InvalidInputError(f"method must be one of {', '.join(RANGE_METHODS)}, not {method!r}",
                                 fix="pass method='minmax' (the full range seen) or 'percentile' (outliers clipped)")
     feeds = check_feeds(model, feeds)
     graph = model.graph

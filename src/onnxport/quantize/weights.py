@@ -20,7 +20,7 @@ for int8), so the whole range is used; asymmetric ones map the block's [min, max
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import ml_dtypes
 import numpy as np
@@ -30,13 +30,13 @@ from onnx_ir.passes import common as common_passes
 from onnxport.errors import InvalidInputError
 from onnxport.optimize._match import new_initializer
 from onnxport.quantize.fuse import fuse_siblings
-from onnxport.quantize.kernels import check_options, pack_codes, quantize_blocks, quantize_rows
+from onnxport.quantize.kernels import pack_codes, quantize_blocks, quantize_rows
 from onnxport.quantize.layers import Linear, find_linear, shared
+from onnxport.quantize.options import QuantizeOptions
 
-__all__ = ["METHODS", "TOLERANCES", "QuantizeResult", "QuantizedCheck", "left_text", "measure", "quantize_model",
+__all__ = ["TOLERANCES", "QuantizeResult", "QuantizedCheck", "left_text", "measure", "quantize_model",
            "tolerance_for"]
 
-METHODS = ("rtn", "gptq")
 _MS_DOMAIN = "com.microsoft"
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
 
@@ -151,28 +151,26 @@ def measure(names: Sequence[str], expected: Sequence[object], actual: Sequence[o
     return checks
 
 
-def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symmetric: bool = True,
-                   form: str = "matmulnbits", skip: Sequence[str] = (), accuracy_level: int = 4,
-                   lm_head: int | None = None, embeddings: int = 0, method: str = "rtn",
-                   calibration: Sequence[dict[str, np.ndarray]] | None = None, target: str | None = None,
-                   codes: Mapping[str, Sequence[np.ndarray | None]] | None = None, codes_only: bool = False
+def quantize_model(model: ir.Model, options: QuantizeOptions | None = None, *, target: str | None = None
                    ) -> QuantizeResult:
-    """Quantize the main graph's linear layers (and, ``embeddings``, its embedding tables) in place (see
-    the module's docstring). ``lm_head`` is the bits of the layers that write a model output (an LM head, a
-    classifier): None for ``bits``, 0 to leave them in float. ``method="gptq"`` rounds with GPTQ on
-    ``calibration`` (input feeds of the model) instead of to nearest. ``target`` (the export's) refuses
-    forms its oldest release cannot load or computes wrong.
+    """Quantize the main graph's linear layers (and, ``options.embeddings``, its embedding tables) in place,
+    weight-only, as ``options`` say (the defaults when None; see the module's docstring and ``QuantizeOptions``;
+    its ``calibration``, for ``method="gptq"``, is input feeds of the model here, ``{input name: array}``).
+    ``target`` (the export's) picks the form when ``options.form`` is None, and refuses forms its oldest
+    release cannot load or computes wrong.
 
-    ``codes`` maps weight names to codes made elsewhere (a GPTQ or AWQ checkpoint's), stored as they are
+    ``options.codes`` maps weight names to codes made elsewhere (a GPTQ or AWQ checkpoint's), stored as they are
     instead of rounding those layers' weights (whatever ``lm_head`` says): ``(codes, scales, zeros)`` or
     ``(codes, scales, zeros, g_idx)`` of ``bits`` bits in blocks of ``block_size``, laid out as
-    ``_quantize`` returns them; ``g_idx`` (``[K]``, or None) names the block of each input where blocks
+    ``quantize_blocks`` returns them; ``g_idx`` (``[K]``, or None) names the block of each input where blocks
     are not runs of consecutive inputs (act-order GPTQ): the inputs are then sorted by block, the codes
     with them, and the layer reads its input through a ``Gather`` in that order (one per input and order,
     so that layers reading the same input are still fused). ``codes_only`` leaves the layers ``codes``
     does not name in float."""
-    check_options(bits, block_size, form, accuracy_level)
-    check_kinds(lm_head, embeddings, method, calibration)
+    options = QuantizeOptions() if options is None else options
+    bits, block_size, symmetric, form = options.bits, options.block_size, options.symmetric, options.form_for(target)
+    skip, lm_head, embeddings, method = options.skip, options.lm_head, options.embeddings, options.method
+    calibration, codes, codes_only = options.calibration, options.codes, options.codes_only
     head_bits = bits if lm_head is None else lm_head
     opset = model.opset_imports.get("", 0)
     if form == "dequantize" and opset < 21:
@@ -216,7 +214,7 @@ def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symm
         result.bytes_before += array.nbytes
         if form == "matmulnbits":
             result.bytes_after += _to_matmulnbits(graph, layer, q, scales, zeros, layer_bits, block_size,
-                                                  accuracy_level, array.dtype, k)
+                                                  options.accuracy_level, array.dtype, k)
         else:
             result.bytes_after += _to_dequantize(graph, layer, q, scales, zeros, layer_bits, block_size,
                                                  array.dtype, k)
@@ -240,22 +238,6 @@ def quantize_model(model: ir.Model, *, bits: int = 4, block_size: int = 32, symm
         model.opset_imports[_MS_DOMAIN] = 1
     common_passes.RemoveUnusedNodesPass()(model)  # the float weights replaced
     return result
-
-
-def check_kinds(lm_head: int | None, embeddings: int, method: str, calibration: object) -> None:
-    if lm_head not in (None, 0, 4, 8) or isinstance(lm_head, bool):
-        raise InvalidInputError(f"lm_head must be None (as bits), 0 (float), 4 or 8, not {lm_head!r}",
-                                fix="pass lm_head=8 to keep the output layer more precise, or lm_head=0 for float")
-    if embeddings not in (0, 4, 8) or isinstance(embeddings, bool):
-        raise InvalidInputError(f"embeddings must be 0 (float), 4 or 8, not {embeddings!r}",
-                                fix="pass embeddings=4 or 8 to quantize the embedding tables, or leave it out")
-    if method not in METHODS:
-        raise InvalidInputError(f"method must be one of {', '.join(METHODS)}, not {method!r}",
-                                fix="pass method='rtn' (round to nearest) or method='gptq' with calibration=[...]")
-    if method == "gptq" and not calibration:
-        raise InvalidInputError("method='gptq' needs calibration inputs",
-                                fix="pass calibration=[inputs, ...]: a few typical inputs of the model (tuples of "
-                                "arguments, or dicts of keyword arguments)")
 
 
 def _check_target(target: str | None, form: str, bits: set[int], embeddings: int, symmetric: bool) -> None:
