@@ -1,6 +1,7 @@
 """The layout of the source: imports between onnxport's modules run one way (no module reaches itself through
 others, counting imports inside functions, not those under ``TYPE_CHECKING``), and no module imports a private
-name (``_name``) of another. Read from the source text with ``ast``: nothing is imported."""
+name (``_name``) of another; every op translation names its op in the source (grep finds it), and each op
+module's tests are in a test file of its name. Read from the source text with ``ast``: nothing is imported."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from collections import defaultdict
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent.parent / "src"
+OP_TESTS = Path(__file__).resolve().parent / "ops"
+OPS = SOURCE / "onnxport" / "translate" / "ops"
+NAMESPACES = ("aten_", "torch", "ops", "operator", "math")  # where the ops a translation registers are found
 
 
 def _modules() -> dict[str, Path]:
@@ -123,3 +127,33 @@ def test_the_checks_see_a_circle_and_a_private_import(tmp_path) -> None:
         assert private == ["onnxport.a imports _g from onnxport.b (line 2)"]
     finally:
         SOURCE = saved
+
+
+def _ops_by_computed_name(path: Path) -> list[str]:
+    """``getattr(<op namespace>, <not a literal>)`` in ``path``: an op found by a name built at run time."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+                and len(node.args) >= 2 and ast.unparse(node.args[0]).split(".")[0] in NAMESPACES \
+                and not isinstance(node.args[1], ast.Constant):
+            found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_every_translation_names_its_op() -> None:
+    """Each op is written out where it is registered (``aten_.sqrt.default``, ``torch.sym_max``), so a grep for
+    its name finds its translation."""
+    found = [line for path in sorted(OPS.glob("*.py")) for line in _ops_by_computed_name(path)]
+    assert not found, "ops found by a computed name:\n" + "\n".join(found)
+
+
+def test_each_op_module_has_a_test_file_of_its_name() -> None:
+    modules = {path.stem for path in OPS.glob("*.py") if not path.stem.startswith("_")}
+    missing = sorted(name for name in modules if not (OP_TESTS / f"test_{name}.py").is_file())
+    assert not missing, f"op modules without tests/ops/test_<name>.py: {', '.join(missing)}"
+
+
+def test_a_computed_op_name_is_seen(tmp_path) -> None:
+    (tmp_path / "unary.py").write_text("for name in NAMES:\n    aten(getattr(aten_, name).default)(f)\n"
+                                       "aten(getattr(aten_, 'sqrt').default)(f)\n")
+    assert _ops_by_computed_name(tmp_path / "unary.py") == ["unary.py:2: getattr(aten_, name)"]

@@ -44,6 +44,7 @@ class OpCase:
     tol: dict[torch.dtype, tuple[float, float]] = dataclasses.field(default_factory=dict)
     dynamic_shapes: Any = None
     equal_nan: bool = False
+    others: Callable[[], Sequence[Sequence[Any]]] | None = None  # more inputs (other sizes) for the same program
 
     @property
     def id(self) -> str:
@@ -112,12 +113,20 @@ def _check(case: OpCase, dtype: torch.dtype | None, opsets: list[int]) -> list[o
                                  dynamic_shapes=case.dynamic_shapes, verify=False)
     for opset, prog in zip(opsets, progs):
         _compare(case, prog, opset, args, expected)
+    for other in case.others() if case.others is not None else ():
+        other = [a.to(dtype) if dtype is not None and isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                 for a in other]
+        sizes = [tuple(a.shape) for a in other if isinstance(a, torch.Tensor)]
+        for opset, prog in zip(opsets, progs):
+            _compare(case, prog, opset, other, model(*other), f", inputs of sizes {sizes}")
     return progs
 
 
-def _compare(case: OpCase, prog: onnxport.OnnxProgram, opset: int, args: list[Any], expected: Any) -> None:
+def _compare(case: OpCase, prog: onnxport.OnnxProgram, opset: int, args: list[Any], expected: Any,
+             where: str = "") -> None:
     assert prog.model.opset_imports[""] == opset
-    onnx.checker.check_model(prog.model_proto, full_check=True)
+    if not where:  # the example's inputs (``where`` names others)
+        onnx.checker.check_model(prog.model_proto, full_check=True)
     actual = prog(*args)
     exp_flat = [t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
     act_flat = [t for t in torch.utils._pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
@@ -125,9 +134,9 @@ def _compare(case: OpCase, prog: onnxport.OnnxProgram, opset: int, args: list[An
     for exp, act in zip(exp_flat, act_flat):
         atol, rtol = case.tol.get(exp.dtype, DEFAULT_TOL.get(exp.dtype, (0, 0)))
         torch.testing.assert_close(
-            act, exp, atol=atol, rtol=rtol, equal_nan=case.equal_nan, msg=lambda m: f"at opset {opset}: {m}"
+            act, exp, atol=atol, rtol=rtol, equal_nan=case.equal_nan, msg=lambda m: f"at opset {opset}{where}: {m}"
         )
-    if case.expect_ops:
+    if case.expect_ops and not where:
         emitted = {n.op_type for n in prog.model.graph.all_nodes()}
         forms = Forms(*resolve(None, opset, newest_opset()))
         missing = [op for op in case.expect_ops if op not in emitted and (op not in FUSED or _fused_here(op, forms))]

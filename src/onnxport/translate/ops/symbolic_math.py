@@ -75,12 +75,6 @@ def sym_sum(ctx: Ctx, items: Sequence[Scalar]) -> ir.Value:
     return total
 
 
-_MATH = {
-    "sqrt": "Sqrt", "cos": "Cos", "sin": "Sin", "tan": "Tan", "acos": "Acos", "asin": "Asin", "atan": "Atan",
-    "cosh": "Cosh", "sinh": "Sinh", "tanh": "Tanh",
-}
-
-
 def _math(onnx_op: str):
     def translate(ctx: Ctx, a: Scalar) -> ir.Value:
         return getattr(ctx.op, onnx_op)(ctx.cast(scalar_value(ctx, a), FLOAT))
@@ -89,9 +83,16 @@ def _math(onnx_op: str):
     return translate
 
 
-for _name, _onnx in _MATH.items():
-    _targets = {getattr(torch, f"_sym_{_name}")} | ({torch.sym_sqrt} if _name == "sqrt" else set())
-    aten(*_targets)(_math(_onnx))
+aten(torch._sym_sqrt)(_math("Sqrt"))  # also torch.sym_sqrt (the same function)
+aten(torch._sym_cos)(_math("Cos"))
+aten(torch._sym_sin)(_math("Sin"))
+aten(torch._sym_tan)(_math("Tan"))
+aten(torch._sym_acos)(_math("Acos"))
+aten(torch._sym_asin)(_math("Asin"))
+aten(torch._sym_atan)(_math("Atan"))
+aten(torch._sym_cosh)(_math("Cosh"))
+aten(torch._sym_sinh)(_math("Sinh"))
+aten(torch._sym_tanh)(_math("Tanh"))
 
 
 @aten(torch._sym_log2)
