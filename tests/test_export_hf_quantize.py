@@ -125,6 +125,7 @@ def test_a_model_with_nothing_quantized_is_refused_before_writing(tmp_path) -> N
     assert "float16" in caught.value.fix and not (tmp_path / "out").exists()
 
 
+@pytest.mark.sweep  # the decoder-only folders are quantized in make test
 def test_seq2seq_models_are_quantized_all_three(tmp_path) -> None:
     directory = str(tmp_path / "t5")
     torch.manual_seed(0)

@@ -331,7 +331,8 @@ def write_depth_model(directory: str, family: str) -> tuple[torch.nn.Module, obj
 
 
 # Depth Anything's head reads its output size with int(): only strict export keeps it dynamic (~15 s).
-@pytest.mark.parametrize("family", ["glpn", pytest.param("depth_anything", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("family", [pytest.param("glpn", marks=pytest.mark.sweep),
+                                    pytest.param("depth_anything", marks=pytest.mark.slow)])
 def test_depth_estimation_of_varying_image_sizes_equals_transformers_pipeline(family, tmp_path) -> None:
     directory, out = str(tmp_path / family), tmp_path / "out"
     model, processor = write_depth_model(directory, family)

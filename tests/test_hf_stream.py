@@ -190,6 +190,7 @@ def test_seq2seq_tasks_refuse_streaming(tmp_path) -> None:
         export_hf(directory, "text2text-generation", tmp_path / "out", streaming=True)
 
 
+@pytest.mark.sweep  # the API path is tested in make test
 def test_cli_verifies_by_default_and_says_when_it_streamed(tmp_path, capsys) -> None:
     from onnxport.cli import main
 

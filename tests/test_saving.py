@@ -129,8 +129,8 @@ elif stage == "model placed":
 prog.save(path, external_data=True)
 """
 
-_STAGES = ["data written", "data placed",
-           *(pytest.param(s, marks=pytest.mark.sweep) for s in ("staging", "data renamed", "model placed"))]
+_STAGES = ["data written",
+           *(pytest.param(s, marks=pytest.mark.sweep) for s in ("data placed", "staging", "data renamed", "model placed"))]
 
 
 @pytest.mark.parametrize("previous", [True, False], ids=["over-a-model", "new"])
