@@ -444,5 +444,8 @@ def test_pinned_size_guards_leave_static_dims_relations_divisibility_and_sizes_0
               "L['x'].size()[1] == L['y'].size()[1]", "((8*L['m'].size()[0]) // L['t'].size()[0]) == 8",
               "(4*L['x'].size()[0]) == 4", "L['x'].size()[0] >= 2", "(14*(L['x'].size()[2] // 14)) == 84",
               "(1 + (((-1) + L['x'].size()[3]) // 32)) == 1",  # a ResNet's last map of a 32-pixel image
-              "(L['x'].size()[0] // (L['x'].size()[0] // 2)) == 2"]  # true of every large size
-    assert pinned_size_guards(SimpleNamespace(_guards_code=guards)) == ["(14*(x.size()[2] // 14)) == 84"]
+              "(L['x'].size()[0] // (L['x'].size()[0] // 2)) == 2",  # true of every large size
+              "(L['x'].size()[1]*L['x'].size()[0]) == 24",  # math.sqrt(h * w) as the example's float
+              "(L['x'].size()[1] + L['y'].size()[1]) == 2*L['x'].size()[1]"]  # no number: a relation
+    assert pinned_size_guards(SimpleNamespace(_guards_code=guards)) == ["(14*(x.size()[2] // 14)) == 84",
+                                                                         "(x.size()[1]*x.size()[0]) == 24"]

@@ -25,7 +25,8 @@ from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from onnxport.errors import SourceLocation, location_from_stack_trace
 
-__all__ = ["data_bound", "guards_hold", "modular_guards", "recorded_values", "size_step", "step_notes"]
+__all__ = ["data_bound", "guards_hold", "modular_guards", "recorded_values", "relational_guards", "size_step",
+           "step_notes"]
 
 _SCAN = 512  # sizes scanned above the example's to find the step of a dim (a chunk of up to 256 shows twice)
 _MAX_GUARDS = 2000
@@ -44,6 +45,27 @@ def modular_guards(ep: torch.export.ExportedProgram) -> list[sympy.Expr]:
             if len(found) == _MAX_GUARDS:
                 break
     return list(found)
+
+
+def relational_guards(ep: torch.export.ExportedProgram) -> list[sympy.Expr]:
+    """The guards of the program's shape environment that compare sizes of two or more dims (``Ne(s0, s1)``,
+    ``s0 < s1``) without a ``Mod`` or a floor division: a Python ``if`` on sizes, whose other branch the
+    program does not hold (torch.export checks the guard when its program is called; an ONNX graph cannot)."""
+    env = _shape_env(ep)
+    if env is None:
+        return []
+    found: dict[sympy.Expr, None] = {}
+    for guard in getattr(env, "guards", [])[:_MAX_GUARDS * 10]:
+        expr = getattr(guard, "expr", None)
+        if (isinstance(expr, sympy.Rel) and len(expr.free_symbols) >= 2 and not expr.has(FloorDiv, Mod, PythonMod)
+                and not free_unbacked(expr)):
+            found.setdefault(expr, None)
+    return list(found)
+
+
+def free_unbacked(expr: sympy.Expr) -> bool:
+    """Whether ``expr`` holds a size read from data (``u0``), not one of an input's dims."""
+    return any(str(symbol).startswith("u") for symbol in expr.free_symbols)
 
 
 def data_bound(ep: torch.export.ExportedProgram) -> dict[Any, sympy.Expr]:

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import inspect
 import io
+import itertools
 import linecache
 import logging
 import re
@@ -311,38 +312,50 @@ _BARE_SIZE = re.compile(r"\(*L(\[[^\]]+\])+\.size\(\)\[\d+\]\)*")
 
 
 def pinned_size_guards(ep: torch.export.ExportedProgram) -> list[str]:
-    """The guards of ``ep`` that pin a rounded expression of one dynamic input size to one value (``14*(h // 14)
-    == 84``: every height from 84 to 97): the model read a size as a Python number (``int(h // 14 * 14)``) and
-    computed the rest from the example's, so the graph answers for a few sizes only. A divisibility guard
-    (``x.size()[1] % 2 == 0``) holds for many sizes, one of several sizes relates them, and one that leaves a
-    single size (``4*b == 4``) is a size the model requires (``dynamic`` says so), and an intermediate size of 0 or
-    1 is torch's own specialisation of those sizes, not the model's reading: none is one."""
+    """The guards of ``ep`` that pin an expression of dynamic input sizes to one value for a bounded set of sizes:
+    the model read sizes as Python numbers and computed the rest from the example's, so the graph answers for a
+    few sizes only. One size rounded (``14*(h // 14) == 84``: every height from 84 to 97, ``int(h // 14 * 14)``),
+    or several combined (``w*h == 24``: ``math.sqrt(w * h)``, which non-strict export evaluates as a float).
+    A divisibility guard (``x.size()[1] % 2 == 0``) holds for many sizes, one that leaves a single size
+    (``4*b == 4``) is a size the model requires (``dynamic`` says so), one relating sizes that grow together
+    (``8*m // t == 8``) holds for large sizes too, and an intermediate size of 0 or 1 is torch's own
+    specialisation of those sizes, not the model's reading: none is one."""
     pinned = []
     for guard in getattr(ep, "_guards_code", None) or ():
         match = _PINNED_GUARD.match(guard.strip()) if isinstance(guard, str) else None
         if match is None or "%" in match["expr"] or _BARE_SIZE.fullmatch(match["expr"].strip()):
             continue  # a size itself equal to a number is a static dim of the program, which ONNX holds too
-        if len(set(_SIZE.findall(match["expr"]))) != 1 or "//" not in match["expr"]:
-            continue  # a relation between dims (8*m // t == 8), or one size required (4*b == 4: said elsewhere)
+        sizes = sorted(set(_SIZE.findall(match["expr"])))
+        if len(sizes) == 1 and "//" not in match["expr"]:
+            continue  # one size required (4*b == 4: said elsewhere)
         if int(match["value"]) in (0, 1):
             continue  # an intermediate size of 0 or 1 (a ResNet's last map of a 32-pixel image: ceil(w / 32) == 1),
             # which torch guards on for strides and broadcasting, where the graph stays right for other sizes
-        if _holds_for_large_sizes(match["expr"], int(match["value"])):
-            continue  # x // (x // 2) == 2: true of sizes without end, not one range the example fell in
+        if _holds_for_large_sizes(match["expr"], sizes, int(match["value"])):
+            continue  # x // (x // 2) == 2, 8*m // t == 8: true of sizes without end, not a set the example fell in
         pinned.append(re.sub(r"L\['([^']+)'\]", r"\1", guard.strip()))
     return pinned
 
 
-def _holds_for_large_sizes(expr: str, value: int) -> bool:
-    """Whether ``expr == value``, an expression of one input size, holds for some size of 1000 or more (a
-    guard that pins the size holds for a bounded range: ``14*(h // 14) == 84`` for 84 to 97 alone). An
-    expression this cannot evaluate counts as holding: the capture is left as it was."""
-    code = _SIZE.sub("n", expr)
-    if not re.fullmatch(r"[\sn0-9()+\-*/%]*", code):
+# Large sizes at which a guard that pins sizes to a bounded set fails (every ninth of them, for several sizes).
+_LARGE = range(1000, 1100)
+
+
+def _holds_for_large_sizes(expr: str, sizes: list[str], value: int) -> bool:
+    """Whether ``expr == value``, an expression of the input ``sizes``, holds for some sizes of 1000 or more (a
+    guard that pins sizes holds for a bounded set alone: ``14*(h // 14) == 84`` for 84 to 97, ``w*h == 24`` for
+    six pairs). An expression this cannot evaluate, or of more than three sizes, counts as holding: the capture is
+    left as it was."""
+    names = {size: f"n{i}" for i, size in enumerate(sizes)}
+    code = _SIZE.sub(lambda m: names[m.group(0)], expr)
+    if len(names) > 3 or not re.fullmatch(r"[\sn0-9()+\-*/%]*", code):
         return True
+    grid = _LARGE if len(names) == 1 else _LARGE[::9]
     try:
-        return any(eval(code, {"__builtins__": {}}, {"n": n}) == value for n in range(1000, 1100))  # noqa: S307
-    except (ArithmeticError, SyntaxError, TypeError):
+        compiled = compile(code, "<guard>", "eval")
+        return any(eval(compiled, {"__builtins__": {}}, dict(zip(names.values(), values))) == value  # noqa: S307
+                   for values in itertools.product(grid, repeat=len(names)))
+    except (ArithmeticError, SyntaxError, TypeError, NameError):
         return True
 
 

@@ -55,10 +55,10 @@ from onnxport.capture.dynamic import (
     tensor_input_shapes,
     user_named_symbols,
 )
-from onnxport.capture._dim_constraints import data_bound, guards_hold, modular_guards, size_step
+from onnxport.capture._dim_constraints import data_bound, guards_hold, modular_guards, relational_guards, size_step
 from onnxport.errors import InvalidInputError
 
-__all__ = ["GroupSizes", "SampleSets", "other_sizes", "resize_keeping_ends", "sizes_by_group"]
+__all__ = ["GroupSizes", "SampleSets", "guard_breaking_sets", "other_sizes", "resize_keeping_ends", "sizes_by_group"]
 
 _OFFSETS = (-1, 1, 3, 2, -2, 5, 4, 7, -3, 9)
 _ABOVE_LIMIT = 4096  # a range torch.export bounded below this is checked just above its bound
@@ -234,6 +234,62 @@ def sizes_by_group(
         if candidates or candidates.above:
             result.append(candidates)
     return result
+
+
+def guard_breaking_sets(
+    ep: torch.export.ExportedProgram,
+    example_flat_inputs: Sequence[Any],
+    specs: list[dict[int, Any]],
+    *,
+    input_names: Sequence[str] | None = None,
+    most: int = 3,
+) -> SampleSets:
+    """Input sets at which a guard comparing dynamic sizes fails (see ``relational_guards``): the model branched
+    on its sizes as Python numbers (``if x.shape[0] == y.shape[0]``), torch.export kept the example's branch and
+    the guard, and the ONNX model computes that branch at every size. One set per guard, up to ``most``: one
+    group of the guard's dims moved to another's size or next to its own, every range and chunk guard kept;
+    ``descriptions[i]`` names the sizes and the guard, in the user's dim names. Eager PyTorch then decides: it
+    refuses such sizes (the guard was the model's requirement), or computes what the ONNX model must."""
+    result = SampleSets()
+    result.descriptions = []
+    dims = _Dims(ep, example_flat_inputs, specs, input_names)
+    if not dims.roots:
+        return result
+    group_of = {symbol: group for group in dims.groups for symbol in group}
+    names = {symbol: dims.name(group) for symbol, group in group_of.items()}
+    for guard in relational_guards(ep):
+        symbols = sorted(guard.free_symbols, key=str)
+        if not set(symbols) <= set(group_of) or len({id(group_of[s]) for s in symbols}) < 2:
+            continue  # a size of no input (derived), or dims that move together
+        values = _breaking(ep, dims, guard, symbols, group_of)
+        if values is None:
+            continue
+        result.append(dims.resized(values))
+        moved = ", ".join(f"{names[s]}={values[s]}" for s in symbols if values[s] != dims.example[s])
+        readable = str(guard.xreplace({s: sympy.Symbol(names[s]) for s in symbols}))
+        result.descriptions.append(f"{moved} (where the program's guard {readable} fails)")
+        if len(result) == most:
+            break
+    return result
+
+
+def _breaking(ep: torch.export.ExportedProgram, dims: _Dims, guard: sympy.Expr, symbols: list[Any],
+              group_of: dict[Any, list[Any]]) -> dict[Any, int] | None:
+    """Sizes at which ``guard`` fails and every range and chunk guard holds: one group moved to another
+    symbol's example size, or near its own; None when none is found."""
+    for symbol in symbols:
+        group, start = group_of[symbol], dims.example[symbol]
+        targets = [dims.example[other] for other in symbols if other is not symbol]
+        for value in dict.fromkeys([*targets, *(start + k for k in (-1, 1, 2, -2, 3, 5))]):
+            low, high = dims.bounds(group)
+            if value == start or value < max(low, 2) or value > high:
+                continue
+            values = {**dims.example, **dict.fromkeys(group, value)}
+            if not _fits(ep, values, guards=dims.guards):
+                continue
+            if guard.xreplace({s: sympy.Integer(values[s]) for s in symbols}) in (sympy.false, False):
+                return values
+    return None
 
 
 def _above_range(dims: _Dims, group: list[Any], ceilings: dict[str, int | None]) -> tuple[list[Any], int, tuple[int, int]] | None:

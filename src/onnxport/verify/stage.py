@@ -35,7 +35,7 @@ from onnxport.verify.budget import DEFAULT_BUDGET, Budget
 from onnxport.verify.compare import Verification
 from onnxport.verify.checker import Checker
 from onnxport.verify.rows import row_axes
-from onnxport.verify.sizes import GroupSizes, resize_keeping_ends, sizes_by_group
+from onnxport.verify.sizes import GroupSizes, guard_breaking_sets, resize_keeping_ends, sizes_by_group
 
 __all__ = ["verify_export"]
 
@@ -73,6 +73,7 @@ def _verify(checker: Checker, program: Any, model: Any, given: list[InputSet], c
         if checker.check(label, inputs) == "unrunnable":
             return checker.finish()
     tried, verified, size_one = _check_other_sizes(checker, captured, groups, resized)
+    broken = _check_guards(checker, captured, given[0], spec, input_names)
     above = _check_above_ranges(checker, groups, spec, program.report, verified)
     _note_bound_by_data(groups, program.report)
     program.report.sizes_verified = verified
@@ -86,13 +87,34 @@ def _verify(checker: Checker, program: Any, model: Any, given: list[InputSet], c
     try:
         result = checker.finish(raise_on_mismatch=raise_on_mismatch)
     except VerificationError as exc:
-        fix = (_size_one_fix(size_one) if size_one else _size_oblivious_fix(captured) if captured.size_oblivious
-               else _above_fix(above) if above else None)
+        fix = (_guard_fix(broken) if broken else _size_one_fix(size_one) if size_one
+               else _size_oblivious_fix(captured) if captured.size_oblivious else _above_fix(above) if above else None)
         if fix is None or checker.onnxruntime_fault:  # said as such (see Checker)
             raise
         raise VerificationError(exc.message, verification=exc.verification, fix=fix) from None
     _note_refused_sizes(tried, verified, result, program.report)
     return result
+
+
+def _check_guards(checker: Checker, captured: Captured, example: InputSet, spec: Any, input_names: Any) -> str:
+    """Run the example resized where a guard comparing dynamic sizes fails (see ``sizes.guard_breaking_sets``),
+    whatever the budget: the sizes at which the ONNX model, holding the example's branch, may be wrong. The
+    first that differs from eager PyTorch, described ("" when none does)."""
+    if not captured.specs:
+        return ""
+    sets = guard_breaking_sets(captured.program, pytree.tree_leaves(example), captured.specs, input_names=input_names)
+    for flat, description in zip(sets, sets.descriptions):
+        label = f"example resized to {description}"
+        if checker.check(label, pytree.tree_unflatten(flat, spec), generated=True, required=True) == "mismatch":
+            return description
+    return ""
+
+
+def _guard_fix(description: str) -> str:
+    return (f"at {description} the ONNX model differs from eager PyTorch: the model compares input sizes as Python "
+            "numbers (an `if` on x.shape[0] == y.shape[0], say), torch.export kept the example's branch, and its "
+            "program checks the guard when called, which an ONNX graph cannot; write the condition with "
+            "torch.sym_ite or torch.cond so that both branches are captured, or keep one of those dims static")
 
 
 def _size_oblivious_fix(captured: Captured) -> str:
@@ -141,8 +163,12 @@ def _check_other_sizes(
     size 1 first where it is allowed (eager PyTorch decides it); the sizes tried, those verified, and the
     first group that differed at size 1."""
     tried, verified, size_one = [], [], None
+    # A program with guards (conditions on its input sizes that torch.export checks when its program is called,
+    # and an ONNX graph cannot) stands for the sizes they allow alone: eager PyTorch decides every other size.
+    guarded = bool(getattr(captured.program, "_guards_code", None))
     for candidates, sets in zip(groups, resized):
-        axes = row_axes(captured.program, candidates.symbols) if checker.reference is not None else None
+        axes = row_axes(captured.program, candidates.symbols) if checker.reference is not None and not guarded \
+            else None
         differs = None
         for inputs, description, below, size in zip(sets, candidates.descriptions, candidates.below_range,
                                                     candidates.sizes):

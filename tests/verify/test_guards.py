@@ -1,0 +1,82 @@
+"""Sizes where torch.export's guards fail: a model that branches on its sizes as Python numbers, or reads them as
+floats, is captured for the example's branch or value, with a guard its program checks when called and an ONNX
+graph cannot. Verification runs the sizes that break a guard comparing dims, so such a file is refused, saying
+why; a guard the model itself requires (eager refuses those sizes) passes; a size expression pinned to the
+example's value is captured strict, where it stays an expression."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.export import Dim
+
+import onnxport
+
+DIMS = ({0: Dim("a", min=2, max=64)}, {0: Dim("b", min=2, max=64)})
+
+
+class SameRows(torch.nn.Module):
+    """Branches on two inputs' batch sizes being equal: the example (4 and 6) takes the else branch."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == y.shape[0]:
+            return x - 1
+        return x + 1
+
+
+class RequiresOtherRows(torch.nn.Module):
+    """The same comparison as a requirement: eager refuses equal sizes."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == y.shape[0]:
+            raise ValueError("x and y must have different batch sizes")
+        return x + 1
+
+
+def _example() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(4, 3), torch.randn(6, 3)
+
+
+def test_a_branch_on_two_sizes_is_refused_at_the_sizes_that_take_the_other() -> None:
+    with pytest.raises(onnxport.VerificationError) as caught:
+        onnxport.export(SameRows(), _example(), dynamic_shapes=DIMS)
+    error = caught.value
+    assert "where the program's guard Ne(a, b) fails" in str(error)
+    assert "torch.sym_ite or torch.cond" in error.fix
+    runs = error.verification.runs
+    assert any("b=4 (where the program's guard" in run and "differs from eager" in run for run in runs)
+
+
+def test_a_guard_the_model_requires_passes() -> None:
+    prog = onnxport.export(RequiresOtherRows(), _example(), dynamic_shapes=DIMS)
+    assert prog.report.verification.ok
+    runs = prog.report.verification.runs
+    assert any("where the program's guard" in run and "eager PyTorch refuses it" in run for run in runs)
+
+
+def test_without_a_branch_on_sizes_no_set_is_added() -> None:
+    class Plain(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return x + y.sum()
+
+    prog = onnxport.export(Plain(), _example(), dynamic_shapes=DIMS)
+    assert not any("guard" in run for run in prog.report.verification.runs)
+
+
+def test_a_float_of_two_sizes_is_captured_strict_and_right_at_other_sizes() -> None:
+    """``math.sqrt(a * b)``: non-strict export evaluates it as the example's float, guarding ``a*b == 24``, a
+    pinned size; strict export keeps ``sym_sqrt`` of the sizes."""
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * math.sqrt(x.shape[0] * x.shape[1])
+
+    dims = ({0: Dim("a", min=2, max=64), 1: Dim("b", min=2, max=64)},)
+    prog = onnxport.export(Scaled(), (torch.randn(4, 6),), dynamic_shapes=dims)
+    attempts = prog.report.attempts
+    assert not attempts[0].ok and "dynamic size was fixed" in attempts[0].error and attempts[-1].ok
+    for shape in ((3, 5), (9, 2)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(prog(x), Scaled()(x))
