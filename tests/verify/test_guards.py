@@ -1,8 +1,9 @@
 """Sizes where torch.export's guards fail: a model that branches on its sizes as Python numbers, or reads them as
 floats, is captured for the example's branch or value, with a guard its program checks when called and an ONNX
-graph cannot. Verification runs the sizes that break a guard comparing dims, so such a file is refused, saying
-why; a guard the model itself requires (eager refuses those sizes) passes; a size expression pinned to the
-example's value is captured strict, where it stays an expression."""
+graph cannot. An ``if`` comparing two sizes is rewritten into ``torch.cond`` (both branches captured) and
+verified at sizes that take the other branch; one that cannot be rewritten is verified there as captured, and
+refused, saying why, where it differs; a guard the model itself requires (eager refuses those sizes) passes; a
+size expression pinned to the example's value is captured strict, where it stays an expression."""
 
 from __future__ import annotations
 
@@ -26,6 +27,24 @@ class SameRows(torch.nn.Module):
         return x + 1
 
 
+class SameRowsOtherShape(torch.nn.Module):
+    """The same branch, its two sides of different shapes (torch.cond gives the output a size of its own)."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == y.shape[0]:
+            return x[:1] - 1
+        return x + 1
+
+
+class SubtractsSameRows(torch.nn.Module):
+    """A branch that traces only where its test holds (x - y needs equal rows): torch.cond cannot capture it."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == y.shape[0]:
+            return x - y
+        return x + 1
+
+
 class RequiresOtherRows(torch.nn.Module):
     """The same comparison as a requirement: eager refuses equal sizes."""
 
@@ -39,30 +58,42 @@ def _example() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(4, 3), torch.randn(6, 3)
 
 
-def test_a_branch_on_two_sizes_is_refused_at_the_sizes_that_take_the_other() -> None:
+@pytest.mark.parametrize("model", [SameRows, SameRowsOtherShape])
+def test_an_if_on_two_sizes_becomes_torch_cond_and_is_right_in_both_branches(model) -> None:
+    prog = onnxport.export(model(), _example(), dynamic_shapes=DIMS)
+    assert [r.kind for r in prog.report.rewrites] == ["size"] and "If" in {n.op_type for n in prog.model.graph}
+    runs = prog.report.verification.runs
+    assert any("b=4 (the other branch of an if on sizes: Ne(a, b) is false)" in run for run in runs)
+    for a, b in ((5, 5), (3, 7), (2, 2)):
+        x, y = torch.randn(a, 3), torch.randn(b, 3)
+        torch.testing.assert_close(prog(x, y), model()(x, y))
+
+
+def test_an_if_on_sizes_torch_cond_cannot_hold_is_refused_where_it_differs() -> None:
     with pytest.raises(onnxport.VerificationError) as caught:
-        onnxport.export(SameRows(), _example(), dynamic_shapes=DIMS)
+        onnxport.export(SubtractsSameRows(), _example(), dynamic_shapes=DIMS)
     error = caught.value
     assert "where the program's guard Ne(a, b) fails" in str(error)
     assert "torch.sym_ite or torch.cond" in error.fix
-    runs = error.verification.runs
-    assert any("b=4 (where the program's guard" in run and "differs from eager" in run for run in runs)
+    assert any("b=4 (where the program's guard" in run and "differs from eager" in run
+               for run in error.verification.runs)
 
 
 def test_a_guard_the_model_requires_passes() -> None:
     prog = onnxport.export(RequiresOtherRows(), _example(), dynamic_shapes=DIMS)
-    assert prog.report.verification.ok
+    assert prog.report.verification.ok and not prog.report.rewrites
     runs = prog.report.verification.runs
     assert any("where the program's guard" in run and "eager PyTorch refuses it" in run for run in runs)
 
 
-def test_without_a_branch_on_sizes_no_set_is_added() -> None:
+def test_without_an_if_on_sizes_nothing_is_rewritten_or_added() -> None:
     class Plain(torch.nn.Module):
         def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return x + y.sum()
 
     prog = onnxport.export(Plain(), _example(), dynamic_shapes=DIMS)
-    assert not any("guard" in run for run in prog.report.verification.runs)
+    assert not prog.report.rewrites and len(prog.report.attempts) == 1
+    assert not any("guard" in run or "if on sizes" in run for run in prog.report.verification.runs)
 
 
 def test_a_float_of_two_sizes_is_captured_strict_and_right_at_other_sizes() -> None:

@@ -25,8 +25,8 @@ from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from onnxport.errors import SourceLocation, location_from_stack_trace
 
-__all__ = ["data_bound", "guards_hold", "modular_guards", "recorded_values", "relational_guards", "size_step",
-           "step_notes"]
+__all__ = ["data_bound", "free_unbacked", "guards_hold", "modular_guards", "recorded_values", "relational_guard_sites",
+           "relational_guards", "size_step", "source_names", "step_notes"]
 
 _SCAN = 512  # sizes scanned above the example's to find the step of a dim (a chunk of up to 256 shows twice)
 _MAX_GUARDS = 2000
@@ -51,16 +51,42 @@ def relational_guards(ep: torch.export.ExportedProgram) -> list[sympy.Expr]:
     """The guards of the program's shape environment that compare sizes of two or more dims (``Ne(s0, s1)``,
     ``s0 < s1``) without a ``Mod`` or a floor division: a Python ``if`` on sizes, whose other branch the
     program does not hold (torch.export checks the guard when its program is called; an ONNX graph cannot)."""
+    return list(dict.fromkeys(expr for expr, _ in relational_guard_sites(ep)))
+
+
+def relational_guard_sites(ep: torch.export.ExportedProgram) -> list[tuple[sympy.Expr, Any]]:
+    """``relational_guards`` with the frame that made each (a ``traceback.FrameSummary``: the model's line, or
+    None when torch recorded none)."""
     env = _shape_env(ep)
     if env is None:
         return []
-    found: dict[sympy.Expr, None] = {}
+    found = []
     for guard in getattr(env, "guards", [])[:_MAX_GUARDS * 10]:
         expr = getattr(guard, "expr", None)
         if (isinstance(expr, sympy.Rel) and len(expr.free_symbols) >= 2 and not expr.has(FloorDiv, Mod, PythonMod)
                 and not free_unbacked(expr)):
-            found.setdefault(expr, None)
-    return list(found)
+            sloc = getattr(guard, "sloc", None)
+            frame = getattr(sloc, "maybe_user_loc", None) or getattr(sloc, "framework_loc", None)
+            found.append((expr, frame if hasattr(frame, "lineno") else None))
+    return found
+
+
+def source_names(ep: torch.export.ExportedProgram) -> dict[Any, str]:
+    """Each shape symbol of the program's inputs by the name torch gives its first source (``L['x'].size()[0]``),
+    which another capture of the same inputs gives the same dim."""
+    env = _shape_env(ep)
+    names = {}
+    for symbol, sources in (getattr(env, "var_to_sources", None) or {}).items():
+        for source in sources:
+            name = getattr(source, "name", None)
+            try:
+                name = name() if callable(name) else name
+            except Exception:  # noqa: BLE001 - a source that cannot name itself names nothing
+                name = None
+            if isinstance(name, str):
+                names[symbol] = name
+                break
+    return names
 
 
 def free_unbacked(expr: sympy.Expr) -> bool:

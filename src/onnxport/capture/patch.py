@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -91,8 +92,9 @@ class ControlFlowRewriter:
 
     @property
     def rewrites(self) -> list[Rewrite]:
-        """The control-flow rewrites (``if`` and ``while``): the sites whose branches verification explores."""
-        return [r for r in self._log if r.kind != "data"]
+        """The control-flow rewrites (``if`` and ``while``) of tensor values: the sites whose branches verification
+        explores (those of ``if``s on sizes, its made-up sizes reach; see ``size_branches``)."""
+        return [r for r in self._log if r.kind in ("if", "while")]
 
     @property
     def all_rewrites(self) -> list[Rewrite]:
@@ -128,6 +130,15 @@ class ControlFlowRewriter:
         self._rewrites[id(fn)] = state
         self._log.append(rewrite)
         return rewrite
+
+    def snapshot(self) -> tuple[dict[int, types.CodeType], dict[int, FunctionRewrite], list[Rewrite]]:
+        """The rewrites made so far, for ``restore`` to return to."""
+        return dict(self._code), {key: copy.deepcopy(state) for key, state in self._rewrites.items()}, list(self._log)
+
+    def restore(self, snapshot: tuple[dict[int, types.CodeType], dict[int, FunctionRewrite], list[Rewrite]]) -> None:
+        """Undo the rewrites made since ``snapshot``."""
+        code, rewrites, log = snapshot
+        self._code, self._rewrites, self._log = dict(code), dict(rewrites), list(log)
 
     def source_files(self) -> set[str]:
         """The files of the model's own code (its modules' classes, their helpers), in a library or not."""

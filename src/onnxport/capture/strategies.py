@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from onnxport.capture import _data_watch, _dim_constraints, _older_torch, _runtime, _specialised, dynamic, integrations
-from onnxport.capture import quantized, rewrite_data, rewrite_loop
+from onnxport.capture import quantized, rewrite_data, rewrite_loop, size_branches
 from onnxport.capture._data_watch import reads_data
 from onnxport.capture.patch import ControlFlowRewriter, model_files
 from onnxport.capture.rewrite import RewriteRefused
@@ -119,6 +119,7 @@ class Captured:
     dim_names: dict[str, str] = dataclasses.field(default_factory=dict)
     size_oblivious: list[str] = dataclasses.field(default_factory=list)  # dims captured so (example size 0/1)
     narrowed: list[str] = dataclasses.field(default_factory=list)  # dims torch.export bounded above so
+    size_branches: list[Any] = dataclasses.field(default_factory=list)  # guards of ifs on sizes made torch.cond
 
 
 def resolve_dynamic_shapes(
@@ -206,11 +207,18 @@ def capture(
                     break  # rewrite the if, while or .data, then start again from non-strict
                 continue
             report.attempts.append(Attempt(label, True))
+            branches: list[Any] = []
+            if rewriter is not None and not strict:  # ifs comparing sizes: into torch.cond, captured again
+                ep, branches = size_branches.rewritten(ep, rewriter, lambda: _export_once(
+                    model, args, kwargs, dynamic_shapes, False, small, rewriter, blocks))
+                if branches:
+                    report.attempts.append(Attempt(_label(False, rewriter, small), True))
             ep = quantized.prepare_program(ep)  # subclass weights in parts, quantized linears as matmuls
             _refuse_state_writes(model, ep, rewriter)
             report.rewrites = rewriter.all_rewrites if rewriter is not None else []
             control_flow = rewriter if rewriter is not None and rewriter.rewrites else None
-            captured = Captured(ep, control_flow, size_oblivious=small)
+            captured = Captured(ep, control_flow, size_oblivious=small,
+                                size_branches=size_branches.in_program(ep, branches))
             return _with_dims(captured, model, args, kwargs, dynamic_shapes, input_names, report)
         _, last = errors[-1]
         for _, exc in errors:
@@ -270,7 +278,7 @@ def _label(strict: bool, rewriter: ControlFlowRewriter | None, small: list[str])
     return label
 
 
-_KIND_NAMES = {"if": "if(s)", "while": "while(s)", "data": ".data line(s)"}
+_KIND_NAMES = {"if": "if(s)", "size": "if(s) on sizes", "while": "while(s)", "data": ".data line(s)"}
 
 
 def _capturing(model: torch.nn.Module, small: list[str], rewriter: ControlFlowRewriter | None) -> contextlib.ExitStack:

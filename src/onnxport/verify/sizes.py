@@ -242,6 +242,7 @@ def guard_breaking_sets(
     specs: list[dict[int, Any]],
     *,
     input_names: Sequence[str] | None = None,
+    rewritten: Sequence[Any] = (),
     most: int = 3,
 ) -> SampleSets:
     """Input sets at which a guard comparing dynamic sizes fails (see ``relational_guards``): the model branched
@@ -249,7 +250,9 @@ def guard_breaking_sets(
     the guard, and the ONNX model computes that branch at every size. One set per guard, up to ``most``: one
     group of the guard's dims moved to another's size or next to its own, every range and chunk guard kept;
     ``descriptions[i]`` names the sizes and the guard, in the user's dim names. Eager PyTorch then decides: it
-    refuses such sizes (the guard was the model's requirement), or computes what the ONNX model must."""
+    refuses such sizes (the guard was the model's requirement), or computes what the ONNX model must.
+    ``rewritten``: the guards of such ``if``s that capture rewrote into ``torch.cond`` (see
+    ``capture.size_branches``): their sets are where the graph's other branch runs."""
     result = SampleSets()
     result.descriptions = []
     dims = _Dims(ep, example_flat_inputs, specs, input_names)
@@ -257,7 +260,7 @@ def guard_breaking_sets(
         return result
     group_of = {symbol: group for group in dims.groups for symbol in group}
     names = {symbol: dims.name(group) for symbol, group in group_of.items()}
-    for guard in relational_guards(ep):
+    for guard in dict.fromkeys([*rewritten, *relational_guards(ep)]):
         symbols = sorted(guard.free_symbols, key=str)
         if not set(symbols) <= set(group_of) or len({id(group_of[s]) for s in symbols}) < 2:
             continue  # a size of no input (derived), or dims that move together
@@ -267,7 +270,8 @@ def guard_breaking_sets(
         result.append(dims.resized(values))
         moved = ", ".join(f"{names[s]}={values[s]}" for s in symbols if values[s] != dims.example[s])
         readable = str(guard.xreplace({s: sympy.Symbol(names[s]) for s in symbols}))
-        result.descriptions.append(f"{moved} (where the program's guard {readable} fails)")
+        result.descriptions.append(f"{moved} (the other branch of an if on sizes: {readable} is false)"
+                                   if guard in rewritten else f"{moved} (where the program's guard {readable} fails)")
         if len(result) == most:
             break
     return result

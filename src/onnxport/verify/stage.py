@@ -102,7 +102,8 @@ def _check_guards(checker: Checker, captured: Captured, example: InputSet, spec:
     first that differs from eager PyTorch, described ("" when none does)."""
     if not captured.specs:
         return ""
-    sets = guard_breaking_sets(captured.program, pytree.tree_leaves(example), captured.specs, input_names=input_names)
+    sets = guard_breaking_sets(captured.program, pytree.tree_leaves(example), captured.specs, input_names=input_names,
+                               rewritten=captured.size_branches)
     for flat, description in zip(sets, sets.descriptions):
         label = f"example resized to {description}"
         if checker.check(label, pytree.tree_unflatten(flat, spec), generated=True, required=True) == "mismatch":
