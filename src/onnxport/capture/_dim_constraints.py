@@ -21,11 +21,12 @@ from typing import Any
 
 import sympy
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
 from onnxport.errors import SourceLocation, location_from_stack_trace
 
-__all__ = ["data_bound", "free_unbacked", "guards_hold", "modular_guards", "recorded_values", "relational_guard_sites",
+__all__ = ["data_bound", "guards_hold", "modular_guards", "recorded_values", "relational_guard_sites",
            "relational_guards", "size_step", "source_names", "step_notes"]
 
 _SCAN = 512  # sizes scanned above the example's to find the step of a dim (a chunk of up to 256 shows twice)
@@ -64,7 +65,7 @@ def relational_guard_sites(ep: torch.export.ExportedProgram) -> list[tuple[sympy
     for guard in getattr(env, "guards", [])[:_MAX_GUARDS * 10]:
         expr = getattr(guard, "expr", None)
         if (isinstance(expr, sympy.Rel) and len(expr.free_symbols) >= 2 and not expr.has(FloorDiv, Mod, PythonMod)
-                and not free_unbacked(expr)):
+                and not free_unbacked_symbols(expr)):  # sizes of inputs, not values read from data
             sloc = getattr(guard, "sloc", None)
             frame = getattr(sloc, "maybe_user_loc", None) or getattr(sloc, "framework_loc", None)
             found.append((expr, frame if hasattr(frame, "lineno") else None))
@@ -89,11 +90,6 @@ def source_names(ep: torch.export.ExportedProgram) -> dict[Any, str]:
     return names
 
 
-def free_unbacked(expr: sympy.Expr) -> bool:
-    """Whether ``expr`` holds a size read from data (``u0``), not one of an input's dims."""
-    return any(str(symbol).startswith("u") for symbol in expr.free_symbols)
-
-
 def data_bound(ep: torch.export.ExportedProgram) -> dict[Any, sympy.Expr]:
     """The input dims tied to input values by a requirement of the model, each with the requirement:
     ``Eq(s0, u0*u1 + u2*u3)`` where a vision tower's patch count (``s0``) must be the sum over its
@@ -101,8 +97,6 @@ def data_bound(ep: torch.export.ExportedProgram) -> dict[Any, sympy.Expr]:
     dims in it (the patch count) and the dims of the inputs whose values set its sizes taken from data
     (the number of ``grid_thw`` rows, any input read as sizes): no size of one of them alone, the values kept, is an input the model
     takes."""
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
     env = _shape_env(ep)
     found: dict[Any, sympy.Expr] = {}
     read_as_sizes: set[Any] | None = None  # one walk of the graph, at the first such requirement

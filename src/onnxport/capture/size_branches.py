@@ -47,7 +47,7 @@ def rewritten(ep: torch.export.ExportedProgram, rewriter: ControlFlowRewriter,
             break
         names = source_names(ep)
         named += [guard.xreplace({s: sympy.Symbol(names[s]) for s in guard.free_symbols if s in names})
-                  for guard, frame in relational_guard_sites(ep) if frame is not None]
+                  for guards in sites.values() for guard in guards]
         ep = again
     return ep, named
 
@@ -59,13 +59,11 @@ def in_program(ep: torch.export.ExportedProgram, named: Sequence[sympy.Expr]) ->
     return [guard.xreplace(symbols) for guard in named if guard.free_symbols <= set(symbols)]
 
 
-def _sites(ep: torch.export.ExportedProgram, files: set[str]) -> list[SourceLocation]:
-    """The model's lines (in ``files``) whose size comparisons made a guard relating sizes, each once."""
-    found: dict[tuple[str, int], SourceLocation] = {}
-    for _, frame in relational_guard_sites(ep):
-        if frame is None or frame.filename not in files:
-            continue
-        code = linecache.getline(frame.filename, frame.lineno).strip()
-        found.setdefault((frame.filename, frame.lineno),
-                         SourceLocation(frame.filename, frame.lineno, frame.name, code))
-    return list(found.values())
+def _sites(ep: torch.export.ExportedProgram, files: set[str]) -> dict[SourceLocation, list[sympy.Expr]]:
+    """The model's lines (in ``files``) whose size comparisons made guards relating sizes, with those guards."""
+    found: dict[SourceLocation, list[sympy.Expr]] = {}
+    for guard, frame in relational_guard_sites(ep):
+        if frame is not None and frame.filename in files:
+            code = linecache.getline(frame.filename, frame.lineno).strip()
+            found.setdefault(SourceLocation(frame.filename, frame.lineno, frame.name, code), []).append(guard)
+    return found
