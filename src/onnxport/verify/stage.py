@@ -29,6 +29,7 @@ from torch.utils import _pytree as pytree
 from onnxport.capture import Captured
 from onnxport.capture.integrations import registered_types
 from onnxport.errors import VerificationError
+from onnxport.capture._dim_constraints import relational_guards
 from onnxport.verify.ahead import EagerAhead
 from onnxport.verify.branches import explore_branches
 from onnxport.verify.budget import DEFAULT_BUDGET, Budget
@@ -164,9 +165,9 @@ def _check_other_sizes(
     size 1 first where it is allowed (eager PyTorch decides it); the sizes tried, those verified, and the
     first group that differed at size 1."""
     tried, verified, size_one = [], [], None
-    # A program with guards (conditions on its input sizes that torch.export checks when its program is called,
-    # and an ONNX graph cannot) stands for the sizes they allow alone: eager PyTorch decides every other size.
-    guarded = bool(getattr(captured.program, "_guards_code", None))
+    # A program with guards comparing sizes (conditions torch.export checks when its program is called, and an
+    # ONNX graph cannot) stands for the sizes they allow alone: eager PyTorch decides every other size.
+    guarded = bool(relational_guards(captured.program))
     for candidates, sets in zip(groups, resized):
         axes = row_axes(captured.program, candidates.symbols) if checker.reference is not None and not guarded \
             else None
