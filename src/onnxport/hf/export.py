@@ -83,8 +83,8 @@ logger = logging.getLogger("onnxport")
 def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: str | os.PathLike = "onnx",
               *, opset: int | None = None, progress: bool = False,
               streaming: bool | None = None, target: Any = None,
-              quantize: bool | str | QuantizeOptions | Mapping[str, Any] | None = None, dtypes: Sequence[str] | str | None = None,
-              dtype: str | None = None, revision: str | None = None
+              quantize: bool | str | QuantizeOptions | Mapping[str, Any] | None = None,
+              dtypes: Sequence[str] | str | None = None, dtype: str | None = None, revision: str | None = None
               ) -> OnnxProgram | Seq2SeqPrograms | VlmPrograms | dict[str, OnnxProgram]:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
     programs of a seq2seq task, the three of a vision-language model; for ``text-to-image``, a diffusers pipeline

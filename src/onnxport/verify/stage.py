@@ -27,9 +27,9 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.capture import Captured
+from onnxport.capture._dim_constraints import relational_guards
 from onnxport.capture.integrations import registered_types
 from onnxport.errors import VerificationError
-from onnxport.capture._dim_constraints import relational_guards
 from onnxport.verify.ahead import EagerAhead
 from onnxport.verify.branches import explore_branches
 from onnxport.verify.budget import DEFAULT_BUDGET, Budget
