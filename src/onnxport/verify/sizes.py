@@ -255,12 +255,15 @@ def guard_breaking_sets(
     ``capture.size_branches``): their sets are where the graph's other branch runs."""
     result = SampleSets()
     result.descriptions = []
+    guards = list(dict.fromkeys([*rewritten, *relational_guards(ep)]))
+    if not guards:  # the common case: nothing to resize for
+        return result
     dims = _Dims(ep, example_flat_inputs, specs, input_names)
     if not dims.roots:
         return result
     group_of = {symbol: group for group in dims.groups for symbol in group}
     names = {symbol: dims.name(group) for symbol, group in group_of.items()}
-    for guard in dict.fromkeys([*rewritten, *relational_guards(ep)]):
+    for guard in guards:
         symbols = sorted(guard.free_symbols, key=str)
         if not set(symbols) <= set(group_of) or len({id(group_of[s]) for s in symbols}) < 2:
             continue  # a size of no input (derived), or dims that move together
@@ -283,9 +286,9 @@ def _breaking(ep: torch.export.ExportedProgram, dims: _Dims, guard: sympy.Expr, 
     symbol's example size, or near its own; None when none is found."""
     for symbol in symbols:
         group, start = group_of[symbol], dims.example[symbol]
+        low, high = dims.bounds(group)
         targets = [dims.example[other] for other in symbols if other is not symbol]
         for value in dict.fromkeys([*targets, *(start + k for k in (-1, 1, 2, -2, 3, 5))]):
-            low, high = dims.bounds(group)
             if value == start or value < max(low, 2) or value > high:
                 continue
             values = {**dims.example, **dict.fromkeys(group, value)}
