@@ -60,7 +60,10 @@ from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument
 from onnxport.hf.tasks import MODULES_FILE, pick_task
-from onnxport.hf.vlm import VLM_FILES, VlmPrograms, check_supported, export_vlm, genai_names, write_genai
+from onnxport.hf.multimodal import FILES as VLM_FILES
+from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
+from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_TYPES
+from onnxport.hf.multimodal.genai import genai_names, write_genai
 from onnxport.program import OnnxProgram
 from onnxport.quantize.options import QuantizeOptions
 from onnxport.serial import serialized
@@ -202,7 +205,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     # Where the files go, and what the directory says, before anything is loaded or exported.
     copied = [name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name))]
     if engine is not None:
-        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else ("model",)
+        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else \
+            tuple(TRANSFORMERS_JS.files.values()) if spec.vlm else ("model",)
         written = [*transformers_js.file_names(sessions, dtypes), *copied]
     else:
         written = [*(SEQ2SEQ_FILES if spec.seq2seq else VLM_FILES if spec.vlm else ("model.onnx",)),
@@ -213,7 +217,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
         check_supported(config)
-        check_output_folder(out, genai_names(config))  # genai's files, for the types it runs
+        if engine is not None and config.model_type not in TRANSFORMERS_JS_TYPES:
+            raise InvalidInputError(f"transformers.js does not run {config.model_type} models for image-text-to-text",
+                                    fix="export it for onnxruntime (no target) and run it with generate_vlm")
+        check_output_folder(out, genai_names(config) if engine is None else ())  # genai's, for the types it runs
     scheme = prequantized.scheme_of(config)
     if scheme is not None:
         if sentence is not None:
@@ -256,9 +263,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if weights is not None:
             weights = weights.renamed({f"transformer.{key}": key for key in weights})
     if spec.vlm:  # three models; the decoder's linear layers are what quantize rounds
-        result = VlmPrograms(*export_vlm(model, config, opset=opset, progress=progress, weights=weights, target=target,
-                                         quantize=quantize).values())
-        files = dict(zip(VLM_FILES, result))
+        layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME
+        made = export_multimodal(model, config, model_dir, layout, opset=opset, progress=progress, weights=weights,
+                                 target=target, quantize=quantize)
+        result = VlmPrograms(*made.values())
+        files = made if engine is not None else dict(zip(VLM_FILES, result))
     elif spec.seq2seq:
         inputs = spec.inputs(model, config)
         result = export_seq2seq(model, inputs, opset=opset, progress=progress, target=target,
@@ -286,7 +295,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if engine is not None and spec.seq2seq:
         files = {"encoder_model": result.encoder,
                  "decoder_model_merged": transformers_js.merge_decoders(result.decoder, result.decoder_with_past)}
-    elif engine is not None:
+    elif engine is not None and not spec.vlm:
         files = {"model": result}
     for prog in files.values():
         prog.model.metadata_props[metadata.TASK] = task

@@ -42,7 +42,7 @@ def generate(
     pad_token_id: int | None = None,
     output_logits: bool = False,
     embed: Callable[[np.ndarray, bool], np.ndarray] | None = None,
-    token_type_ids: torch.Tensor | None = None,
+    positions: Callable[[np.ndarray, int], np.ndarray] | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
     """Greedy decoding: the prompt and up to ``max_new_tokens`` new tokens, ``(batch, prompt + new)``.
 
@@ -54,8 +54,8 @@ def generate(
 
     A decoder that takes ``inputs_embeds`` instead of ``input_ids`` (a vision-language model's) needs
     ``embed(ids, prompt)``: the embeddings of the tokens ``ids`` (the prompt when ``prompt`` is true). A decoder
-    that takes ``token_type_ids`` over the whole sequence (Gemma 3's, 1 for image tokens) is given the prompt's,
-    then 0 for each new token.
+    whose positions are not counted over the mask (a vision-language model's three per token) needs
+    ``positions(mask, new)``: those of the last ``new`` tokens, given the mask so far.
     """
     session = _session(model)
     inputs = {i.name: i for i in session.get_inputs()}
@@ -83,14 +83,11 @@ def generate(
     scores = []
     pad = eos_token_id if pad_token_id is None else pad_token_id
     for step in range(max_new_tokens):
-        positions = np.cumsum(mask, axis=-1) - 1
-        positions = np.where(mask == 0, 1, positions)[:, -step_ids.shape[1] :]
-        feed = {"input_ids": step_ids, "attention_mask": mask, "position_ids": positions, **past}
+        new = step_ids.shape[1]
+        feed = {"input_ids": step_ids, "attention_mask": mask, **past,
+                "position_ids": _counted_positions(mask, new) if positions is None else positions(mask, new)}
         if "input_ids" not in inputs:
             feed["inputs_embeds"] = embed(step_ids, step == 0)
-        if "token_type_ids" in inputs:
-            given = np.zeros_like(ids) if token_type_ids is None else token_type_ids.cpu().numpy().astype(np.int64)
-            feed["token_type_ids"] = np.pad(given, ((0, 0), (0, mask.shape[1] - given.shape[1])))
         outputs = _run(session, feed)
         chosen = _pick(outputs["logits"], scores, finished, eos_token_id, pad)
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
@@ -148,6 +145,12 @@ def generate_seq2seq(
         if eos_token_id is not None and finished.all():
             break
     return (torch.from_numpy(tokens), scores) if output_logits else torch.from_numpy(tokens)
+
+
+def _counted_positions(mask: np.ndarray, new: int) -> np.ndarray:
+    """Each of the last ``new`` tokens' position, counted over ``mask`` as transformers counts it; 1 for padding."""
+    positions = np.cumsum(mask, axis=-1) - 1
+    return np.where(mask == 0, 1, positions)[:, -new:]
 
 
 def _run(session: Any, feed: dict[str, Any]) -> dict[str, np.ndarray]:

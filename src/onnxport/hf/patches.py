@@ -25,7 +25,8 @@ Vision towers that pack every image's patches in one sequence (Qwen2-VL and the 
 split it per image by sizes that are data (``torch.split(t, lengths.tolist())``); during the capture they
 attend once, with a mask that keeps each image to itself (:mod:`onnxport.hf._packed_attention`); Qwen2.5-VL's
 window order and every tower's patch positions are computed with tensor ops instead of a Python loop over the
-images (:mod:`onnxport.hf._vision_windows`).
+images (:mod:`onnxport.hf._vision_windows`); a multimodal model's per-image list of features, of a count that is
+data, is captured as the one tensor they join into (:mod:`onnxport.hf._joined_pieces`).
 
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
@@ -45,6 +46,7 @@ from typing import Any
 import torch
 
 from onnxport.hf import cache as _cache
+from onnxport.hf._joined_pieces import joined_pieces
 from onnxport.hf._packed_attention import packed_attention_on
 from onnxport.hf.attribute_swap import swapped
 from onnxport.hf._vision_windows import layout_as_tensors
@@ -75,11 +77,18 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
             config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
         with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
-                _scans_swapped(model), packed_attention_on(model), layout_as_tensors():
+                _scans_swapped(model), packed_attention_on(model), layout_as_tensors(), _joined_in(model):
             yield
     finally:
         for config, value in saved:
             config._experts_implementation = value
+
+
+def _joined_in(model: torch.nn.Module) -> contextlib.AbstractContextManager:
+    """:func:`joined_pieces` for a model holding a transformers model (its ``get_image_features``), nothing for
+    another: a plain PyTorch model's capture is torch's own."""
+    holds = any(kind.__module__.startswith("transformers.") for m in model.modules() for kind in type(m).__mro__)
+    return joined_pieces() if holds else contextlib.nullcontext()
 
 
 @contextlib.contextmanager

@@ -62,7 +62,7 @@ _ELSEWHERE = {
                        "'/model.onnx', input_ids)",
     "text2text-generation": "generate with onnxport.generate_seq2seq(encoder, decoder, decoder_with_past, ...)",
     "automatic-speech-recognition": "generate with onnxport.generate_seq2seq(encoder, decoder, decoder_with_past, ...)",
-    "image-text-to-text": "generate with onnxport.hf.vlm.generate_vlm(folder, text, images)",
+    "image-text-to-text": "generate with onnxport.hf.multimodal.generate_vlm(folder, text, images)",
 }
 _NUMPY = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
           "tensor(float16)": np.float16, "tensor(double)": np.float64, "tensor(bool)": np.bool_}

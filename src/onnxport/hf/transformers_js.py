@@ -50,12 +50,13 @@ NAME = "transformers.js"
 SUBFOLDER = "onnx"
 # dtype -> file suffix, as transformers.js names them; the default folder holds them all.
 DTYPES = {"fp32": "", "fp16": "_fp16", "q8": "_quantized", "q4": "_q4", "q4f16": "_q4f16"}
-# The export-hf tasks transformers.js has a pipeline for, and the sessions (files) each loads.
+# The export-hf tasks transformers.js runs (a pipeline, or for image-text-to-text AutoModelForImageTextToText:
+# onnxport.hf.multimodal.consumers), and the sessions (files) each loads.
 SEQ2SEQ_SESSIONS = ("encoder_model", "decoder_model_merged")
 TASKS = ("text-generation", "feature-extraction", "text-classification", "fill-mask", "token-classification",
          "question-answering", "image-classification", "zero-shot-image-classification", "object-detection",
          "image-segmentation", "depth-estimation", "audio-classification", "text2text-generation",
-         "automatic-speech-recognition")
+         "automatic-speech-recognition", "image-text-to-text")
 # transformers.js releases and the onnxruntime they run on: 4.0 to 4.2 on onnxruntime-node 1.24.3 and
 # onnxruntime-web 1.25 (a development build), 4.3 on 1.30 and 1.31. Its files are written for the oldest.
 _ENGINES = (((4, 0), "onnxruntime-web>=1.24"),)

@@ -1,0 +1,179 @@
+"""The pieces a vision-language model is split into, read from the model itself.
+
+Every ``*ForConditionalGeneration`` that reads images and text computes, in its forward, the same four things:
+
+- :class:`ImageEncoder`: the processor's image inputs (``pixel_values``, and what else its processor gives:
+  ``image_grid_thw``, ``pixel_attention_mask``, ``image_sizes``, ...) to the rows of features its image tokens
+  take, every image's rows one after the other, ``[rows, width]``; through the model's own
+  ``get_image_features``, whose per-image pieces are joined (``torch.cat``, as the forward joins them);
+- :class:`TokenEmbedding`: token ids to their embeddings (``get_input_embeddings``), an image token's too (an id
+  past the vocabulary is looked up as 0: a consumer writes the image rows over it);
+- :class:`FeatureMerge`: the embeddings with the image rows, in order, in place of the image tokens (what the
+  forward's ``masked_scatter`` does), for a consumer that runs the merge as a model;
+- the decoder: the model itself on ``inputs_embeds``, with its KV cache (:class:`WideDecoder` where the image rows
+  also feed later layers).
+
+Qwen3-VL's vision tower gives, besides the rows for the prompt, one set of rows per "deepstack" layer, which its
+decoder adds to the hidden states of the image tokens after its first layers. Here those sets ride along as more
+columns: the image encoder's rows are ``[features | deepstack 0 | deepstack 1 | ...]``, the token embedding gives
+zeros in the extra columns, and :class:`WideDecoder` splits the columns again and adds each set to every
+token's hidden states (zeros for a text token: the same sum as transformers' masked one). A consumer that copies
+an image row over an image token's embedding, as every consumer does, carries them with no change. Gemma 3's
+mark of an image token (``Family.image_flag``) rides the same way, as a last column: 1 in an image row, 0 in a
+token's embedding; :class:`WideDecoder` makes the decoder's ``token_type_ids`` of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from onnxport.hf.multimodal.families import Family
+from onnxport.hf.signature import cache_argument
+
+__all__ = ["IMAGE_INPUTS", "FeatureMerge", "ImageEncoder", "TokenEmbedding", "WideDecoder", "image_rows"]
+
+
+def image_rows(pieces: Any) -> torch.Tensor:
+    """Per-image features (a tensor of rows, a batch of them, or a list of either) as one ``[rows, width]``."""
+    if isinstance(pieces, (list, tuple)):
+        pieces = torch.cat([p.reshape(-1, p.shape[-1]) for p in pieces])
+    return pieces.reshape(-1, pieces.shape[-1])
+
+
+class ImageEncoder(torch.nn.Module):
+    """The processor's image inputs to the rows of image features, ``[rows, width]`` (see the module)."""
+
+    def __init__(self, model: torch.nn.Module, family: Family | None = None) -> None:
+        super().__init__()
+        self.model = model
+        self.family = family
+
+    def forward(self, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor | None = None,
+                pixel_attention_mask: torch.Tensor | None = None, image_sizes: torch.Tensor | None = None,
+                spatial_shapes: torch.Tensor | None = None, image_attention_mask: torch.Tensor | None = None
+                ) -> torch.Tensor:
+        given = {"image_grid_thw": image_grid_thw, "pixel_attention_mask": pixel_attention_mask,
+                 "image_sizes": image_sizes, "spatial_shapes": spatial_shapes,
+                 "image_attention_mask": image_attention_mask}
+        if self.family is not None and self.family.per_image:
+            return _one_image_rows(self.model, pixel_values)
+        out = self.model.get_image_features(pixel_values=pixel_values, return_dict=True,
+                                            **{k: v for k, v in given.items() if v is not None})
+        rows = image_rows(getattr(out, "pooler_output", out))
+        if self.family is None:
+            return rows
+        sets = out.deepstack_features[:self.family.deepstack] if self.family.deepstack else ()
+        columns = [rows, *(image_rows(s).to(rows.dtype) for s in sets)]
+        if self.family.image_flag:
+            columns.append(rows.new_ones(rows.shape[0], 1))
+        return torch.cat(columns, dim=-1) if len(columns) > 1 else rows
+
+
+def _one_image_rows(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch.Tensor:
+    """The rows of one image of its own size (``Family.per_image``): the vision tower's hidden states at
+    ``vision_feature_layer`` (several layers concatenated) through the projector, the image's size given as the
+    size of its tensor, where ``get_image_features`` would read it from the values of ``image_sizes``."""
+    config, inner = model.config, model.model
+    layers = config.vision_feature_layer
+    sizes = [(pixel_values.shape[-2], pixel_values.shape[-1])]
+    states = inner.vision_tower(pixel_values, output_hidden_states=True, return_dict=True, image_sizes=sizes)
+    chosen = [states.hidden_states[i] for i in ([layers] if isinstance(layers, int) else layers)]
+    features = inner.multi_modal_projector(torch.cat(chosen, dim=-1).squeeze(0), sizes)
+    return features.reshape(-1, config.text_config.hidden_size)
+
+
+# The processor outputs an image encoder takes (the arguments of its forward).
+IMAGE_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "image_sizes", "spatial_shapes",
+                "image_attention_mask")
+
+
+class TokenEmbedding(torch.nn.Module):
+    """Token ids to their embeddings, ``[batch, length, family.width]``: zeros in the columns past the hidden
+    size (see the module)."""
+
+    def __init__(self, model: torch.nn.Module, family: Family) -> None:
+        super().__init__()
+        self.embed = model.get_input_embeddings()
+        self.family = family
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        # an image token's id may lie past the vocabulary: looked up as 0, and replaced by its image row
+        image = input_ids == self.family.image_token
+        embeds = self.embed(torch.where(image, torch.zeros_like(input_ids), input_ids))
+        extra = self.family.width - self.family.hidden
+        if extra:
+            embeds = torch.cat([embeds, embeds.new_zeros(*embeds.shape[:-1], extra)], dim=-1)
+        return embeds
+
+
+class FeatureMerge(torch.nn.Module):
+    """Token embeddings with the image rows in place of the image tokens, in order: ``input_ids`` and
+    ``image_features`` (none at all, ``[0, width]``, for a step without images) to ``inputs_embeds``."""
+
+    def __init__(self, model: torch.nn.Module, family: Family) -> None:
+        super().__init__()
+        self.tokens = TokenEmbedding(model, family)
+
+    def forward(self, input_ids: torch.Tensor, image_features: torch.Tensor) -> torch.Tensor:
+        embeds = self.tokens(input_ids)
+        is_image = input_ids == self.tokens.family.image_token
+        flat = is_image.reshape(-1)
+        rows = torch.cumsum(flat.to(torch.int64), 0) - 1  # the k-th image token takes the k-th row
+        # one row of zeros after the features: what text tokens gather, so that no features (decode) is fine
+        padded = torch.cat([image_features.to(embeds.dtype), embeds.new_zeros(1, embeds.shape[-1])])
+        rows = torch.where(flat, rows, image_features.shape[0])
+        picked = padded[rows].reshape(embeds.shape)
+        return torch.where(is_image.unsqueeze(-1), picked, embeds)
+
+
+class WideDecoder(torch.nn.Module):
+    """The model on ``inputs_embeds`` of ``family.width`` columns: its hidden size, then the deepstack sets, each
+    added to the hidden states after its layer, then the image flag, made the ``token_type_ids`` of the new
+    tokens (see the module). Takes and returns what the model does otherwise; its cache by either of the
+    names transformers gives it (``cache`` from 5.24)."""
+
+    def __init__(self, model: torch.nn.Module, family: Family) -> None:
+        super().__init__()
+        self.model = model
+        self.family = family
+        self.language = next((m for m in model.modules() if hasattr(type(m), "_deepstack_process")), None)
+
+    def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                past_key_values: Any = None, cache: Any = None) -> Any:
+        family = self.family
+        kwargs = {"attention_mask": attention_mask, "position_ids": position_ids,
+                  cache_argument(self.model): cache if cache is not None else past_key_values}
+        embeds, *sets = inputs_embeds[..., :family.hidden * (1 + family.deepstack)].split(family.hidden, dim=-1)
+        if family.image_flag:
+            flag = inputs_embeds[..., -1].round().to(torch.int64)
+            past = attention_mask.shape[1] - flag.shape[1]
+            kwargs["token_type_ids"] = torch.cat([flag.new_zeros(flag.shape[0], past), flag], dim=1)
+        if not sets:
+            return self.model(inputs_embeds=embeds, **kwargs)
+        mask = torch.ones(embeds.shape[:-1], dtype=torch.bool, device=embeds.device)
+        with _handed_deepstack(self.language, mask, sets):
+            return self.model(inputs_embeds=embeds, **kwargs)
+
+
+@contextlib.contextmanager
+def _handed_deepstack(language: torch.nn.Module, mask: torch.Tensor, sets: list[torch.Tensor]) -> Iterator[None]:
+    """``language`` (the text model) called with the deepstack sets, as the model's forward calls it when it has
+    image features, and adding each to all tokens' hidden states (the sets hold zeros for text tokens) rather
+    than to those a boolean mask picks, whose count torch.export cannot follow."""
+    forward = language.forward
+
+    def called(*args: Any, **kwargs: Any) -> Any:
+        return forward(*args, **{**kwargs, "visual_pos_masks": mask, "deepstack_visual_embeds": sets})
+
+    def add(hidden_states: torch.Tensor, visual_pos_masks: torch.Tensor, visual_embeds: torch.Tensor) -> torch.Tensor:
+        return hidden_states + visual_embeds.to(hidden_states.dtype)
+
+    language.forward, language._deepstack_process = called, add
+    try:
+        yield
+    finally:
+        del language.forward, language._deepstack_process

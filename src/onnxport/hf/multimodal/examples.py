@@ -1,0 +1,126 @@
+"""The example inputs a vision-language model's pieces are exported and verified with.
+
+The image encoder's are what the model's own image processor (the directory's ``preprocessor_config.json``)
+gives for made-up pictures: two pictures of different sizes for the capture, then one, and three, for
+verification (the processor's sizes, tiles and grids, whatever they are, are inputs the model is meant to take).
+A dim whose size differs between those is dynamic. A model whose encoder takes one image at a time of its own
+size (``Family.per_image``) gets one picture per set. A directory without an image processor gets pixels of the
+vision config's ``image_size`` instead.
+
+The token embedding's are a batch of two prompts holding image tokens; the merge's those and their rows of image
+features; the decoder's a step of three tokens on a four-token past, three positions per token for a
+``rope-index`` family, the flag column set on two of the new tokens for a family that marks image tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any
+
+import numpy as np
+import torch
+
+from onnxport.hf import stream
+from onnxport.hf.examples import EXAMPLE_BATCH, NEW, PAST, image_size, token_ids
+from onnxport.hf.multimodal.components import IMAGE_INPUTS
+from onnxport.hf.multimodal.families import Family
+from onnxport.hf.signature import cache_argument, cache_of
+
+__all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "image_sets", "pictures", "prompt_ids"]
+
+# Made-up pictures (height, width): the capture's two, then one and three for verification.
+PICTURES = (((40, 48), (32, 64)), ((56, 40),), ((32, 64), (56, 40), (40, 48)))
+
+
+def pictures(sizes: tuple[tuple[int, int], ...], seed: int = 0) -> list[Any]:
+    """Random RGB pictures of ``sizes``, as PIL images."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in sizes]
+
+
+class ImageSets(list):
+    """The image encoder's input sets, the capture's first; ``dynamic``: the dims whose size differs among them."""
+
+    @property
+    def dynamic(self) -> dict[str, dict[int, Any]]:
+        return dynamic_dims(self)
+
+
+def dynamic_dims(sets: list[dict[str, torch.Tensor]]) -> dict[str, dict[int, Any]]:
+    """``{input: {dim: Dim.DYNAMIC}}`` for each dim whose size differs among ``sets``."""
+    from torch.export import Dim
+
+    return {name: {d: Dim.DYNAMIC for d in range(value.dim()) if len({s[name].shape[d] for s in sets}) > 1}
+            for name, value in sets[0].items()}
+
+
+def image_sets(model: torch.nn.Module, config: Any, directory: str | None, per_image: bool) -> ImageSets:
+    """The image encoder's inputs (see the module)."""
+    processor = _image_processor(directory)
+    taken = {"pixel_values"} if per_image else _taken(model)  # one image's size is its tensor's
+    groups = [(sizes[0],) for sizes in PICTURES] if per_image else list(PICTURES)
+    if processor is not None:
+        with contextlib.suppress(Exception):  # a processor that cannot run here (it needs torchvision, ...)
+            sets = ImageSets()
+            for seed, sizes in enumerate(groups):
+                given = processor(pictures(sizes, seed), return_tensors="pt")
+                sets.append({k: v for k, v in given.items() if k in taken and isinstance(v, torch.Tensor)})
+            return sets
+    vision = config.vision_config
+    height, width = image_size(vision) or (224, 224)
+    channels = getattr(vision, "num_channels", 3)
+    generator = torch.Generator().manual_seed(0)
+    return ImageSets({"pixel_values": torch.randn(len(sizes), channels, height, width, generator=generator)}
+                     for sizes in groups)
+
+
+def _image_processor(directory: str | None) -> Any:
+    if directory is None:
+        return None
+    import transformers
+
+    try:
+        return transformers.AutoImageProcessor.from_pretrained(directory, local_files_only=True)
+    except Exception:  # noqa: BLE001 - no preprocessor_config.json, or one this transformers cannot build
+        return None
+
+
+def _taken(model: torch.nn.Module) -> set[str]:
+    """The processor outputs the model's ``get_image_features`` takes (of those an image encoder can)."""
+    parameters = inspect.signature(model.get_image_features).parameters
+    inner = getattr(getattr(model, "model", None), "get_image_features", None)
+    if inner is not None:
+        parameters = {**parameters, **inspect.signature(inner).parameters}
+    return {name for name in IMAGE_INPUTS if name in parameters}
+
+
+def prompt_ids(config: Any, family: Family, rows: int) -> torch.Tensor:
+    """A batch of two prompts, each holding ``rows // 2`` image tokens."""
+    per_prompt = rows // EXAMPLE_BATCH
+    ids = token_ids(config.get_text_config(), EXAMPLE_BATCH, per_prompt + 4)
+    ids[:, 2:2 + per_prompt] = family.image_token
+    return ids
+
+
+def decoder_inputs(model: torch.nn.Module, config: Any, family: Family) -> dict[str, Any]:
+    """A decode step of three tokens on a four-token past (see the module)."""
+    text = config.get_text_config()
+    generator = torch.Generator().manual_seed(1)
+    prompt = token_ids(text, EXAMPLE_BATCH, PAST)
+    if any(p.is_meta for p in model.parameters()):
+        cache = stream.meta_cache(model, input_ids=prompt)
+    else:
+        with torch.no_grad():
+            cache = cache_of(model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True))
+    embeds = torch.randn(EXAMPLE_BATCH, NEW, family.width, generator=generator)
+    if family.image_flag:  # two image tokens among the new ones, seeing each other
+        embeds[..., -1] = 0
+        embeds[:, :2, -1] = 1
+    positions = torch.arange(PAST, PAST + NEW).expand(EXAMPLE_BATCH, NEW).clone()
+    if family.positions == "rope-index":
+        positions = positions.expand(3, EXAMPLE_BATCH, NEW).clone()
+    return {"inputs_embeds": embeds, "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64),
+            "position_ids": positions, cache_argument(model): cache}

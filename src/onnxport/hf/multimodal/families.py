@@ -1,0 +1,77 @@
+"""What differs between vision-language families, small and named: read from the model where it tells, and
+otherwise a fact of its type, kept here.
+
+- ``image_token``: the id standing for one row of image features in a prompt (``image_token_id``, or the older
+  ``image_token_index``);
+- ``positions``: ``"rope-index"`` for a model whose decoder takes three positions per token, made by its own
+  ``get_rope_index`` (:mod:`.positions`), else ``"counted"`` (one per token, over the attention mask);
+- ``deepstack``: how many sets of deepstack rows its image features carry (Qwen3-VL's vision tower gives them,
+  and its decoder adds them after its first layers: :mod:`.components`);
+- ``image_flag``: whether its decoder needs to know which tokens are image tokens (Gemma 3's image tokens attend
+  to each other both ways, from ``token_type_ids``): a last column of the decoder's ``inputs_embeds``, 1 in an
+  image row and 0 in a token's embedding, from which the decoder makes ``token_type_ids`` (0 for the past: a
+  block of image tokens is always among the new tokens of one step, the prompt);
+- ``per_image``: whether its image encoder takes one image at a time, of any height and width (Mistral 3's
+  Pixtral tower; onnxruntime-genai runs it once per image), rather than a batch of them as the processor gives.
+
+The decoder's ``inputs_embeds`` are then ``hidden * (1 + deepstack) + image_flag`` wide (``width``): every
+consumer copies an image row over an image token's embedding whatever its width, so each runs these models with
+no knowledge of them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from onnxport.errors import InvalidInputError
+from onnxport.hf.multimodal.positions import rope_index_of
+
+__all__ = ["BIDIRECTIONAL_IMAGES", "PER_IMAGE", "Family", "image_token_id"]
+
+# The types whose image tokens attend to each other both ways (their forward reads token_type_ids).
+BIDIRECTIONAL_IMAGES = ("gemma3",)
+# The types whose vision tower reads each image at its own size, one at a time (Mistral 3's Pixtral: the patches
+# of an image cut to its size by values of image_sizes, which a batch of images cannot take symbolically).
+PER_IMAGE = ("mistral3",)
+
+
+def image_token_id(config: Any) -> int:
+    """The id of the token standing for one row of image features in a prompt (``image_token_id``, or the
+    older ``image_token_index``)."""
+    for name in ("image_token_id", "image_token_index"):
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    raise InvalidInputError(f"config.json of this {config.model_type} model names no image_token_id",
+                            fix="add the id of its image placeholder token as image_token_id")
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a vision-language model's split needs to know besides its components (see the module)."""
+
+    model_type: str
+    image_token: int
+    hidden: int
+    positions: str = "counted"
+    deepstack: int = 0
+    image_flag: bool = False
+    per_image: bool = False
+
+    @property
+    def width(self) -> int:
+        """The width of the decoder's ``inputs_embeds`` and of the image rows."""
+        return self.hidden * (1 + self.deepstack) + int(self.image_flag)
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, config: Any, deepstack: int = 0) -> Family:
+        """The family of ``model`` (``deepstack``: the count of deepstack sets its image features hold)."""
+        kind = config.model_type
+        flag = kind in BIDIRECTIONAL_IMAGES and "token_type_ids" in inspect.signature(model.forward).parameters
+        return cls(kind, image_token_id(config), config.get_text_config().hidden_size,
+                   "rope-index" if rope_index_of(model) is not None else "counted", deepstack, flag,
+                   kind in PER_IMAGE)

@@ -1,0 +1,118 @@
+"""onnxport's own runner of a vision-language folder: greedy generation in onnxruntime.
+
+A prompt runs the image encoder once on every image (once per image for a ``per_image`` encoder, each cut to
+its own size from the processor's padded batch), the merge on the prompt's ids and those rows, and the decoder;
+each later token runs the merge with no rows (``[0, width]``) and the decoder, fed back its cache. Positions are
+counted over the attention mask, or, for a decoder that takes three per token, the model's own
+``get_rope_index`` (:mod:`.positions`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from onnxport.arguments import as_path
+from onnxport.errors import InvalidInputError
+from onnxport.hf.multimodal.consumers import ONNXRUNTIME
+from onnxport.hf.multimodal.families import image_token_id
+from onnxport.hf.multimodal.positions import RopeIndex
+
+__all__ = ["FILES", "generate_vlm"]
+
+FILES = tuple(f"{stem}.onnx" for stem in ONNXRUNTIME.files.values())
+_NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
+          "tensor(int32)": np.int32, "tensor(bool)": np.bool_, "tensor(double)": np.float64}
+
+
+def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = None, images: Any = None, *,
+                 inputs: Mapping[str, Any] | None = None, max_new_tokens: int = 8, eos_token_id: int | None = None,
+                 pad_token_id: int | None = None) -> torch.Tensor:
+    """Greedy generation in onnxruntime from a folder ``export_hf`` wrote for ``image-text-to-text``: the
+    prompt's tokens and up to ``max_new_tokens`` new ones, ``(batch, prompt + new)``, as transformers'
+    ``generate(do_sample=False)`` returns them.
+
+    ``text`` and ``images`` go through the folder's transformers processor as they would for the PyTorch
+    model (a prompt holds the processor's image placeholder once per image; a batch of prompts is padded as
+    the processor pads it). Or ``inputs``: what a processor gives (``input_ids``, ``attention_mask``,
+    ``pixel_values`` and what else it gives for the images: ``image_grid_thw``, ``image_sizes``, ...), for a
+    processor that cannot be loaded where this runs (one that needs torchvision). ``eos_token_id`` and
+    ``pad_token_id`` default to the folder's generation config.
+    """
+    import onnxruntime as ort
+    import transformers
+
+    folder = as_path(folder, "folder", "pass the folder export-hf wrote")
+    missing = [name for name in FILES if not os.path.isfile(os.path.join(folder, name))]
+    if missing:
+        raise InvalidInputError(f"{folder} has no {', '.join(missing)}",
+                                fix="export the model with export_hf(directory, 'image-text-to-text', folder)")
+    if (inputs is None) == (text is None):
+        raise InvalidInputError("generate_vlm takes a prompt (text, and images) or the inputs a processor made, "
+                                "not both or neither", fix="pass text= (and images=), or inputs=")
+    if inputs is None:
+        processor = transformers.AutoProcessor.from_pretrained(folder)
+        inputs = processor(text=text, images=images, return_tensors="np", padding=True)
+    batch = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v) for k, v in inputs.items()}
+    batch.setdefault("attention_mask", np.ones_like(batch["input_ids"]))
+    vision, merge, decoder = (ort.InferenceSession(os.path.join(folder, name), providers=["CPUExecutionProvider"])
+                              for name in FILES)
+    output = merge.get_outputs()[0]
+    features = np.zeros((0, output.shape[-1]), dtype=_NUMPY.get(output.type, np.float32))
+    if batch.get("pixel_values") is not None:
+        features = _image_rows(vision, batch)
+
+    def embed(ids: np.ndarray, prompt: bool) -> np.ndarray:
+        return merge.run(None, {"input_ids": ids, "image_features": features if prompt else features[:0]})[0]
+
+    if os.path.isfile(os.path.join(folder, "generation_config.json")):
+        generation = transformers.GenerationConfig.from_pretrained(folder)
+        eos_token_id = generation.eos_token_id if eos_token_id is None else eos_token_id
+        pad_token_id = generation.pad_token_id if pad_token_id is None else pad_token_id
+    if isinstance(eos_token_id, list):
+        eos_token_id = eos_token_id[0]
+    from onnxport.hf.generate import generate
+
+    ids, mask = batch["input_ids"].astype(np.int64), batch["attention_mask"].astype(np.int64)
+    return generate(os.path.join(folder, FILES[-1]), torch.from_numpy(ids), torch.from_numpy(mask),
+                    max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id, embed=embed,
+                    positions=_positions(folder, decoder, ids, mask, batch))
+
+
+def _image_rows(vision: Any, batch: dict[str, np.ndarray]) -> np.ndarray:
+    """Every image's rows, one image after the other, from the image encoder ``vision``."""
+    declared = {i.name: _NUMPY.get(i.type, np.float32) for i in vision.get_inputs()}
+    if "image_sizes" in batch and "image_sizes" not in declared:  # one image at a time, cut to its own size
+        pixels = [batch["pixel_values"][i:i + 1, :, :h, :w] for i, (h, w) in enumerate(batch["image_sizes"])]
+        return np.concatenate([vision.run(None, {"pixel_values": p.astype(declared["pixel_values"])})[0]
+                               for p in pixels])
+    absent = [name for name in declared if name not in batch]
+    if absent:
+        raise InvalidInputError(f"the image encoder takes {', '.join(absent)}, which the processor did not give",
+                                fix="pass what the model's processor gives for the images (inputs=)")
+    return vision.run(None, {name: batch[name].astype(kind) for name, kind in declared.items()})[0]
+
+
+def _positions(folder: str, decoder: Any, ids: np.ndarray, mask: np.ndarray, batch: dict[str, np.ndarray]) -> Any:
+    """The decoder's positions for ``generate``: None (counted over the mask) unless it takes three per token."""
+    import transformers
+
+    declared = {i.name: i for i in decoder.get_inputs()}
+    if "position_ids" not in declared or len(declared["position_ids"].shape) != 3:
+        return None
+    config = transformers.AutoConfig.from_pretrained(folder)
+    model_class = transformers.AutoModelForImageTextToText._model_mapping[type(config)]
+    rope = RopeIndex.of_config(config, model_class, image_token_id(config))
+    if rope is None:
+        raise InvalidInputError(f"the decoder takes 3-d position_ids, and {model_class.__name__} has no "
+                                "get_rope_index to make them", fix="export the folder again with this transformers")
+    prompt = rope.prompt(ids, mask, batch)
+
+    def positions(step_mask: np.ndarray, new: int) -> np.ndarray:
+        return prompt if step_mask.shape[1] == ids.shape[1] else rope(step_mask, new)
+
+    return positions

@@ -1,0 +1,214 @@
+"""Tiny random vision-language model directories (config, safetensors, a byte-level BPE tokenizer with the family's
+image tokens, its image processor) written as users save them, and the inputs their processors give where the
+processor cannot be built here (it needs torchvision for its video processor). Nothing downloaded."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import torch
+import transformers
+
+WORDS = "what is in this picture a cat dog the user assistant describe it".split()
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+PIXTRAL_TOKENS = ["[IMG]", "[IMG_BREAK]", "[IMG_END]"]  # an image's patches, the end of a row, the end of the image
+
+
+def write_tokenizer(directory: str, image_tokens: tuple[str, ...] = ("<image>",)) -> dict[str, int]:
+    """A byte-level BPE tokenizer (as transformers and onnxruntime-genai's tokenizer both read it) trained on
+    WORDS, with ``image_tokens`` special tokens, padding on the left."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=[*SPECIALS, *image_tokens], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator([" ".join(WORDS) + " . : ?"] * 4, trainer)
+    os.makedirs(directory, exist_ok=True)
+    tokenizer.save(os.path.join(directory, "tokenizer.json"))
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+                   "pad_token": "<pad>", "unk_token": "<unk>", "padding_side": "left"}, f)
+    return tokenizer.get_vocab()
+
+
+def write_llava(directory: str) -> torch.nn.Module:
+    """A random LLaVA (CLIP vision tower on 32x32 images in 8x8 patches, Llama text model) and its processor."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    config = transformers.LlavaConfig(
+        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, image_size=32, patch_size=8),
+        text_config=dict(model_type="llama", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_id=vocab["<image>"], vision_feature_layer=-2, vision_feature_select_strategy="default")
+    model = transformers.LlavaForConditionalGeneration(config).eval()
+    model.save_pretrained(directory)
+    processor = transformers.LlavaProcessor(
+        image_processor=transformers.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+        tokenizer=transformers.AutoTokenizer.from_pretrained(directory), patch_size=8,
+        vision_feature_select_strategy="default", num_additional_image_tokens=1, image_token="<image>")
+    processor.save_pretrained(directory)
+    return model
+
+
+def write_mistral3(directory: str) -> torch.nn.Module:
+    """A random Mistral 3 (Pixtral vision tower in 8x8 patches merged 2x2, Mistral text model) and its image
+    processor (images of any size up to 64 pixels a side, in multiples of 16)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, tuple(PIXTRAL_TOKENS))
+    config = transformers.Mistral3Config(
+        vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, image_size=64, patch_size=8, head_dim=8),
+        text_config=dict(model_type="mistral", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_index=vocab["[IMG]"], spatial_merge_size=2, vision_feature_layer=-1)
+    model = transformers.Mistral3ForConditionalGeneration(config).eval()
+    model.save_pretrained(directory)
+    transformers.PixtralImageProcessorPil(size={"longest_edge": 64}, patch_size=16).save_pretrained(directory)
+    return model
+
+
+def pixtral_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
+    """What Pixtral's processor gives (it needs torchvision, which is not installed here): the images resized
+    and padded, their sizes, and each prompt's ``[IMG]`` replaced by the image's rows of patches, each row ended
+    by ``[IMG_BREAK]`` and the last by ``[IMG_END]``."""
+    pixels = transformers.PixtralImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt")
+    prompts = []
+    for text, (height, width) in zip(texts, pixels["image_sizes"].tolist()):
+        rows = ["[IMG]" * (width // 16) for _ in range(height // 16)]
+        prompts.append(text.replace("[IMG]", "[IMG_BREAK]".join(rows) + "[IMG_END]", 1))
+    tokens = transformers.AutoTokenizer.from_pretrained(directory)(prompts, return_tensors="pt", padding=True)
+    return {**tokens, **pixels}
+
+
+def write_internvl(directory: str) -> torch.nn.Module:
+    """A random InternVL (its vision tower on 32x32 tiles in 8x8 patches, pixel-shuffled to 4 tokens a tile;
+    a Qwen2 text model) and its image processor (an image cut into up to 2 tiles and a thumbnail)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, ("<img>", "</img>", "<IMG_CONTEXT>"))
+    config = transformers.InternVLConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=[32, 32], patch_size=[8, 8]),
+        text_config=dict(model_type="qwen2", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_id=vocab["<IMG_CONTEXT>"], downsample_ratio=0.5, vision_feature_layer=-1,
+        vision_feature_select_strategy="default")
+    model = transformers.InternVLForConditionalGeneration(config).eval()
+    model.save_pretrained(directory)
+    transformers.GotOcr2ImageProcessorPil(size={"height": 32, "width": 32}, crop_to_patches=True, min_patches=1,
+                                          max_patches=2).save_pretrained(directory)
+    return model
+
+
+def internvl_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
+    """What InternVL's processor gives (it needs torchvision for its video processor): every tile of the
+    images, and each prompt's ``<image>`` replaced by ``<img>``, 4 ``<IMG_CONTEXT>`` per tile, ``</img>``."""
+    pixels = transformers.GotOcr2ImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt")
+    prompts = [text.replace("<image>", "<img>" + "<IMG_CONTEXT>" * (4 * int(tiles)) + "</img>", 1)
+               for text, tiles in zip(texts, pixels["num_patches"])]
+    tokens = transformers.AutoTokenizer.from_pretrained(directory)(prompts, return_tensors="pt", padding=True)
+    return {**tokens, "pixel_values": pixels["pixel_values"]}
+
+
+def write_gemma3(directory: str) -> torch.nn.Module:
+    """A random Gemma 3 (SigLIP tower on 32x32 images in 4x4 patches pooled to 16 tokens; a Gemma 3 text model
+    with a sliding window) and its processor, whose image tokens attend to each other both ways."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, ("<start_of_image>", "<end_of_image>", "<image_soft_token>"))
+    with open(os.path.join(directory, "tokenizer_config.json"), encoding="utf-8") as f:
+        settings = json.load(f)
+    settings["extra_special_tokens"] = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                                        "image_token": "<image_soft_token>"}
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(settings, f)
+    config = transformers.Gemma3Config(
+        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+                         sliding_window=16, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=4),
+        mm_tokens_per_image=16, image_token_index=vocab["<image_soft_token>"],
+        boi_token_index=vocab["<start_of_image>"], eoi_token_index=vocab["<end_of_image>"])
+    model = transformers.Gemma3ForConditionalGeneration(config).eval()
+    model.save_pretrained(directory)
+    transformers.Gemma3Processor(image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
+                                 tokenizer=transformers.AutoTokenizer.from_pretrained(directory),
+                                 image_seq_length=16).save_pretrained(directory)
+    return model
+
+
+def images(*sizes: tuple[int, int]) -> list[object]:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    return [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in sizes]
+
+
+def reference(model: torch.nn.Module, directory: str, texts: list[str], pictures: list[object] | None,
+              new: int) -> torch.Tensor:
+    processor = transformers.AutoProcessor.from_pretrained(directory)
+    batch = processor(text=texts, images=pictures, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        return model.generate(**batch, do_sample=False, max_new_tokens=new)
+
+
+QWEN_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+QWEN_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"  # one image in a Qwen VL prompt
+
+
+def write_qwen_vl(directory: str, kind: str = "qwen2_vl") -> torch.nn.Module:
+    """A random model of the Qwen VL line (``kind``: qwen2_vl, qwen2_5_vl with windowed vision attention in its
+    first layer, qwen3_vl with two deepstack sets) whose vision tower reads 8x8 patches merged 2x2, a Qwen text
+    model with multimodal RoPE, and its image processor (images of 16x16 to 64x64 pixels, rounded to 16)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, QWEN_TOKENS)
+    rope = {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0}
+    text = dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, rope_parameters=rope,
+                bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    vision = dict(depth=2, embed_dim=32, hidden_size=32, num_heads=4, patch_size=8, spatial_merge_size=2,
+                  temporal_patch_size=2, in_channels=3)
+    if kind == "qwen2_5_vl":
+        vision.update(intermediate_size=64, out_hidden_size=32, window_size=32, fullatt_block_indexes=[1])
+    if kind == "qwen3_vl":
+        text.update(head_dim=8, rope_parameters={**rope, "mrope_interleaved": True})
+        vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, patch_size=8, spatial_merge_size=2,
+                      temporal_patch_size=2, in_channels=3, out_hidden_size=32, num_position_embeddings=16,
+                      deepstack_visual_indexes=[0, 1])
+    names = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL", "qwen3_vl": "Qwen3VL"}[kind]
+    config = getattr(transformers, f"{names}Config")(
+        text_config=text, vision_config=vision, image_token_id=vocab["<|image_pad|>"],
+        video_token_id=vocab["<|video_pad|>"], vision_start_token_id=vocab["<|vision_start|>"],
+        vision_end_token_id=vocab["<|vision_end|>"])
+    model = getattr(transformers, f"{names}ForConditionalGeneration")(config).eval()
+    model.save_pretrained(directory)
+    transformers.Qwen2VLImageProcessorPil(min_pixels=16 * 16, max_pixels=64 * 64, patch_size=8, merge_size=2,
+                                          temporal_patch_size=2).save_pretrained(directory)
+    return model
+
+
+def qwen_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
+    """What a Qwen VL processor gives (it needs torchvision for its video processor): the images' patches and
+    grids, each prompt's ``<|image_pad|>`` repeated once per merged patch of its image, and each token's modality
+    (``mm_token_type_ids``: 1 for an image token)."""
+    pixels = transformers.Qwen2VLImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt")
+    grids = iter(pixels["image_grid_thw"].tolist())
+    prompts = []
+    for text in texts:
+        pieces = text.split("<|image_pad|>")
+        expanded = [pieces[0]]
+        for piece in pieces[1:]:
+            t, h, w = next(grids)
+            expanded.append("<|image_pad|>" * (t * h * w // 4) + piece)
+        prompts.append("".join(expanded))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    tokens = tokenizer(prompts, return_tensors="pt", padding=True)
+    image = tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    return {**tokens, "mm_token_type_ids": (tokens["input_ids"] == image).to(torch.int64), **pixels}
