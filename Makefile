@@ -119,6 +119,12 @@ bench-census: $(VENV)/.installed
 bench-export-hf-census: $(VENV)/.installed
 	OMP_NUM_THREADS=1 $(BIN)/python bench/export_hf_census.py --resume
 
+# One row per image-text-to-text model type: export-hf as a user runs it, the same with the support check bypassed,
+# generate_vlm against eager, and transformers.exporters beside it (needs onnxscript: the bench set-up); resumes.
+.PHONY: bench-image-text-census
+bench-image-text-census: $(VENV)/.installed-bench
+	OMP_NUM_THREADS=1 $(BIN)/python bench/image_text_census.py --resume
+
 bench-zoo: $(VENV)/.installed
 	$(BIN)/python bench/zoo.py --out bench/zoo.md
 

@@ -1,0 +1,349 @@
+"""The model, directory and prompts of ``image_text_census.py``: a tiny vision-language model of a type, saved with
+a word-level tokenizer and its image processor, and the processor-like inputs of its two cases, made without the
+type's transformers processor (most need torchvision, which is not installed here).
+
+- ``build``: ``census_build.tiny_config`` (image size at most 64, patches of 8), bos/eos/pad set as
+  ``export_hf_census.set_token_ids`` sets them, and the config's other special ids (``image_token_id``,
+  ``video_token_id``, ``boi_token_index``, ...) that lie past the text vocabulary or on bos/eos/pad moved to distinct
+  ids at its top; the mapping's class, seeded.
+- ``write_tokenizer``: a whitespace word-level tokenizer over the text vocabulary (``<pad>`` 0, ``<s>`` 1, ``</s>``
+  2, each special id named after its key, ``<image>`` for the image token, then ``w3``...), padding on the left.
+- ``write_image_processor``: the type's image processor as ``export_hf_census_images.write_processor`` saves it
+  (the PIL class, sizes shrunk to the config's), then what a vision-language processor holds besides made to agree
+  with the tiny config: ``patch_size``, ``merge_size``, ``temporal_patch_size`` from the vision config, pixel
+  budgets (``min_pixels``/``max_pixels``) of a few merged patches to a 64-pixel square, at most 2 tiles.
+- ``case_inputs``: each case's pictures through that processor (one call over all the case's images, in prompt
+  order; a list per prompt where the processor wants one), each image's count of feature rows from the model's
+  own ``get_image_features`` on that image alone, and ``input_ids`` of a few words, that many image tokens per
+  image, a few words, left-padded; ``attention_mask``; ``mm_token_type_ids``/``token_type_ids`` = image tokens
+  where the forward takes them. A type with no usable processor gets random ``pixel_values`` of the config's size.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from export_hf_census import set_token_ids
+from export_hf_census_common import MAX_PARAMS
+from export_hf_census_images import SIDE, config_size, write_processor
+
+WORDS = [5, 17, 33, 8, 42, 7, 12, 9, 21, 30]
+# The census's two cases: pictures (height, width) per prompt.
+CASES = {"one": [[(40, 48)]], "batch": [[(56, 40)], [(32, 64), (48, 40)]]}
+_NOT_SPECIAL = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "sep_token_id")
+
+
+def text_config(config: Any) -> Any:
+    try:
+        return config.get_text_config()
+    except Exception:  # noqa: BLE001
+        return config
+
+
+def vocab_of(config: Any) -> int:
+    vocab = getattr(text_config(config), "vocab_size", None) or getattr(config, "vocab_size", None)
+    return vocab if isinstance(vocab, int) and vocab > 16 else 1024
+
+
+def _special_keys(config: Any) -> list[str]:
+    return [k for k, v in config.to_dict().items() if isinstance(v, int) and not isinstance(v, bool)
+            and k.endswith(("token_id", "token_index")) and k not in _NOT_SPECIAL and not k.startswith("_")]
+
+
+def place_special_ids(config: Any) -> dict[str, list[int]]:
+    """The config's special ids past the text vocabulary, or on bos/eos/pad, moved to distinct ids at its top (the
+    same old id to the same new one); the changes."""
+    vocab = vocab_of(config)
+    text = text_config(config)
+    reserved = {getattr(text, k, None) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    moved: dict[int, int] = {}
+    changed: dict[str, list[int]] = {}
+    top = vocab - 1
+    for key in _special_keys(config):
+        value = getattr(config, key)
+        if 0 <= value < vocab - 16 and value not in reserved:
+            continue
+        if value not in moved:
+            while top in reserved or top in moved.values():
+                top -= 1
+            moved[value] = top
+        if moved[value] != value:
+            setattr(config, key, moved[value])
+            changed[key] = [value, moved[value]]
+    return changed
+
+
+def fit_pooled_tokens(config: Any) -> list[int] | None:
+    """A config that pools an image's patches to ``mm_tokens_per_image`` (Gemma 3's 256) made to pool the tiny
+    image's patches to a quarter of them: 256 tokens of a 64-pixel image in 8-pixel patches would pool by 0."""
+    tokens, side, patch = (getattr(config, "mm_tokens_per_image", None), _config_int(config, "image_size"),
+                           _config_int(config, "patch_size"))
+    if not all(isinstance(v, int) for v in (tokens, side, patch)) or tokens <= (side // patch) ** 2 // 4:
+        return None
+    config.mm_tokens_per_image = max(1, (side // patch // 2) ** 2)
+    return [tokens, config.mm_tokens_per_image]
+
+
+def build(model_type: str, class_name: str, row: dict[str, Any]) -> tuple[Any, Any]:
+    import torch
+    import transformers
+
+    import census_build as cb
+
+    config = cb.tiny_config(model_type)
+    changed = set_token_ids(config)
+    if changed:
+        row["token_ids_set"] = changed
+    pooled = fit_pooled_tokens(config)
+    if pooled:
+        row["tokens_per_image_set"] = pooled
+    if isinstance(getattr(config, "image_grid_pinpoints", None), list):  # LLaVA-NeXT's any-resolution grids
+        side = _config_int(config, "image_size") or SIDE
+        row["grid_pinpoints_set"] = [[side, side], [side, 2 * side], [2 * side, side]]
+        config.image_grid_pinpoints = row["grid_pinpoints_set"]
+    moved = place_special_ids(config)
+    if moved:
+        row["special_ids_moved"] = moved
+    cls = getattr(transformers, class_name)
+    with torch.device("meta"):
+        meta = cls(config)
+    row["params"] = n = sum(p.numel() for p in meta.parameters())
+    del meta
+    if n > MAX_PARAMS:
+        raise MemoryError(f"{n / 1e6:.0f}M parameters after shrinking (limit {MAX_PARAMS / 1e6:.0f}M)")
+    torch.manual_seed(0)
+    return config, cls(config).eval()
+
+
+def special_names(config: Any) -> dict[int, str]:
+    """id -> token name of the config's special ids (``<image>`` for the image token)."""
+    from onnxport.hf.multimodal.families import image_token_id
+
+    names = {getattr(config, k): f"<{k.removesuffix('_id').removesuffix('_index')}>" for k in _special_keys(config)}
+    try:
+        names[image_token_id(config)] = "<image>"
+    except Exception:  # noqa: BLE001 - a config without one: no inputs, said later
+        pass
+    return names
+
+
+def write_tokenizer(directory: str, config: Any) -> None:
+    """A whitespace word-level tokenizer over the text vocabulary, special ids named (see the module)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = vocab_of(config)
+    specials = special_names(config)
+    words = {"<pad>": 0, "<s>": 1, "</s>": 2}
+    for i in range(3, vocab):
+        words[specials.get(i, f"w{i}")] = i
+    tok = Tokenizer(models.WordLevel(words, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(os.path.join(directory, "tokenizer.json"))
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+                   "pad_token": "<pad>", "unk_token": "<pad>", "padding_side": "left", "model_max_length": 4096}, f)
+
+
+def _vision(config: Any) -> Any:
+    return getattr(config, "vision_config", None) or config
+
+
+def _config_int(config: Any, *names: str) -> int | None:
+    for holder in (_vision(config), config):
+        for name in names:
+            value = getattr(holder, name, None)
+            if isinstance(value, (list, tuple)) and value:
+                value = value[0]
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
+def write_image_processor(directory: str, model_type: str, config: Any) -> dict[str, Any]:
+    """The type's image processor saved into ``directory``, made to agree with the tiny config (see the module);
+    what was saved (or why none)."""
+    import transformers
+
+    saved = write_processor(directory, model_type, config)
+    if saved.get("saved") is None:
+        return saved
+    path = os.path.join(directory, "preprocessor_config.json")
+    cls = getattr(transformers, saved["saved"])
+    with open(path, encoding="utf-8") as f:
+        settings = json.load(f)
+    defaults = cls().to_dict()
+    side = max(config_size(config) or (SIDE, SIDE))
+    changes: dict[str, Any] = {}
+    for key, names in (("patch_size", ("patch_size",)), ("merge_size", ("spatial_merge_size", "merge_size")),
+                       ("temporal_patch_size", ("temporal_patch_size",))):
+        value = _config_int(config, *names)
+        if key in settings and value is not None and settings[key] != value:
+            changes[key] = value
+    size = defaults.get("size") if isinstance(defaults.get("size"), dict) else {}
+    if "max_pixels" in defaults or "min_pixels" in defaults or (size.get("longest_edge") or 0) > 50_000:
+        # a pixel budget (Qwen VL's size holds pixel counts), not a side
+        unit = (changes.get("patch_size") or settings.get("patch_size") or 8) * \
+            (changes.get("merge_size") or settings.get("merge_size") or 1)
+        low, high = (2 * unit) ** 2, max(side, 4 * unit) ** 2
+        changes.update({k: v for k, v in (("min_pixels", low), ("max_pixels", high)) if k in defaults})
+        if "longest_edge" in size:
+            changes["size"] = {"shortest_edge": low, "longest_edge": high}
+    if isinstance(settings.get("max_image_size"), dict) and "longest_edge" in settings["max_image_size"]:
+        changes["max_image_size"] = {"longest_edge": side}  # the side of a tile (Idefics 3)
+    if "image_grid_pinpoints" in settings and isinstance(getattr(config, "image_grid_pinpoints", None), list):
+        changes["image_grid_pinpoints"] = config.image_grid_pinpoints  # as fit_grid_pinpoints set them
+    for key in ("max_patches", "max_image_tiles", "max_num_tiles", "max_crops"):
+        if isinstance(settings.get(key), int) and settings[key] > 2:
+            changes[key] = 2
+    if changes:
+        try:
+            cls.from_dict({**settings, **changes}).save_pretrained(directory)
+        except Exception as exc:  # noqa: BLE001 - the processor as write_processor saved it
+            saved["not_applied"] = f"{changes}: {type(exc).__name__}: {str(exc)[:120]}"
+            return saved
+        saved.update(changes)
+    return saved
+
+
+def pictures(sizes: list[tuple[int, int]], seed: int) -> list[Any]:
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in sizes]
+
+
+def _processed(processor: Any, per_prompt: list[list[Any]]) -> dict[str, Any]:
+    """The processor's outputs for the images (flat, then one list per prompt if it wants that), torch tensors."""
+    import torch
+
+    flat = [p for prompt in per_prompt for p in prompt]
+    try:
+        given = processor(flat, return_tensors="pt")
+    except Exception:  # noqa: BLE001 - a processor that takes a list of images per prompt
+        given = processor(per_prompt, return_tensors="pt")
+    return {k: v for k, v in given.items() if isinstance(v, torch.Tensor)}
+
+
+def _feature_kwargs(model: Any, given: dict[str, Any]) -> dict[str, Any]:
+    params = inspect.signature(model.get_image_features).parameters
+    forward = inspect.signature(model.forward).parameters
+    takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
+    keep = {k: v for k, v in given.items() if k in params or (takes_any and k in forward and k != "input_ids")}
+    if "return_dict" in params or takes_any:
+        keep["return_dict"] = True
+    return keep
+
+
+def feature_rows(model: Any, given: dict[str, Any]) -> int:
+    """The rows of image features ``get_image_features`` gives for ``given`` (every image's, joined)."""
+    import torch
+
+    from onnxport.hf.multimodal.components import image_rows
+
+    with torch.no_grad():
+        out = model.get_image_features(**_feature_kwargs(model, given))
+    out = getattr(out, "pooler_output", None) if not isinstance(out, (torch.Tensor, list, tuple)) else out
+    if out is None:
+        raise TypeError("get_image_features returned no pooler_output")
+    return int(image_rows(out).shape[0])
+
+
+def _random_pixels(config: Any, sizes: list[tuple[int, int]]) -> dict[str, Any]:
+    import torch
+
+    height, width = config_size(config) or (SIDE, SIDE)
+    channels = _config_int(config, "num_channels", "in_channels") or 3
+    generator = torch.Generator().manual_seed(len(sizes))
+    return {"pixel_values": torch.randn(len(sizes), channels, height, width, generator=generator)}
+
+
+def _words(vocab: int, specials: set[int]) -> list[int]:
+    out = []
+    for w in WORDS + list(range(50, 200)):
+        t = w if w < vocab else 3 + w % max(1, vocab - 3)
+        if t not in specials and t > 2 and t not in out:
+            out.append(t)
+    return out
+
+
+def case_inputs(model: Any, config: Any, processor: Any, case: str) -> dict[str, Any]:
+    """A case's processor-like inputs (see the module): torch tensors."""
+    import torch
+
+    from onnxport.hf.multimodal.families import image_token_id
+
+    image = image_token_id(config)
+    text = text_config(config)
+    specials = set(special_names(config)) | {0, 1, 2}
+    words = iter(_words(vocab_of(config), specials))
+    per_prompt_sizes = CASES[case]
+    per_prompt = [pictures(sizes, seed=i) for i, sizes in enumerate(per_prompt_sizes)]
+    if processor is not None:
+        given = _processed(processor, per_prompt)
+        counts = [feature_rows(model, _processed(processor, [[p]])) for prompt in per_prompt for p in prompt]
+    else:
+        flat = [s for sizes in per_prompt_sizes for s in sizes]
+        given = _random_pixels(config, flat)
+        counts = [feature_rows(model, {k: v[i:i + 1] for k, v in given.items()}) for i in range(len(flat))]
+    bos = getattr(text, "bos_token_id", None)
+    prompts, k = [], 0
+    for i, sizes in enumerate(per_prompt_sizes):
+        ids = [bos] if isinstance(bos, int) else []
+        ids += [next(words) for _ in range(2 + i)]
+        for _ in sizes:
+            ids += [image] * counts[k] + [next(words)]
+            k += 1
+        ids += [next(words), next(words)]
+        prompts.append(ids)
+    pad = getattr(text, "pad_token_id", None)
+    pad = pad if isinstance(pad, int) else 0
+    length = max(len(p) for p in prompts)
+    input_ids = torch.tensor([[pad] * (length - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts])
+    forward = inspect.signature(model.forward).parameters
+    inputs = {"input_ids": input_ids, "attention_mask": mask}
+    for name in ("mm_token_type_ids", "token_type_ids"):
+        if name in forward:
+            inputs[name] = (input_ids == image).long()
+    inputs.update(given)
+    return {"inputs": inputs, "rows_per_image": counts}
+
+
+def generation_inputs(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs ``generate`` is given: those the forward names (a processor's ``num_patches`` is not)."""
+    forward = inspect.signature(model.forward).parameters
+    return {k: v for k, v in inputs.items() if k in forward}
+
+
+def load_processor(directory: str) -> Any:
+    import transformers
+
+    if not os.path.isfile(os.path.join(directory, "preprocessor_config.json")):
+        return None
+    return transformers.AutoImageProcessor.from_pretrained(directory, local_files_only=True)
+
+
+def eager_generate(model: Any, inputs: dict[str, Any], new: int) -> dict[str, Any]:
+    """Greedy ``generate`` under a generation config of the model's token ids alone: tokens and whether the first
+    step's scores are finite."""
+    import torch
+    from transformers import GenerationConfig
+
+    own = model.generation_config
+    model.generation_config = GenerationConfig(bos_token_id=own.bos_token_id, eos_token_id=own.eos_token_id,
+                                               pad_token_id=own.pad_token_id)
+    try:
+        with torch.no_grad():
+            out = model.generate(**generation_inputs(model, inputs), do_sample=False, num_beams=1,
+                                 max_new_tokens=new, return_dict_in_generate=True, output_scores=True)
+    finally:
+        model.generation_config = own
+    scores = out.scores[0] if getattr(out, "scores", None) else None
+    return {"tokens": out.sequences.tolist(),
+            "finite": scores is None or bool(torch.isfinite(scores).all()),
+            "eos": own.eos_token_id, "pad": own.pad_token_id}
