@@ -318,7 +318,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         with open(os.path.join(out, "genai_config.json"), "w", encoding="utf-8") as f:
             json.dump(genai_config(config, model, result), f, indent=2)
     elif spec.vlm:
-        write_genai(out, config, model, model_dir)
+        write_genai(out, config, model, model_dir, result)
     _copy(model_dir, out, copied)
     return result
 
