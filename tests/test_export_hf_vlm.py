@@ -18,8 +18,8 @@ from onnxport.hf.multimodal import generate_vlm
 
 transformers = pytest.importorskip("transformers")
 
-from tests.vlm_dirs import (images, internvl_inputs, pixtral_inputs, reference, write_gemma3,  # noqa: E402
-                            write_internvl, write_llava, write_mistral3)
+from tests.vlm_dirs import (idefics3_inputs, images, internvl_inputs, pixtral_inputs, reference,  # noqa: E402
+                            write_gemma3, write_idefics3, write_internvl, write_llava, write_mistral3)
 
 pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
 
@@ -131,6 +131,21 @@ def test_gemma3_folder_generates_as_transformers_with_image_tokens_attending_bot
     pictures = [[picture] for picture in images((40, 48), (32, 32))]
     expected = reference(model, directory, texts, pictures, 6)
     assert torch.equal(generate_vlm(out, texts, pictures, max_new_tokens=6), expected)
+
+
+@pytest.mark.parametrize("kind", ["idefics3", "smolvlm"])
+def test_idefics3_and_smolvlm_folders_generate_as_transformers_on_images_cut_into_tiles(kind, tmp_path):
+    """Idefics3's processor cuts an image into tiles and a global view, padding a batch of prompts' images with
+    empty tiles that the model drops (pixel_attention_mask marks their padding pixels)."""
+    directory, out = str(tmp_path / kind), str(tmp_path / "onnx")
+    model = write_idefics3(directory, kind)
+    export_hf(directory, "auto", out)
+    texts = ["user: <image> what is in this picture ? assistant:", "<image> describe it"]
+    inputs = idefics3_inputs(directory, texts, [[picture] for picture in images((40, 64), (32, 32))])
+    assert inputs["pixel_values"].shape[:2] == (2, 5)  # 4 tiles and a global view; 1 view padded with 4 empty ones
+    with torch.no_grad():
+        expected = model.generate(**inputs, do_sample=False, max_new_tokens=6)
+    assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
 
 
 def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anything_is_written(tmp_path):

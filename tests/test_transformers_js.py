@@ -25,6 +25,7 @@ import onnxport
 from onnxport.hf import export_hf
 from onnxport.hf import transformers_js as tjs
 from tests.hf_dirs import write_llama
+from tests.runtimes.browser import need_chromium, open_pages
 from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
 from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
 
@@ -496,8 +497,6 @@ def test_cli_dtypes_choose_the_files(tmp_path, capsys) -> None:
 
 # -- a real browser ---------------------------------------------------------------------------------------------
 
-PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "transformers-js",
-                    "index.html")
 # One model per kind (an encoder, a decoder with its cache, an encoder-decoder, a vision model), in the dtype
 # transformers.js picks on wasm by default (q8) and in fp32.
 BROWSER = [("text-classification", "fp32"), ("text-classification", "q8"), ("text-generation", "fp32"),
@@ -520,27 +519,11 @@ def write_wav(path: pathlib.Path, samples: list[float]) -> str:
     return path.name
 
 
-def chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 @pytest.fixture(scope="module")
 def browser(js, tmp_path_factory):
     """(task, dtype) -> what the example page left in Chromium for the first input of the task's case."""
-    import functools
-    import http.server
-    import threading
-    import urllib.parse
-
-    if chromium() is None:
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is not installed: run `make runtimes` (it installs tests/runtimes/chromium.txt)")
-        pytest.skip("Chromium is not installed (make runtimes installs it where apt-get runs as root)")
+    need_chromium()
     root = tmp_path_factory.mktemp("site")
-    modules = os.path.join(MODULES, "node_modules")
-    os.symlink(PAGE, root / "index.html")
-    os.symlink(os.path.join(modules, "@huggingface", "transformers", "dist"), root / "lib")
-    os.symlink(os.path.join(modules, "onnxruntime-web", "dist"), root / "ort")
     for task, _ in BROWSER:
         if not (root / task).exists():
             os.symlink(js[task][0].out, root / task)
@@ -548,37 +531,21 @@ def browser(js, tmp_path_factory):
     with mock.patch.object(tjs, "_TWO_GB", 1024):
         export_hf(js["text-generation"][0].directory, "text-generation", root / "split", target="transformers.js",
                   dtypes=["fp32"])
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    handler.extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".mjs": "text/javascript",
-                              ".wasm": "application/wasm", ".onnx": "application/octet-stream"}
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        urls = []
-        for task, dtype in [*BROWSER, SPLIT]:
-            case = js[task][0]
-            given = case.inputs[0]
-            if isinstance(given, dict) and "audio" in given:  # a WAV file of the samples, served beside the folders
-                given = write_wav(root / f"{task}.wav", given["audio"])
-            elif isinstance(given, dict):  # an image: served beside the folders
-                name = os.path.basename(given["image"])
-                if not (root / name).exists():
-                    os.symlink(given["image"], root / name)
-                given = name
-            folder = "split" if (task, dtype) == SPLIT else task
-            query = {"model": folder, "task": task, "dtype": dtype.split()[0], "input": given, "lib": "lib/transformers.js",
-                     "wasm": "ort/", "options": json.dumps(case.options), "run": "1"}
-            urls.append(f"http://127.0.0.1:{server.server_port}/index.html?{urllib.parse.urlencode(query)}")
-        with open(root / "urls.json", "w", encoding="utf-8") as f:
-            json.dump(urls, f)
-        subprocess.run([shutil.which("node"), os.path.join(RUNTIMES_HERE, "run_browser.mjs"), "--modules", MODULES,
-                        "--chromium", chromium(), str(root / "urls.json"), str(root / "results.json")],
-                       check=True, timeout=900)
-    finally:
-        server.shutdown()
-    with open(root / "results.json", encoding="utf-8") as f:
-        return dict(zip(BROWSER + [SPLIT], json.load(f)))
+    queries = []
+    for task, dtype in [*BROWSER, SPLIT]:
+        case = js[task][0]
+        given = case.inputs[0]
+        if isinstance(given, dict) and "audio" in given:  # a WAV file of the samples, served beside the folders
+            given = write_wav(root / f"{task}.wav", given["audio"])
+        elif isinstance(given, dict):  # an image: served beside the folders
+            name = os.path.basename(given["image"])
+            if not (root / name).exists():
+                os.symlink(given["image"], root / name)
+            given = name
+        folder = "split" if (task, dtype) == SPLIT else task
+        queries.append({"model": folder, "task": task, "dtype": dtype.split()[0], "input": given,
+                        "options": json.dumps(case.options)})
+    return dict(zip(BROWSER + [SPLIT], open_pages(root, queries)))
 
 
 @pytest.mark.sweep

@@ -57,8 +57,9 @@ def write_llava(directory: str) -> torch.nn.Module:
 
 
 def write_mistral3(directory: str) -> torch.nn.Module:
-    """A random Mistral 3 (Pixtral vision tower in 8x8 patches merged 2x2, Mistral text model) and its image
-    processor (images of any size up to 64 pixels a side, in multiples of 16)."""
+    """A random Mistral 3 (Pixtral vision tower in 8x8 patches merged 2x2, Mistral text model), its image
+    processor (images of any size up to 64 pixels a side, in multiples of the patches merged: 16, which the
+    processor asks of it) and its processor's settings."""
     torch.manual_seed(0)
     vocab = write_tokenizer(directory, tuple(PIXTRAL_TOKENS))
     config = transformers.Mistral3Config(
@@ -70,7 +71,10 @@ def write_mistral3(directory: str) -> torch.nn.Module:
         image_token_index=vocab["[IMG]"], spatial_merge_size=2, vision_feature_layer=-1)
     model = transformers.Mistral3ForConditionalGeneration(config).eval()
     model.save_pretrained(directory)
-    transformers.PixtralImageProcessorPil(size={"longest_edge": 64}, patch_size=16).save_pretrained(directory)
+    transformers.PixtralImageProcessorPil(size={"longest_edge": 64}, patch_size=8).save_pretrained(directory)
+    with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:  # as PixtralProcessor saves it
+        json.dump({"processor_class": "PixtralProcessor", "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+                   "image_end_token": "[IMG_END]", "patch_size": 8, "spatial_merge_size": 2}, f)
     return model
 
 
@@ -78,7 +82,8 @@ def pixtral_inputs(directory: str, texts: list[str], pictures: list[object]) -> 
     """What Pixtral's processor gives (it needs torchvision, which is not installed here): the images resized
     and padded, their sizes, and each prompt's ``[IMG]`` replaced by the image's rows of patches, each row ended
     by ``[IMG_BREAK]`` and the last by ``[IMG_END]``."""
-    pixels = transformers.PixtralImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt")
+    pixels = transformers.PixtralImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt",
+                                                                              patch_size={"height": 16, "width": 16})
     prompts = []
     for text, (height, width) in zip(texts, pixels["image_sizes"].tolist()):
         rows = ["[IMG]" * (width // 16) for _ in range(height // 16)]
@@ -141,6 +146,8 @@ def write_gemma3(directory: str) -> torch.nn.Module:
     transformers.Gemma3Processor(image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
                                  tokenizer=transformers.AutoTokenizer.from_pretrained(directory),
                                  image_seq_length=16).save_pretrained(directory)
+    with open(os.path.join(directory, "chat_template.jinja"), "w", encoding="utf-8") as f:
+        f.write("{% for message in messages %}{{ message['content'] }}{% endfor %}")
     return model
 
 
@@ -212,3 +219,44 @@ def qwen_inputs(directory: str, texts: list[str], pictures: list[object]) -> dic
     tokens = tokenizer(prompts, return_tensors="pt", padding=True)
     image = tokenizer.convert_tokens_to_ids("<|image_pad|>")
     return {**tokens, "mm_token_type_ids": (tokens["input_ids"] == image).to(torch.int64), **pixels}
+
+
+IDEFICS_TOKENS = ("<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>")
+
+
+def write_idefics3(directory: str, kind: str = "idefics3") -> torch.nn.Module:
+    """A random Idefics3 or SmolVLM (``kind``; a SigLIP tower on 32x32 tiles in 8x8 patches, pixel-shuffled to 4
+    tokens a tile; a Llama text model), its image processor (an image cut into tiles of 32 pixels, at most 64 a
+    side, and a global view) and its processor (Idefics3's: SmolVLM's needs torchvision for its video processor,
+    and prompts a SmolVLM as Idefics3's does)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, IDEFICS_TOKENS)
+    names = {"idefics3": "Idefics3", "smolvlm": "SmolVLM"}[kind]
+    config = getattr(transformers, f"{names}Config")(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=8),
+        text_config=dict(model_type="llama", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_id=vocab["<image>"], scale_factor=2)
+    model = getattr(transformers, f"{names}ForConditionalGeneration")(config).eval()
+    model.save_pretrained(directory)
+    image_processor = getattr(transformers, f"{names}ImageProcessorPil")(
+        size={"longest_edge": 64}, max_image_size={"longest_edge": 32}, do_image_splitting=True)
+    transformers.Idefics3Processor(image_processor=image_processor, tokenizer=transformers.AutoTokenizer.from_pretrained(
+        directory), image_seq_len=4).save_pretrained(directory)
+    if kind == "smolvlm":  # what SmolVLMProcessor saves, for the consumers that build it
+        with open(os.path.join(directory, "processor_config.json"), encoding="utf-8") as f:
+            settings = json.load(f)
+        settings["processor_class"] = "SmolVLMProcessor"
+        with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:
+            json.dump(settings, f)
+    return model
+
+
+def idefics3_inputs(directory: str, texts: list[str], pictures: list[list[object]]) -> dict[str, torch.Tensor]:
+    """What Idefics3's processor gives (a prompt's ``<image>`` expanded to its tiles' and global view's tokens)."""
+    image_processor = transformers.AutoImageProcessor.from_pretrained(directory)
+    processor = transformers.Idefics3Processor(image_processor=image_processor, image_seq_len=4,
+                                               tokenizer=transformers.AutoTokenizer.from_pretrained(directory))
+    return processor(text=texts, images=pictures, return_tensors="pt", padding=True)

@@ -62,7 +62,7 @@ from onnxport.hf.signature import cache_argument
 from onnxport.hf.tasks import MODULES_FILE, pick_task
 from onnxport.hf.multimodal import FILES as VLM_FILES
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
-from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_TYPES
+from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_TYPES, transformers_js_settings
 from onnxport.hf.multimodal.genai import genai_names, write_genai
 from onnxport.program import OnnxProgram
 from onnxport.quantize.options import QuantizeOptions
@@ -305,7 +305,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         made = transformers_js.variants(files, dtypes)
         os.makedirs(out, exist_ok=True)
         _copy(model_dir, out, copied)
-        transformers_js.write_folder(out, made)
+        transformers_js.write_folder(out, made, transformers_js_settings(config, model_dir) if spec.vlm else None)
         return result
     os.makedirs(out, exist_ok=True)
     for name, prog in files.items():

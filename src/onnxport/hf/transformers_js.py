@@ -261,9 +261,11 @@ def variants(sessions: Mapping[str, OnnxProgram], dtypes: Sequence[str]) -> dict
             for dtype in dtypes}
 
 
-def write_folder(out: str, files: Mapping[str, OnnxProgram]) -> None:
+def write_folder(out: str, files: Mapping[str, OnnxProgram],
+                 settings: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Write ``files`` (``variants``'s) under ``out/onnx/``, and the ``transformers.js_config`` entry of
-    ``out/config.json`` (copied there before)."""
+    ``out/config.json`` (copied there before); ``settings`` (``{file name: settings}``) are set in those JSON files
+    of ``out`` (a file that is not there is written with them)."""
     folder = os.path.join(out, SUBFOLDER)
     os.makedirs(folder, exist_ok=True)
     external: dict[str, int] = {}
@@ -276,7 +278,19 @@ def write_folder(out: str, files: Mapping[str, OnnxProgram]) -> None:
             prog.save(path, external_data=False)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(f"{path}_data")  # an earlier, larger save's
-    _write_config(os.path.join(out, "config.json"), external)
+    for name, entries in (settings or {}).items():
+        if name != "config.json" and entries:
+            _add_settings(os.path.join(out, name), entries)
+    _write_config(os.path.join(out, "config.json"), external, (settings or {}).get("config.json", {}))
+
+
+def _add_settings(path: str, entries: Mapping[str, Any]) -> None:
+    data: dict[str, Any] = {}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({**data, **entries}, f, indent=2)
 
 
 def _save_with_data(prog: OnnxProgram, path: str) -> None:
@@ -292,11 +306,12 @@ def _save_with_data(prog: OnnxProgram, path: str) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _write_config(path: str, external: Mapping[str, int]) -> None:
+def _write_config(path: str, external: Mapping[str, int], entries: Mapping[str, Any]) -> None:
     config: dict[str, Any] = {}
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
             config = json.load(f)
+    config = {**config, **entries}
     settings = dict(config.get("transformers.js_config") or {})
     settings.pop("use_external_data_format", None)
     if external:

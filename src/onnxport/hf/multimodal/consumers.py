@@ -11,7 +11,14 @@ what it names them and their inputs, and which model types it runs.
   (``MODEL_TYPES.ImageTextToText``: its sessions) and ``models/registry.js``
   (``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``: its types); Qwen2-VL's image encoder takes the grid as
   ``grid_thw`` there (``image_grid_thw_name`` in ``models/qwen2_vl/modeling_qwen2_vl.js``), the later Qwen VL
-  models' as ``image_grid_thw``. ``tests/test_transformers_js_vlm.py`` checks these tables against the installed
+  models' as ``image_grid_thw``. Its Idefics3 image processor gives ``pixel_attention_mask`` as booleans
+  (``models/idefics3/image_processing_idefics3.js``), where transformers' gives integers. Its ``AutoProcessor`` builds a model's processor only where
+  ``preprocessor_config.json`` names its ``processor_class`` (``models/auto/processing_auto.js``), and it reads
+  the cache's layers and heads of a ``qwen2_vl`` model from the top level of ``config.json``, as Qwen2-VL's
+  checkpoints were saved before transformers 5 nested them in ``text_config`` (``getNormalizedConfig`` in
+  ``configs.js``); its processors read the image processor's settings from ``preprocessor_config.json``
+  (transformers 5 nests them in ``processor_config.json``) and special tokens from the top level of
+  ``tokenizer_config.json``: :func:`transformers_js_settings` gives what the folder's files get for that. ``tests/test_transformers_js_vlm.py`` checks these tables against the installed
   transformers.js.
 """
 
@@ -20,7 +27,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["ONNXRUNTIME", "PIECES", "TRANSFORMERS_JS", "TRANSFORMERS_JS_TYPES", "Layout"]
+import json
+import os
+from typing import Any
+
+import torch
+
+__all__ = ["ONNXRUNTIME", "PIECES", "TRANSFORMERS_JS", "TRANSFORMERS_JS_TYPES", "Layout", "transformers_js_settings"]
 
 # The pieces a folder may hold (onnxport.hf.multimodal.components): the image encoder, the token embedding, the
 # merge of token embeddings and image rows, and the decoder.
@@ -30,23 +43,67 @@ PIECES = ("vision", "tokens", "merge", "decoder")
 @dataclass(frozen=True)
 class Layout:
     """A consumer's files: ``files`` maps each piece it loads to its file's stem; ``inputs`` maps a model type
-    to the names the consumer gives some of the image encoder's inputs."""
+    to the names the consumer gives some of the image encoder's inputs; ``input_types`` gives the type the
+    consumer gives an image encoder's input where it is not the type transformers' processor gives."""
 
     consumer: str
     files: Mapping[str, str]
     inputs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-
-    def input_names(self, model_type: str, names: list[str]) -> list[str]:
-        """The image encoder's input ``names`` as this consumer names them for ``model_type``."""
-        renamed = self.inputs.get(model_type, {})
-        return [renamed.get(name, name) for name in names]
+    input_types: Mapping[str, torch.dtype] = field(default_factory=dict)
 
 
 ONNXRUNTIME = Layout("onnxruntime", {"vision": "vision", "merge": "embedding", "decoder": "model"})
 TRANSFORMERS_JS = Layout("transformers.js", {"vision": "vision_encoder", "tokens": "embed_tokens",
                                              "decoder": "decoder_model_merged"},
-                         {"qwen2_vl": {"image_grid_thw": "grid_thw"}})
+                         {"qwen2_vl": {"image_grid_thw": "grid_thw"}}, {"pixel_attention_mask": torch.bool})
 # transformers.js 4.3's image-text-to-text types that transformers has (moondream1 and llava_qwen2 it does not).
 TRANSFORMERS_JS_TYPES = ("llava", "llava_onevision", "florence2", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
                          "qwen3_5", "qwen3_5_moe", "lfm2_vl", "lfm3_vl", "idefics3", "smolvlm", "paligemma", "gemma3",
                          "gemma3n", "gemma4", "mistral3", "lighton_ocr", "glm_ocr")
+
+# The types whose config.json transformers.js reads flat (the text model's sizes at the top level).
+_FLAT_CONFIG = ("qwen2_vl",)
+_FLAT_KEYS = ("num_hidden_layers", "num_key_value_heads", "num_attention_heads", "hidden_size", "head_dim")
+# The types whose transformers.js processor puts num_additional_image_tokens image tokens in a prompt beyond the
+# patches (LlavaProcessor, models/llava/processing_llava.js), where transformers' also takes away the class token
+# that vision_feature_select_strategy "default" drops: the folder's count is one less, so that both agree.
+_COUNTS_CLASS_TOKEN = ("llava",)
+
+
+def transformers_js_settings(config: Any, directory: str) -> dict[str, dict[str, Any]]:
+    """``{file name: settings}`` that a transformers.js folder's JSON files get, for a vision-language model of
+    ``config`` saved in ``directory`` (see the module): ``preprocessor_config.json`` (the image processor's
+    settings, which transformers 5 saves nested in ``processor_config.json``, and the ``processor_class``),
+    ``tokenizer_config.json`` (its ``extra_special_tokens`` at the top level, where transformers.js's processors
+    read them: Gemma 3's ``boi_token``), ``config.json`` (flat sizes), and ``processor_config.json`` (LLaVA's
+    count of image tokens, below). A Pixtral processor calls its image processor with its own ``patch_size``
+    times ``spatial_merge_size``; transformers.js's Pixtral image processor reads both from
+    ``preprocessor_config.json``, so they go there."""
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    text = config.get_text_config()
+    settings: dict[str, dict[str, Any]] = {}
+    if config.model_type in _FLAT_CONFIG:
+        settings["config.json"] = {key: getattr(text, key) for key in _FLAT_KEYS if getattr(text, key, None) is not None}
+    processor = _json(os.path.join(directory, "processor_config.json"))
+    image = processor.get("image_processor") if isinstance(processor.get("image_processor"), dict) else {}
+    kind = PROCESSOR_MAPPING_NAMES.get(config.model_type)
+    merged = {key: processor[key] for key in ("patch_size", "spatial_merge_size") if key in processor} \
+        if "spatial_merge_size" in processor else {}  # Pixtral's: the processor's sizes, which its image processor reads
+    settings["preprocessor_config.json"] = {**({"processor_class": kind} if kind else {}), **image, **merged}
+    if config.model_type in _COUNTS_CLASS_TOKEN and processor.get("vision_feature_select_strategy") == "default":
+        extra = processor.get("num_additional_image_tokens", 0)
+        settings["processor_config.json"] = {"num_additional_image_tokens": max(extra - 1, 0)}
+    special = _json(os.path.join(directory, "tokenizer_config.json")).get("extra_special_tokens")
+    if isinstance(special, dict):
+        settings["tokenizer_config.json"] = {k: v for k, v in special.items() if isinstance(v, str)}
+    return settings
+
+
+def _json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,8 +1,8 @@
 """The example inputs a vision-language model's pieces are exported and verified with.
 
 The image encoder's are what the model's own image processor (the directory's ``preprocessor_config.json``)
-gives for made-up pictures: two pictures of different sizes for the capture, then one, and three, for
-verification (the processor's sizes, tiles and grids, whatever they are, are inputs the model is meant to take).
+gives for made-up pictures, each one prompt's (a processor that batches by prompt, Idefics3's, gives a batch of
+prompts' images): two pictures of different sizes for the capture, then one, and three, for verification (the processor's sizes, tiles and grids, whatever they are, are inputs the model is meant to take).
 A dim whose size differs between those is dynamic. A model whose encoder takes one image at a time of its own
 size (``Family.per_image``) gets one picture per set. A directory without an image processor gets pixels of the
 vision config's ``image_size`` instead.
@@ -30,7 +30,7 @@ from onnxport.hf.signature import cache_argument, cache_of
 __all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "image_sets", "pictures", "prompt_ids"]
 
 # Made-up pictures (height, width): the capture's two, then one and three for verification.
-PICTURES = (((40, 48), (32, 64)), ((56, 40),), ((32, 64), (56, 40), (40, 48)))
+PICTURES = (((40, 48), (32, 64)), ((24, 64),), ((32, 64), (56, 40), (40, 48)))
 
 
 def pictures(sizes: tuple[tuple[int, int], ...], seed: int = 0) -> list[Any]:
@@ -60,13 +60,14 @@ def dynamic_dims(sets: list[dict[str, torch.Tensor]]) -> dict[str, dict[int, Any
 def image_sets(model: torch.nn.Module, config: Any, directory: str | None, per_image: bool) -> ImageSets:
     """The image encoder's inputs (see the module)."""
     processor = _image_processor(directory)
+    called = _call_settings(directory)
     taken = {"pixel_values"} if per_image else _taken(model)  # one image's size is its tensor's
     groups = [(sizes[0],) for sizes in PICTURES] if per_image else list(PICTURES)
     if processor is not None:
         with contextlib.suppress(Exception):  # a processor that cannot run here (it needs torchvision, ...)
             sets = ImageSets()
-            for seed, sizes in enumerate(groups):
-                given = processor(pictures(sizes, seed), return_tensors="pt")
+            for seed, sizes in enumerate(groups):  # each picture a prompt's: a processor may batch by prompt
+                given = processor([[p] for p in pictures(sizes, seed)], return_tensors="pt", **called)
                 sets.append({k: v for k, v in given.items() if k in taken and isinstance(v, torch.Tensor)})
             return sets
     vision = config.vision_config
@@ -86,6 +87,23 @@ def _image_processor(directory: str | None) -> Any:
         return transformers.AutoImageProcessor.from_pretrained(directory, local_files_only=True)
     except Exception:  # noqa: BLE001 - no preprocessor_config.json, or one this transformers cannot build
         return None
+
+
+def _call_settings(directory: str | None) -> dict[str, Any]:
+    """What the model's processor hands its image processor at each call: a Pixtral processor's patch size, its
+    ``patch_size`` times its ``spatial_merge_size`` (``processor_config.json``)."""
+    import json
+    import os
+
+    try:
+        with open(os.path.join(directory or "", "processor_config.json"), encoding="utf-8") as f:
+            settings = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(settings, dict) or not {"patch_size", "spatial_merge_size"} <= set(settings):
+        return {}
+    side = settings["patch_size"] * settings["spatial_merge_size"]
+    return {"patch_size": {"height": side, "width": side}}
 
 
 def _taken(model: torch.nn.Module) -> set[str]:

@@ -74,6 +74,8 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
     from onnxport.hf.cache import auto_spec
 
     family, sets = split(model, config, directory)
+    sets = ImageSets({name: value.to(layout.input_types.get(name, value.dtype)) for name, value in given.items()}
+                     for given in sets)  # each input of the type the consumer gives
     weights = options.pop("weights", None)
     quantize = options.pop("quantize", None)  # the decoder's layers only, as a runtime for these models expects
     vision = ImageEncoder(model, family)

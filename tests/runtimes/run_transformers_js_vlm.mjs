@@ -1,0 +1,49 @@
+// Run image-text-to-text folders in transformers.js as its users call them (AutoProcessor and
+// AutoModelForImageTextToText, then generate), and write what the processor gave and the tokens as JSON.
+//
+//   node run_transformers_js_vlm.mjs --modules .runtimes/transformers-js JOBS.json RESULTS.json
+//
+// JOBS.json is a list of {folder, dtype, images_first, cases: [{text, images: [PATH, ...], max_new_tokens}]} (images_first:
+// the model's processor takes (images, text), as LLaVA's does, not (text, images)); RESULTS.json gets,
+// per job, {cases: [{inputs, tokens}]} (the processor's outputs as {dims, data}, the generated sequences) or {error}.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+
+const args = process.argv.slice(2);
+const i = args.indexOf('--modules');
+const modules = path.resolve(args.splice(i, 2)[1]);
+const [jobsFile, resultsFile] = args;
+const require = createRequire(path.join(modules, 'package.json'));
+const tjs = await import(pathToFileURL(require.resolve('@huggingface/transformers')).href);
+tjs.env.allowRemoteModels = false;
+
+const plain = (t) => ({ dims: t.dims, type: t.type, data: Array.from(t.data, Number) });
+
+const jobs = JSON.parse(fs.readFileSync(jobsFile, 'utf8'));
+const results = [];
+for (const job of jobs) {
+  try {
+    const processor = await tjs.AutoProcessor.from_pretrained(job.folder, { local_files_only: true });
+    const model = await tjs.AutoModelForImageTextToText.from_pretrained(job.folder, {
+      dtype: job.dtype, local_files_only: true,
+    });
+    const cases = [];
+    for (const c of job.cases) {
+      const images = c.images.length ? await Promise.all(c.images.map((p) => tjs.RawImage.read(p))) : null;
+      const inputs = job.images_first ? await processor(images, c.text) : await processor(c.text, images);
+      const out = await model.generate({ ...inputs, max_new_tokens: c.max_new_tokens, do_sample: false });
+      cases.push({
+        inputs: Object.fromEntries(Object.entries(inputs).filter(([, v]) => v instanceof tjs.Tensor)
+          .map(([k, v]) => [k, plain(v)])),
+        tokens: out.tolist().map((row) => row.map(Number)),
+      });
+    }
+    await model.dispose();
+    results.push({ cases });
+  } catch (error) {
+    results.push({ error: String(error?.stack ?? error) });
+  }
+}
+fs.writeFileSync(resultsFile, JSON.stringify(results));

@@ -1,0 +1,219 @@
+"""``export_hf(..., "image-text-to-text", target="transformers.js")``: the folder transformers.js loads with
+``AutoProcessor`` and ``AutoModelForImageTextToText`` (sessions ``vision_encoder``, ``embed_tokens`` and
+``decoder_model_merged``), run in Node by the pinned ``@huggingface/transformers`` (tests/runtimes/transformers-js,
+``make runtimes``) as its users run it: its own processor on a prompt and a picture, then ``generate``.
+
+The tokens it generates equal transformers' ``generate`` on the PyTorch model given what transformers.js's
+processor gave (its processors resize and expand prompts their own way; one image per prompt, as its Qwen VL
+image processor takes one image at a time) in fp32 and fp16; the quantized dtypes run and continue the prompt.
+The layout's tables (``onnxport.hf.multimodal.consumers``) are checked against the installed transformers.js's
+source. Qwen2-VL and LLaVA in fp32 run in ``make test``; every model in every dtype, and two in headless
+Chromium through the example page, is a ``sweep``. Tiny random models, nothing downloaded."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+from typing import Any, NamedTuple
+
+import pytest
+import torch
+
+from onnxport.hf import export_hf
+from onnxport.hf import transformers_js as tjs
+from onnxport.hf.multimodal import TRANSFORMERS_JS
+from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_TYPES
+from tests.runtimes.browser import open_pages
+from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
+from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
+
+transformers = pytest.importorskip("transformers")
+
+from tests import vlm_dirs  # noqa: E402
+
+pytestmark = pytest.mark.transformers
+
+MODULES = os.path.join(RUNTIMES_ROOT, "transformers-js")
+SOURCE = os.path.join(MODULES, "node_modules", "@huggingface", "transformers", "src")
+RUNNER = os.path.join(RUNTIMES_HERE, "run_transformers_js_vlm.mjs")
+NEW_TOKENS = 6
+PICTURES = ((40, 48), (32, 64))  # one prompt each
+
+
+class Case(NamedTuple):
+    """A model type's directory writer, its prompt (the placeholder transformers.js's processor expands),
+    whether that processor takes (images, text) rather than (text, images), and whether the PyTorch model takes
+    the image's size (``image_sizes``: Pixtral's tower), which transformers.js's processor does not give."""
+
+    write: Any
+    prompt: str
+    images_first: bool = False
+    sizes: bool = False
+
+
+CASES = {
+    "qwen2_vl": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen2_vl"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
+    "qwen2_5_vl": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen2_5_vl"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
+    "qwen3_vl": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen3_vl"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
+    "llava": Case(vlm_dirs.write_llava, "user: <image> what is in this picture ? assistant:", images_first=True),
+    "gemma3": Case(vlm_dirs.write_gemma3, "user: <start_of_image> what is in this picture ? assistant:"),
+    "idefics3": Case(vlm_dirs.write_idefics3, "user: <image> what is in this picture ?"),
+    "smolvlm": Case(lambda d: vlm_dirs.write_idefics3(d, "smolvlm"), "user: <image> what is in this picture ?"),
+    "mistral3": Case(vlm_dirs.write_mistral3, "user: [IMG] what is in this picture ? assistant:", images_first=True,
+                     sizes=True),
+}
+QUICK = (("qwen2_vl", "fp32"), ("smolvlm", "fp32"))
+
+
+def run_js(jobs: list[dict], scratch: str) -> list[dict]:
+    """The jobs run by run_transformers_js_vlm.mjs in one Node process."""
+    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
+        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
+    with open(os.path.join(scratch, "jobs.json"), "w", encoding="utf-8") as f:
+        json.dump(jobs, f)
+    results = os.path.join(scratch, "results.json")
+    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, os.path.join(scratch, "jobs.json"), results],
+                   check=True, timeout=1200)
+    with open(results, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class Run(NamedTuple):
+    """A folder run in transformers.js: the PyTorch model, transformers.js's result, the folder, the pictures."""
+
+    model: Any
+    result: dict
+    folder: str
+    pictures: list[str]
+
+
+def run_folders(root: str, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], Run]:
+    """(type, dtype) -> its ``Run``, each type exported once in its dtypes and all run in one Node process."""
+    models, folders, jobs = {}, {}, []
+    for kind in dict.fromkeys(kind for kind, _ in wanted):
+        case = CASES[kind]
+        directory, out = os.path.join(root, kind), os.path.join(root, f"{kind}-js")
+        models[kind] = case.write(directory)
+        dtypes = [dtype for k, dtype in wanted if k == kind]
+        export_hf(directory, "image-text-to-text", out, target="transformers.js", dtypes=dtypes)
+        paths = []
+        for i, picture in enumerate(vlm_dirs.images(*PICTURES)):
+            paths.append(os.path.join(directory, f"picture{i}.png"))
+            picture.save(paths[-1])
+        cases = [{"text": case.prompt, "images": [path], "max_new_tokens": NEW_TOKENS} for path in paths]
+        jobs += [{"folder": out, "dtype": dtype, "images_first": case.images_first, "cases": cases} for dtype in dtypes]
+        folders[kind] = (out, paths)
+    results = run_js(jobs, root)
+    return {(kind, dtype): Run(models[kind], result, *folders[kind])
+            for (kind, dtype), result in zip(wanted, results)}
+
+
+def torch_inputs(model: torch.nn.Module, given: dict[str, dict]) -> dict[str, torch.Tensor]:
+    """What transformers.js's processor gave, as the PyTorch model's generate takes it."""
+    inputs = {name: torch.tensor(v["data"], dtype=torch.float32 if v["type"].startswith("float") else torch.int64)
+              .reshape(v["dims"]) for name, v in given.items()}
+    parameters = inspect.signature(model.forward).parameters
+    image = model.config.image_token_id
+    if "mm_token_type_ids" in parameters:
+        inputs["mm_token_type_ids"] = (inputs["input_ids"] == image).to(torch.int64)
+    if model.config.model_type == "gemma3":  # as Gemma 3's processor marks its image tokens
+        inputs["token_type_ids"] = (inputs["input_ids"] == image).to(torch.int64)
+    if CASES[model.config.model_type].sizes:  # one image, of its tensor's size
+        inputs["image_sizes"] = torch.tensor([list(inputs["pixel_values"].shape[-2:])])
+    return {name: value for name, value in inputs.items() if name in parameters}
+
+
+def check(model: torch.nn.Module, result: dict, dtype: str) -> None:
+    assert "error" not in result, result.get("error")
+    assert len(result["cases"]) == len(PICTURES)
+    for case in result["cases"]:
+        inputs = torch_inputs(model, case["inputs"])
+        prompt = inputs["input_ids"][0].tolist()
+        assert (inputs["input_ids"] == model.config.image_token_id).sum() > 1  # the picture's tokens, expanded
+        (tokens,) = case["tokens"]
+        assert tokens[:len(prompt)] == prompt and len(tokens) <= len(prompt) + NEW_TOKENS
+        if dtype in ("fp32", "fp16"):  # greedy: transformers' tokens
+            with torch.no_grad():
+                expected = model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS)
+            assert tokens == expected[0].tolist()
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    return run_folders(str(tmp_path_factory.mktemp("vlm-js")), list(QUICK))
+
+
+@pytest.mark.parametrize(("kind", "dtype"), QUICK)
+def test_a_folder_generates_in_transformers_js_as_transformers(quick, kind, dtype) -> None:
+    run = quick[kind, dtype]
+    check(run.model, run.result, dtype)
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    wanted = [(kind, dtype) for kind in CASES for dtype in tjs.DTYPES]
+    return run_folders(str(tmp_path_factory.mktemp("vlm-js-matrix")), wanted)
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("dtype", tuple(tjs.DTYPES))
+@pytest.mark.parametrize("kind", tuple(CASES))
+def test_every_model_generates_in_transformers_js_in_every_dtype(matrix, kind, dtype) -> None:
+    run = matrix[kind, dtype]
+    check(run.model, run.result, dtype)
+
+
+BROWSER = (("qwen2_vl", "fp32"), ("gemma3", "q8"))  # the Qwen line and another, in transformers.js's wasm default
+
+
+@pytest.mark.sweep
+def test_the_example_page_generates_in_chromium_as_in_node(matrix, tmp_path) -> None:
+    """In Chromium on the wasm backend, through the example page: the tokens transformers.js gives in Node, where
+    fp32 gives transformers' own."""
+    queries = []
+    for kind, dtype in BROWSER:
+        run = matrix[kind, dtype]
+        os.symlink(run.folder, tmp_path / kind)
+        os.symlink(run.pictures[0], tmp_path / f"{kind}.png")
+        options = {"images_first": CASES[kind].images_first, "max_new_tokens": NEW_TOKENS}
+        queries.append({"model": kind, "task": "image-text-to-text", "dtype": dtype,
+                        "input": f"{kind}.png|{CASES[kind].prompt}", "options": json.dumps(options)})
+    for (kind, dtype), got in zip(BROWSER, open_pages(tmp_path, queries), strict=True):
+        assert "error" not in got, got.get("error")
+        assert "Chrom" in got["userAgent"]
+        assert got["output"]["tokens"] == matrix[kind, dtype].result["cases"][0]["tokens"]
+
+
+def _read(path: str) -> str:
+    with open(os.path.join(SOURCE, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_the_layout_is_what_the_installed_transformers_js_reads() -> None:
+    if not os.path.isdir(SOURCE):
+        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
+    sessions = _read("models/session_config.js")
+    block = sessions[sessions.index("[MODEL_TYPES.ImageTextToText]"):]
+    block = block[:block.index("cache_sessions")]
+    assert set(re.findall(r"'(\w+)'", block)) >= set(TRANSFORMERS_JS.files.values())
+    registry = _read("models/registry.js")
+    mapping = registry[registry.index("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES = new Map(["):]
+    types = re.findall(r"\['([\w-]+)', '\w+'\]", mapping[:mapping.index("]);")])
+    known = transformers.models.auto.modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+    assert tuple(t for t in types if t in known) == TRANSFORMERS_JS_TYPES
+    assert "image_grid_thw_name = 'grid_thw'" in _read("models/qwen2_vl/modeling_qwen2_vl.js")
+    assert TRANSFORMERS_JS.inputs["qwen2_vl"] == {"image_grid_thw": "grid_thw"}
+
+
+def test_a_type_transformers_js_does_not_run_is_refused_before_anything_is_written(tmp_path) -> None:
+    from onnxport.errors import InvalidInputError
+
+    directory = str(tmp_path / "internvl")
+    vlm_dirs.write_internvl(directory)
+    with pytest.raises(InvalidInputError, match="transformers.js does not run internvl"):
+        export_hf(directory, "image-text-to-text", tmp_path / "out", target="transformers.js")
+    assert not (tmp_path / "out").exists()
