@@ -19,7 +19,8 @@ from onnxport.hf.multimodal import generate_vlm
 transformers = pytest.importorskip("transformers")
 
 from tests.vlm_dirs import (idefics3_inputs, images, internvl_inputs, pixtral_inputs, reference,  # noqa: E402
-                            write_gemma3, write_idefics3, write_internvl, write_llava, write_mistral3)
+                            write_gemma3, write_idefics3, write_internvl, write_llava, write_mistral3,
+                            write_paligemma)
 
 pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
 
@@ -148,14 +149,30 @@ def test_idefics3_and_smolvlm_folders_generate_as_transformers_on_images_cut_int
     assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
 
 
+def test_paligemma_folder_generates_as_transformers_with_its_prompt_attending_both_ways(tmp_path):
+    """PaliGemma's prompt (its image tokens and text) attends both ways in the first step and its new tokens
+    causally: the decoder tells the first step from its empty past, with no input of its own (so every consumer
+    runs it). The tokens differ when the prompt attends causally: the test would see a causal decoder."""
+    directory, out = str(tmp_path / "paligemma"), str(tmp_path / "onnx")
+    model = write_paligemma(directory)
+    export_hf(directory, "auto", out)
+    texts, pictures = ["<image>what is in this picture ?", "<image>describe it"], images((40, 48), (32, 64))
+    expected = reference(model, directory, texts, pictures, 6)
+    assert torch.equal(generate_vlm(out, texts, pictures, max_new_tokens=6), expected)
+    batch = transformers.AutoProcessor.from_pretrained(directory)(text=texts, images=pictures, return_tensors="pt",
+                                                                  padding=True)
+    with torch.no_grad():
+        causal = model.generate(**{**batch, "token_type_ids": torch.ones_like(batch["input_ids"])}, do_sample=False,
+                                max_new_tokens=6)
+    assert not torch.equal(causal, expected)
+
+
 def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anything_is_written(tmp_path):
-    config = transformers.PaliGemmaConfig(text_config=dict(vocab_size=64, hidden_size=32, intermediate_size=64,
-                                                           num_hidden_layers=1, num_attention_heads=2,
-                                                           num_key_value_heads=1))
-    config.architectures = ["PaliGemmaForConditionalGeneration"]
-    config.save_pretrained(tmp_path / "paligemma")
-    with pytest.raises(InvalidInputError, match="paligemma models .* attends both ways in the first step"):
-        export_hf(tmp_path / "paligemma", "auto", tmp_path / "out")
+    config = transformers.BlipConfig()
+    config.architectures = ["BlipForConditionalGeneration"]
+    config.save_pretrained(tmp_path / "blip")
+    with pytest.raises(InvalidInputError, match="blip models .* not tested to generate as transformers does"):
+        export_hf(tmp_path / "blip", "image-text-to-text", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

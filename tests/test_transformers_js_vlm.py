@@ -63,10 +63,11 @@ CASES = {
     "gemma3": Case(vlm_dirs.write_gemma3, "user: <start_of_image> what is in this picture ? assistant:"),
     "idefics3": Case(vlm_dirs.write_idefics3, "user: <image> what is in this picture ?"),
     "smolvlm": Case(lambda d: vlm_dirs.write_idefics3(d, "smolvlm"), "user: <image> what is in this picture ?"),
+    "paligemma": Case(vlm_dirs.write_paligemma, "<image>what is in this picture ?", images_first=True),
     "mistral3": Case(vlm_dirs.write_mistral3, "user: [IMG] what is in this picture ? assistant:", images_first=True,
                      sizes=True),
 }
-QUICK = (("qwen2_vl", "fp32"), ("smolvlm", "fp32"))
+QUICK = (("qwen2_vl", "fp32"), ("smolvlm", "fp32"), ("paligemma", "fp32"))
 
 
 def run_js(jobs: list[dict], scratch: str) -> list[dict]:

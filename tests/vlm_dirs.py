@@ -260,3 +260,29 @@ def idefics3_inputs(directory: str, texts: list[str], pictures: list[list[object
     processor = transformers.Idefics3Processor(image_processor=image_processor, image_seq_len=4,
                                                tokenizer=transformers.AutoTokenizer.from_pretrained(directory))
     return processor(text=texts, images=pictures, return_tensors="pt", padding=True)
+
+
+def write_paligemma(directory: str) -> torch.nn.Module:
+    """A random PaliGemma (SigLIP tower on 32x32 images in 8x8 patches, 16 tokens an image; a Gemma text model),
+    its weights drawn anew from N(0, 0.2) (the tiny default init gives a tie of scores that repeats one token),
+    and its processor (an image's 16 tokens before the prompt, which attends both ways)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, ("<image>",))
+    config = transformers.PaliGemmaConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=8, projection_dim=32),
+        text_config=dict(model_type="gemma", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                         max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_id=vocab["<image>"], projection_dim=32)
+    model = transformers.PaliGemmaForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0, 0.2)
+    model.save_pretrained(directory)
+    image_processor = transformers.SiglipImageProcessorPil(size={"height": 32, "width": 32})
+    image_processor.image_seq_length = 16
+    transformers.PaliGemmaProcessor(image_processor=image_processor,
+                                    tokenizer=transformers.AutoTokenizer.from_pretrained(directory)
+                                    ).save_pretrained(directory)
+    return model

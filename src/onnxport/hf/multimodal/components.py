@@ -133,8 +133,9 @@ class FeatureMerge(torch.nn.Module):
 class WideDecoder(torch.nn.Module):
     """The model on ``inputs_embeds`` of ``family.width`` columns: its hidden size, then the deepstack sets, each
     added to the hidden states after its layer, then the image flag, made the ``token_type_ids`` of the new
-    tokens (see the module). Takes and returns what the model does otherwise; its cache by either of the
-    names transformers gives it (``cache`` from 5.24)."""
+    tokens (see the module); with ``family.prefix_both_ways``, the first step's tokens attending both ways. Takes
+    and returns what the model does otherwise; its cache by either of the names transformers gives it (``cache``
+    from 5.24)."""
 
     def __init__(self, model: torch.nn.Module, family: Family) -> None:
         super().__init__()
@@ -152,11 +153,44 @@ class WideDecoder(torch.nn.Module):
             flag = inputs_embeds[..., -1].round().to(torch.int64)
             past = attention_mask.shape[1] - flag.shape[1]
             kwargs["token_type_ids"] = torch.cat([flag.new_zeros(flag.shape[0], past), flag], dim=1)
-        if not sets:
+        with contextlib.ExitStack() as stack:
+            if sets:
+                mask = torch.ones(embeds.shape[:-1], dtype=torch.bool, device=embeds.device)
+                stack.enter_context(_handed_deepstack(self.language, mask, sets))
+            if family.prefix_both_ways:
+                stack.enter_context(_prefix_both_ways(self.model, attention_mask, embeds.shape[1]))
             return self.model(inputs_embeds=embeds, **kwargs)
-        mask = torch.ones(embeds.shape[:-1], dtype=torch.bool, device=embeds.device)
-        with _handed_deepstack(self.language, mask, sets):
-            return self.model(inputs_embeds=embeds, **kwargs)
+
+
+_MASKS = ("create_causal_mask", "create_sliding_window_causal_mask")
+
+
+@contextlib.contextmanager
+def _prefix_both_ways(model: torch.nn.Module, attention_mask: torch.Tensor, new: Any) -> Iterator[None]:
+    """The masks ``model``'s module makes let every token of the first step (its past is empty: the prompt)
+    attend to every other one, and later tokens attend causally: PaliGemma's prefix, which its forward reads
+    from ``token_type_ids`` on the first step only, a Python decision on its cache that a graph for every step
+    cannot hold. Here the decision is a tensor: the blocks are 0 over the whole sequence when the past is empty,
+    else -1 (no block)."""
+    import sys
+
+    module = sys.modules[type(model.model).__module__ if hasattr(model, "model") else type(model).__module__]
+    past = attention_mask.new_ones(attention_mask.shape)[:, new:].sum(-1, keepdim=True)  # no guard on its size
+    blocks = torch.where(past == 0, 0, -1).expand(attention_mask.shape)
+    originals = {name: vars(module)[name] for name in _MASKS if name in vars(module)}
+
+    def with_blocks(build: Any) -> Any:
+        def made(*args: Any, **kwargs: Any) -> Any:
+            return build(*args, **{**kwargs, "block_sequence_ids": blocks})
+        return made
+
+    for name, build in originals.items():
+        setattr(module, name, with_blocks(build))
+    try:
+        yield
+    finally:
+        for name, build in originals.items():
+            setattr(module, name, build)
 
 
 @contextlib.contextmanager

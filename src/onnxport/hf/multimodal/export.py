@@ -87,7 +87,7 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
     cache_name = next(name for name in step if name not in _DECODER_INPUTS)
     tokens = {0: Dim.AUTO, 1: Dim.AUTO}
     positions = {1: Dim.AUTO, 2: Dim.AUTO} if family.positions == "rope-index" else tokens
-    decoder = model if family.width == family.hidden else WideDecoder(model, family)
+    decoder = model if family.plain else WideDecoder(model, family)
     ids_dims = {0: Dim.DYNAMIC, 1: Dim.DYNAMIC}
     pieces = {
         "vision": (vision, sets[0], sets.dynamic, ["image_features"], [((), s) for s in sets[1:]]),

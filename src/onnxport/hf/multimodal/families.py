@@ -11,6 +11,8 @@ otherwise a fact of its type, kept here.
   to each other both ways, from ``token_type_ids``): a last column of the decoder's ``inputs_embeds``, 1 in an
   image row and 0 in a token's embedding, from which the decoder makes ``token_type_ids`` (0 for the past: a
   block of image tokens is always among the new tokens of one step, the prompt);
+- ``prefix_both_ways``: whether a prompt's tokens attend to each other both ways in the first step (PaliGemma's
+  prefix), which the decoder tells from its past being empty, with no input of its own;
 - ``per_image``: whether its image encoder takes one image at a time, of any height and width (Mistral 3's
   Pixtral tower; onnxruntime-genai runs it once per image), rather than a batch of them as the processor gives.
 
@@ -30,10 +32,13 @@ import torch
 from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.positions import rope_index_of
 
-__all__ = ["BIDIRECTIONAL_IMAGES", "PER_IMAGE", "Family", "image_token_id"]
+__all__ = ["BIDIRECTIONAL_IMAGES", "PER_IMAGE", "PREFIX_BOTH_WAYS", "Family", "image_token_id"]
 
 # The types whose image tokens attend to each other both ways (their forward reads token_type_ids).
 BIDIRECTIONAL_IMAGES = ("gemma3",)
+# The types whose prompt (its image tokens and text) attends both ways in the first step, and generated tokens
+# causally (PaliGemma's prefix: token_type_ids 0 for the prompt, read on the first step only).
+PREFIX_BOTH_WAYS = ("paligemma",)
 # The types whose vision tower reads each image at its own size, one at a time (Mistral 3's Pixtral: the patches
 # of an image cut to its size by values of image_sizes, which a batch of images cannot take symbolically).
 PER_IMAGE = ("mistral3",)
@@ -61,6 +66,12 @@ class Family:
     deepstack: int = 0
     image_flag: bool = False
     per_image: bool = False
+    prefix_both_ways: bool = False
+
+    @property
+    def plain(self) -> bool:
+        """Whether the decoder is the model as it is (no columns past the hidden size, no mask of its own)."""
+        return self.width == self.hidden and not self.prefix_both_ways
 
     @property
     def width(self) -> int:
@@ -74,4 +85,4 @@ class Family:
         flag = kind in BIDIRECTIONAL_IMAGES and "token_type_ids" in inspect.signature(model.forward).parameters
         return cls(kind, image_token_id(config), config.get_text_config().hidden_size,
                    "rope-index" if rope_index_of(model) is not None else "counted", deepstack, flag,
-                   kind in PER_IMAGE)
+                   kind in PER_IMAGE, kind in PREFIX_BOTH_WAYS)

@@ -10,11 +10,9 @@ from onnxport.errors import InvalidInputError
 
 __all__ = ["SUPPORTED", "check_supported"]
 
-SUPPORTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "idefics3", "smolvlm")
-_WHY_NOT = {
-    "paligemma": "its prompt attends both ways in the first step only (token_type_ids on a prompt), which its "
-                 "decoder cannot tell from the inputs of a step",
-}
+SUPPORTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "idefics3", "smolvlm",
+             "paligemma")
+_WHY_NOT: dict[str, str] = {}
 
 
 def check_supported(config: Any) -> None:
