@@ -20,7 +20,7 @@ transformers = pytest.importorskip("transformers")
 
 from tests.vlm_dirs import (idefics3_inputs, images, internvl_inputs, pixtral_inputs, reference,  # noqa: E402
                             write_gemma3, write_idefics3, write_internvl, write_llava, write_mistral3,
-                            write_paligemma)
+                            write_florence2, write_paligemma)
 
 pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
 
@@ -165,6 +165,21 @@ def test_paligemma_folder_generates_as_transformers_with_its_prompt_attending_bo
         causal = model.generate(**{**batch, "token_type_ids": torch.ones_like(batch["input_ids"])}, do_sample=False,
                                 max_new_tokens=6)
     assert not torch.equal(causal, expected)
+
+
+def test_florence2_folder_generates_as_transformers_through_its_encoder_and_decoders(tmp_path):
+    """Florence-2's language model is an encoder-decoder: the prompt, its image rows merged in, goes through the
+    encoder once (encoder_model.onnx on inputs_embeds), and its decoders generate from the start token."""
+    directory, out = str(tmp_path / "florence2"), str(tmp_path / "onnx")
+    model = write_florence2(directory)
+    progs = export_hf(directory, "auto", out)
+    assert progs.encoder is not None and progs.decoder_with_past is not None
+    assert sorted(f for f in os.listdir(out) if f.endswith(".onnx")) == [
+        "decoder_model.onnx", "decoder_with_past_model.onnx", "embedding.onnx", "encoder_model.onnx", "vision.onnx"]
+    texts, pictures = ["what is in this picture ?", "describe it"], images((40, 48), (32, 64))
+    expected = reference(model, directory, texts, pictures, 6)
+    assert expected[0, 1] != expected[1, 1]  # the prompts part: the encoder's states reach the decoder
+    assert torch.equal(generate_vlm(out, texts, pictures, max_new_tokens=6), expected)
 
 
 def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anything_is_written(tmp_path):

@@ -47,12 +47,15 @@ PICTURES = ((40, 48), (32, 64))  # one prompt each
 class Case(NamedTuple):
     """A model type's directory writer, its prompt (the placeholder transformers.js's processor expands),
     whether that processor takes (images, text) rather than (text, images), and whether the PyTorch model takes
-    the image's size (``image_sizes``: Pixtral's tower), which transformers.js's processor does not give."""
+    the image's size (``image_sizes``: Pixtral's tower), which transformers.js's processor does not give, and
+    whether transformers.js puts the image's rows before the prompt rather than in place of image tokens
+    (Florence-2's: transformers' processor puts the image tokens there)."""
 
     write: Any
     prompt: str
     images_first: bool = False
     sizes: bool = False
+    prepends_images: bool = False
 
 
 CASES = {
@@ -64,10 +67,11 @@ CASES = {
     "idefics3": Case(vlm_dirs.write_idefics3, "user: <image> what is in this picture ?"),
     "smolvlm": Case(lambda d: vlm_dirs.write_idefics3(d, "smolvlm"), "user: <image> what is in this picture ?"),
     "paligemma": Case(vlm_dirs.write_paligemma, "<image>what is in this picture ?", images_first=True),
+    "florence2": Case(vlm_dirs.write_florence2, "what is in this picture ?", images_first=True, prepends_images=True),
     "mistral3": Case(vlm_dirs.write_mistral3, "user: [IMG] what is in this picture ? assistant:", images_first=True,
                      sizes=True),
 }
-QUICK = (("qwen2_vl", "fp32"), ("smolvlm", "fp32"), ("paligemma", "fp32"))
+QUICK = (("qwen2_vl", "fp32"), ("smolvlm", "fp32"), ("paligemma", "fp32"), ("florence2", "fp32"))
 
 
 def run_js(jobs: list[dict], scratch: str) -> list[dict]:
@@ -119,11 +123,17 @@ def torch_inputs(model: torch.nn.Module, given: dict[str, dict]) -> dict[str, to
               .reshape(v["dims"]) for name, v in given.items()}
     parameters = inspect.signature(model.forward).parameters
     image = model.config.image_token_id
+    case = CASES[model.config.model_type]
+    if case.prepends_images:  # the image's tokens before the prompt, as transformers' processor puts them
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        count = vlm_dirs.image_tokens(model, inputs["pixel_values"])
+        inputs["input_ids"] = torch.cat([torch.full((ids.shape[0], count), image), ids], dim=1)
+        inputs["attention_mask"] = torch.cat([torch.ones(ids.shape[0], count, dtype=mask.dtype), mask], dim=1)
     if "mm_token_type_ids" in parameters:
         inputs["mm_token_type_ids"] = (inputs["input_ids"] == image).to(torch.int64)
     if model.config.model_type == "gemma3":  # as Gemma 3's processor marks its image tokens
         inputs["token_type_ids"] = (inputs["input_ids"] == image).to(torch.int64)
-    if CASES[model.config.model_type].sizes:  # one image, of its tensor's size
+    if case.sizes:  # one image, of its tensor's size
         inputs["image_sizes"] = torch.tensor([list(inputs["pixel_values"].shape[-2:])])
     return {name: value for name, value in inputs.items() if name in parameters}
 
@@ -133,9 +143,10 @@ def check(model: torch.nn.Module, result: dict, dtype: str) -> None:
     assert len(result["cases"]) == len(PICTURES)
     for case in result["cases"]:
         inputs = torch_inputs(model, case["inputs"])
-        prompt = inputs["input_ids"][0].tolist()
         assert (inputs["input_ids"] == model.config.image_token_id).sum() > 1  # the picture's tokens, expanded
         (tokens,) = case["tokens"]
+        decoder_only = not model.config.is_encoder_decoder  # an encoder-decoder's tokens: its start token, then new
+        prompt = inputs["input_ids"][0].tolist() if decoder_only else [model.generation_config.decoder_start_token_id]
         assert tokens[:len(prompt)] == prompt and len(tokens) <= len(prompt) + NEW_TOKENS
         if dtype in ("fp32", "fp16"):  # greedy: transformers' tokens
             with torch.no_grad():

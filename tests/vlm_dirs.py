@@ -166,6 +166,19 @@ def reference(model: torch.nn.Module, directory: str, texts: list[str], pictures
         return model.generate(**batch, do_sample=False, max_new_tokens=new)
 
 
+def spread(model: torch.nn.Module) -> None:
+    """Every weight drawn anew so that activations keep their scale (matrices N(0, 1/fan_in), biases N(0, 0.1),
+    norm scales N(1, 0.2)): a tiny model's scores then part, and greedy tokens do not all repeat one."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.dim() > 1:
+                std, mean = param[0].numel() ** -0.5, 0.0
+            else:
+                std, mean = (0.1, 0.0) if name.endswith("bias") else (0.2, 1.0)
+            param.copy_(torch.randn(param.shape, generator=generator) * std + mean)
+
+
 QWEN_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 QWEN_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"  # one image in a Qwen VL prompt
 
@@ -286,3 +299,50 @@ def write_paligemma(directory: str) -> torch.nn.Module:
                                     tokenizer=transformers.AutoTokenizer.from_pretrained(directory)
                                     ).save_pretrained(directory)
     return model
+
+
+def write_florence2(directory: str) -> torch.nn.Module:
+    """A random Florence-2 (a DaViT tower on 64x64 images, 5 tokens an image; a BART encoder-decoder), its weights
+    drawn anew at scales that keep activations' (the tiny default init repeats one token), its tokenizer (BART's:
+    a text between ``<s>`` and ``</s>``) and its processor (an image's tokens, then the prompt between ``<s>`` and
+    ``</s>``)."""
+    from tokenizers import Tokenizer, processors
+
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, ("<image>",))
+    tokenizer = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))  # BART's: <s> text </s>
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 1),
+                                                                                                   ("</s>", 2)])
+    tokenizer.save(os.path.join(directory, "tokenizer.json"))
+    with open(os.path.join(directory, "tokenizer_config.json"), encoding="utf-8") as f:
+        settings = json.load(f)
+    settings["extra_special_tokens"] = {"image_token": "<image>"}
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(settings, f)
+    config = transformers.Florence2Config(
+        vision_config=dict(depths=[1, 1, 1, 1], embed_dim=[8, 16, 16, 32], num_heads=[1, 1, 1, 1],
+                           num_groups=[1, 1, 1, 1], window_size=2, projection_dim=32, max_position_embeddings=8,
+                           max_temporal_embeddings=4),
+        text_config=dict(model_type="bart", vocab_size=len(vocab), d_model=32, encoder_layers=2, decoder_layers=2,
+                         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                         max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                         decoder_start_token_id=2, forced_eos_token_id=None),
+        image_token_id=vocab["<image>"])
+    model = transformers.Florence2ForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    image_processor = transformers.CLIPImageProcessorPil(size={"height": 64, "width": 64}, do_center_crop=False)
+    image_processor.image_seq_length = 5
+    transformers.Florence2Processor(image_processor=image_processor,
+                                    tokenizer=transformers.AutoTokenizer.from_pretrained(directory)
+                                    ).save_pretrained(directory)
+    return model
+
+
+def image_tokens(model: torch.nn.Module, pixel_values: torch.Tensor) -> int:
+    """The rows of image features one image of ``pixel_values`` takes in a prompt."""
+    with torch.no_grad():
+        features = model.get_image_features(pixel_values=pixel_values[:1])
+    features = getattr(features, "pooler_output", features)
+    return sum(f.reshape(-1, f.shape[-1]).shape[0] for f in (features if isinstance(features, (list, tuple))
+                                                             else [features]))

@@ -60,7 +60,6 @@ from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument
 from onnxport.hf.tasks import MODULES_FILE, pick_task
-from onnxport.hf.multimodal import FILES as VLM_FILES
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
 from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_TYPES, transformers_js_settings
 from onnxport.hf.multimodal.genai import genai_names, write_genai
@@ -204,15 +203,16 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                                 "from running the encoder)", fix="leave streaming unset, or pass streaming=False")
     # Where the files go, and what the directory says, before anything is loaded or exported.
     copied = [name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name))]
+    config = read_config(model_dir)
+    layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME  # a vision-language model's files
+    stems = layout.files_of(bool(getattr(config, "is_encoder_decoder", False))).values() if spec.vlm else ()
     if engine is not None:
-        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else \
-            tuple(TRANSFORMERS_JS.files.values()) if spec.vlm else ("model",)
+        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else tuple(stems) if spec.vlm else ("model",)
         written = [*transformers_js.file_names(sessions, dtypes), *copied]
     else:
-        written = [*(SEQ2SEQ_FILES if spec.seq2seq else VLM_FILES if spec.vlm else ("model.onnx",)),
-                   *(("genai_config.json",) if task == "text-generation" else ()), *copied]
-    check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
-    config = read_config(model_dir)
+        written = [*(SEQ2SEQ_FILES if spec.seq2seq else [f"{stem}.onnx" for stem in stems] if spec.vlm
+                     else ("model.onnx",)), *(("genai_config.json",) if task == "text-generation" else ()), *copied]
+    check_output_folder(out, written)  # before anything is loaded: a folder that cannot take the files says so first
     if task == "text-generation" or spec.seq2seq or spec.vlm:
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
@@ -262,12 +262,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         model = SentenceEmbedding(model, sentence.poolings, sentence.normalize).eval()
         if weights is not None:
             weights = weights.renamed({f"transformer.{key}": key for key in weights})
-    if spec.vlm:  # three models; the decoder's linear layers are what quantize rounds
-        layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME
+    if spec.vlm:  # an image encoder, an embedding, decoders; the decoders' linear layers are what quantize rounds
         made = export_multimodal(model, config, model_dir, layout, opset=opset, progress=progress, weights=weights,
                                  target=target, quantize=quantize)
-        result = VlmPrograms(*made.values())
-        files = made if engine is not None else dict(zip(VLM_FILES, result))
+        result = VlmPrograms.of(made, layout, bool(getattr(config, "is_encoder_decoder", False)))
+        files = made if engine is not None else {f"{stem}.onnx": prog for stem, prog in made.items()}
     elif spec.seq2seq:
         inputs = spec.inputs(model, config)
         result = export_seq2seq(model, inputs, opset=opset, progress=progress, target=target,
@@ -291,7 +290,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                                       f"({why_streamed}); pass streaming=False (--in-memory) to load and verify")
     _check_token_dims(files)
     if quantize is not None:
-        _check_quantized({name: prog for name, prog in files.items() if not spec.vlm or name == "model.onnx"})
+        _check_quantized({name: prog for name, prog in files.items()
+                          if not spec.vlm or prog is result.decoder or prog is result.decoder_with_past})
     if engine is not None and spec.seq2seq:
         files = {"encoder_model": result.encoder,
                  "decoder_model_merged": transformers_js.merge_decoders(result.decoder, result.decoder_with_past)}

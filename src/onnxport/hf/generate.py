@@ -116,16 +116,17 @@ def generate_seq2seq(
     first (as transformers returns them).
 
     The three models are ``OnnxProgram`` objects or paths (``export_seq2seq``'s result unpacks into them).
-    ``inputs`` is what the encoder takes first: ``input_ids`` (with ``attention_mask``, default all ones) or
-    ``input_features``. ``eos_token_id``, ``pad_token_id`` and ``output_logits`` work as in :func:`generate`.
+    ``inputs`` is what the encoder takes first: ``input_ids`` or ``inputs_embeds`` (with ``attention_mask``, default
+    all ones), or ``input_features``. ``eos_token_id``, ``pad_token_id`` and ``output_logits`` work as in :func:`generate`.
     """
     sessions = [_session(m) for m in (encoder, decoder, decoder_with_past)]
     main = sessions[0].get_inputs()[0].name
     source = inputs.detach().cpu().numpy()
     feed = {main: source.astype(np.int64) if main == "input_ids" else source.astype(np.float32)}
     mask = None
-    if main == "input_ids":
-        mask = np.ones_like(feed[main]) if attention_mask is None else attention_mask.cpu().numpy().astype(np.int64)
+    if "attention_mask" in {i.name for i in sessions[0].get_inputs()}:
+        mask = np.ones(feed[main].shape[:2], dtype=np.int64) if attention_mask is None else \
+            attention_mask.cpu().numpy().astype(np.int64)
         feed["attention_mask"] = mask
     states = next(iter(_run(sessions[0], feed).values()))
     batch = states.shape[0]

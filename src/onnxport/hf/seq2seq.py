@@ -24,7 +24,7 @@ from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.program import OnnxProgram
 from onnxport.serial import serialized
 
-__all__ = ["Seq2SeqPrograms", "export_seq2seq"]
+__all__ = ["Seq2SeqPrograms", "decoder_of", "export_seq2seq"]
 
 PAST, NEW = 3, 2  # the with-past decoder is captured from a step of NEW tokens after PAST
 # The ONNX dims, named as optimum names them.
@@ -49,9 +49,12 @@ class EncoderPart(torch.nn.Module):
         super().__init__()
         self.encoder = model.get_encoder()
 
-    def forward(self, input_ids: Any = None, attention_mask: Any = None, input_features: Any = None) -> dict[str, Any]:
-        """``input_ids``/``attention_mask`` for text, ``input_features`` for speech."""
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "input_features": input_features}
+    def forward(self, input_ids: Any = None, attention_mask: Any = None, input_features: Any = None,
+                inputs_embeds: Any = None) -> dict[str, Any]:
+        """``input_ids``/``attention_mask`` for text, ``input_features`` for speech, ``inputs_embeds`` (with
+        ``attention_mask``) for a vision-language model's prompt, its image rows merged in."""
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "input_features": input_features,
+                  "inputs_embeds": inputs_embeds}
         out = self.encoder(**{k: v for k, v in inputs.items() if v is not None}, return_dict=True)
         return {"last_hidden_state": out.last_hidden_state}
 
@@ -63,12 +66,24 @@ class DecoderPart(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: Any, encoder_attention_mask: Any = None, encoder_hidden_states: Any = None,
-                past_key_values: Any = None) -> dict[str, Any]:
+    def forward(self, input_ids: Any = None, encoder_attention_mask: Any = None, encoder_hidden_states: Any = None,
+                past_key_values: Any = None, inputs_embeds: Any = None) -> dict[str, Any]:
         """``present`` is the ``EncoderDecoderCache`` after the step. The model is handed the cache under the
-        name its forward takes (``cache`` from transformers 5.24 on)."""
+        name its forward takes (``cache`` from transformers 5.24 on); the new tokens as ids, or as their
+        embeddings (``inputs_embeds``: a consumer that embeds them itself, transformers.js's Florence-2), which go
+        to the model's decoder and its output embeddings (the head): Florence-2's forward makes a start token of
+        its own when it is given no ids."""
+        from transformers.modeling_outputs import BaseModelOutput
+
+        if inputs_embeds is not None:
+            decoder = decoder_of(self.model)
+            out = decoder(inputs_embeds=inputs_embeds, encoder_hidden_states=encoder_hidden_states,
+                          encoder_attention_mask=encoder_attention_mask, use_cache=True, return_dict=True,
+                          **{cache_argument(decoder): past_key_values})
+            return {"logits": self.model.get_output_embeddings()(out.last_hidden_state), "present": cache_of(out)}
         out = self.model(decoder_input_ids=input_ids, attention_mask=encoder_attention_mask,
-                         encoder_outputs=(encoder_hidden_states,), use_cache=True, return_dict=True,
+                         encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden_states), use_cache=True,
+                         return_dict=True,
                          **{cache_argument(self.model): past_key_values})
         return {"logits": out.logits, "present": cache_of(out)}
 
@@ -76,12 +91,14 @@ class DecoderPart(torch.nn.Module):
 @serialized
 def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, opset: int | None = None,
                    verify: bool = True, progress: bool = False, target: Any = None,
-                   dtype: torch.dtype | None = None) -> Seq2SeqPrograms:
+                   dtype: torch.dtype | None = None, decoder_embeds: bool = False) -> Seq2SeqPrograms:
     """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past.
 
-    ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}`` or ``{"input_features"}``,
-    batch 2 or more. Batch, lengths and past lengths are dynamic in all three models. ``opset``, ``verify``,
-    ``progress``, ``target`` and ``dtype`` are ``onnxport.export``'s, passed to the three exports.
+    ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}``, ``{"input_features"}`` or
+    ``{"inputs_embeds", "attention_mask"}``, batch 2 or more. Batch, lengths and past lengths are dynamic in all
+    three models. ``opset``, ``verify``, ``progress``, ``target`` and ``dtype`` are ``onnxport.export``'s, passed
+    to the three exports. ``decoder_embeds``: the decoders take the new tokens' embeddings (``inputs_embeds``)
+    instead of their ids.
     """
     from onnxport.api import export
 
@@ -102,15 +119,35 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
     step["encoder_hidden_states"] = states  # inputs in optimum's order
     # The first step has one token: torch.export would fix a length of 1, so it is captured with PAST.
     first = dict(step, input_ids=_ids(model, batch, PAST))
-    shapes = {"input_ids": {0: BATCH, 1: DECODER}, "encoder_hidden_states": text, "encoder_attention_mask": text}
+    shapes = {"input_ids": {0: BATCH, 1: DECODER}, "encoder_hidden_states": text, "encoder_attention_mask": text,
+              "inputs_embeds": {0: BATCH, 1: DECODER}}
+    embed = decoder_of(model).get_input_embeddings() if decoder_embeds else None
+    if decoder_embeds:
+        first = {"inputs_embeds": _embedded(embed, first.pop("input_ids")), **first}
     decoder_prog = export(decoder, (), first, dynamic_shapes={k: shapes[k] for k in first}, **kw)
     with torch.no_grad():
         cache = decoder(**first)["present"]
     with_past = dict(step, input_ids=_ids(model, batch, NEW, seed=1), past_key_values=cache)
+    if decoder_embeds:
+        with_past = {"inputs_embeds": _embedded(embed, with_past.pop("input_ids")), **with_past}
     layer = ({0: BATCH, 2: PAST_DECODER},) * 2 + ({0: BATCH, 2: ENCODER},) * 2
     shapes = dict(shapes, past_key_values=[layer] * len(cache.self_attention_cache.layers))
     past_prog = export(decoder, (), with_past, dynamic_shapes={k: shapes[k] for k in with_past}, **kw)
     return Seq2SeqPrograms(encoder_prog, decoder_prog, past_prog)
+
+
+def decoder_of(model: torch.nn.Module) -> torch.nn.Module:
+    """The decoder stack of ``model`` (``get_decoder``, followed down: Florence-2's gives its language model, an
+    encoder-decoder of its own)."""
+    decoder = model.get_decoder()
+    while hasattr(decoder, "get_decoder") and decoder.get_decoder() is not decoder:
+        decoder = decoder.get_decoder()
+    return decoder
+
+
+def _embedded(embed: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return embed(ids)
 
 
 def _start_token(model: torch.nn.Module) -> int:
@@ -123,7 +160,7 @@ def _start_token(model: torch.nn.Module) -> int:
 
 
 def _ids(model: torch.nn.Module, batch: int, length: int, seed: int = 0) -> torch.Tensor:
-    vocab = model.config.vocab_size
+    vocab = model.config.get_text_config().vocab_size
     return torch.randint(min(3, vocab - 1), vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
 
 

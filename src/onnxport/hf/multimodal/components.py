@@ -47,10 +47,11 @@ def image_rows(pieces: Any) -> torch.Tensor:
 class ImageEncoder(torch.nn.Module):
     """The processor's image inputs to the rows of image features, ``[rows, width]`` (see the module)."""
 
-    def __init__(self, model: torch.nn.Module, family: Family | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, family: Family | None = None, batched: bool = False) -> None:
         super().__init__()
         self.model = model
         self.family = family
+        self.batched = batched  # the rows per image, [images, rows, width], where the features come so
 
     def forward(self, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor | None = None,
                 pixel_attention_mask: torch.Tensor | None = None, image_sizes: torch.Tensor | None = None,
@@ -63,7 +64,10 @@ class ImageEncoder(torch.nn.Module):
             return _one_image_rows(self.model, pixel_values)
         out = self.model.get_image_features(pixel_values=pixel_values, return_dict=True,
                                             **{k: v for k, v in given.items() if v is not None})
-        rows = image_rows(getattr(out, "pooler_output", out))
+        pieces = getattr(out, "pooler_output", out)
+        if self.batched and isinstance(pieces, torch.Tensor) and pieces.dim() == 3:
+            return pieces
+        rows = image_rows(pieces)
         if self.family is None:
             return rows
         sets = out.deepstack_features[:self.family.deepstack] if self.family.deepstack else ()

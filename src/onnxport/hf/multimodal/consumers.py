@@ -3,13 +3,18 @@ what it names them and their inputs, and which model types it runs.
 
 - ``ONNXRUNTIME``: ``vision.onnx`` (the image encoder), ``embedding.onnx`` (token ids and image rows to the
   decoder's embeddings: the merge) and ``model.onnx`` (the decoder with its KV cache, named as text-generation
-  names it). onnxport's runner (``generate_vlm``) runs any of them; onnxruntime-genai those of
+  names it); for an encoder-decoder language model (Florence-2), ``encoder_model.onnx``, ``decoder_model.onnx``
+  and ``decoder_with_past_model.onnx`` in place of ``model.onnx``, as ``onnxport.hf.seq2seq`` writes them. onnxport's runner (``generate_vlm``) runs any of them; onnxruntime-genai those of
   ``onnxport.hf.multimodal.genai``'s types, with its ``genai_config.json``.
 - ``TRANSFORMERS_JS``: ``onnx/vision_encoder``, ``embed_tokens`` (token ids to embeddings: transformers.js
   writes the image rows over the image tokens itself) and ``decoder_model_merged``, each in every dtype, for
   ``AutoModelForImageTextToText``. Read from transformers.js 4.3's ``models/session_config.js``
   (``MODEL_TYPES.ImageTextToText``: its sessions) and ``models/registry.js``
-  (``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``: its types); Qwen2-VL's image encoder takes the grid as
+  (``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``: its types); an encoder-decoder adds ``encoder_model`` (the
+  sessions' ``config.is_encoder_decoder``), its ``decoder_model_merged`` being the two decoders in one
+  (``onnxport.hf.transformers_js.merge_decoders``), and Florence-2's image rows come per image,
+  ``[images, rows, width]``, which it puts before the prompt's embeddings itself, and its decoder takes the new
+  tokens' embeddings (``embed_tokens``' output), not their ids (``models/florence2/modeling_florence2.js``). Qwen2-VL's image encoder takes the grid as
   ``grid_thw`` there (``image_grid_thw_name`` in ``models/qwen2_vl/modeling_qwen2_vl.js``), the later Qwen VL
   models' as ``image_grid_thw``. Its Idefics3 image processor gives ``pixel_attention_mask`` as booleans
   (``models/idefics3/image_processing_idefics3.js``), where transformers' gives integers. Its ``AutoProcessor`` builds a model's processor only where
@@ -42,20 +47,35 @@ PIECES = ("vision", "tokens", "merge", "decoder")
 
 @dataclass(frozen=True)
 class Layout:
-    """A consumer's files: ``files`` maps each piece it loads to its file's stem; ``inputs`` maps a model type
-    to the names the consumer gives some of the image encoder's inputs; ``input_types`` gives the type the
-    consumer gives an image encoder's input where it is not the type transformers' processor gives."""
+    """A consumer's files: ``files`` maps each piece it loads to its file's stem (``seq2seq_files`` for a model
+    whose language model is an encoder-decoder); ``inputs`` maps a model type to the names the consumer gives
+    some of the image encoder's inputs; ``input_types`` gives the type the consumer gives an image encoder's
+    input where it is not the type transformers' processor gives; ``batched_rows`` lists the types whose image
+    rows the consumer takes per image, ``[images, rows, width]``, not ``[rows, width]``; ``decoder_embeds`` those
+    whose encoder-decoder's decoders it feeds the new tokens' embeddings (from the token embedding), not ids."""
 
     consumer: str
     files: Mapping[str, str]
+    seq2seq_files: Mapping[str, str]
     inputs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     input_types: Mapping[str, torch.dtype] = field(default_factory=dict)
+    batched_rows: tuple[str, ...] = ()
+    decoder_embeds: tuple[str, ...] = ()
+
+    def files_of(self, encoder_decoder: bool) -> Mapping[str, str]:
+        """The pieces and their file stems for a model whose language model is (or is not) an encoder-decoder."""
+        return self.seq2seq_files if encoder_decoder else self.files
 
 
-ONNXRUNTIME = Layout("onnxruntime", {"vision": "vision", "merge": "embedding", "decoder": "model"})
+ONNXRUNTIME = Layout("onnxruntime", {"vision": "vision", "merge": "embedding", "decoder": "model"},
+                     {"vision": "vision", "merge": "embedding", "encoder": "encoder_model", "decoder": "decoder_model",
+                      "decoder_with_past": "decoder_with_past_model"})
 TRANSFORMERS_JS = Layout("transformers.js", {"vision": "vision_encoder", "tokens": "embed_tokens",
                                              "decoder": "decoder_model_merged"},
-                         {"qwen2_vl": {"image_grid_thw": "grid_thw"}}, {"pixel_attention_mask": torch.bool})
+                         {"vision": "vision_encoder", "tokens": "embed_tokens", "encoder": "encoder_model",
+                          "merged": "decoder_model_merged"},
+                         {"qwen2_vl": {"image_grid_thw": "grid_thw"}}, {"pixel_attention_mask": torch.bool},
+                         ("florence2",), ("florence2",))
 # transformers.js 4.3's image-text-to-text types that transformers has (moondream1 and llava_qwen2 it does not).
 TRANSFORMERS_JS_TYPES = ("llava", "llava_onevision", "florence2", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
                          "qwen3_5", "qwen3_5_moe", "lfm2_vl", "lfm3_vl", "idefics3", "smolvlm", "paligemma", "gemma3",

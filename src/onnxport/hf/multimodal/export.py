@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import torch
 
 from onnxport.hf import stream
-from onnxport.hf.multimodal.components import FeatureMerge, ImageEncoder, TokenEmbedding, WideDecoder
+from onnxport.hf.multimodal.components import FeatureMerge, ImageEncoder, TokenEmbedding, WideDecoder, image_rows
 from onnxport.hf.multimodal.consumers import ONNXRUNTIME, Layout
 from onnxport.hf.multimodal.examples import ImageSets, decoder_inputs, image_sets, prompt_ids
 from onnxport.hf.multimodal.families import Family
@@ -25,11 +25,22 @@ _DECODER_INPUTS = ("inputs_embeds", "attention_mask", "position_ids")
 
 class VlmPrograms(NamedTuple):
     """A vision-language model's programs: the image encoder, the embedding (the merge for onnxruntime's layout,
-    the token embedding for transformers.js's) and the decoder."""
+    the token embedding for transformers.js's) and the decoder; for an encoder-decoder language model, also its
+    encoder and its decoder with past (the decoder is then the first step's; for transformers.js both in one)."""
 
     vision: Any
     embedding: Any
     decoder: Any
+    encoder: Any = None
+    decoder_with_past: Any = None
+
+    @classmethod
+    def of(cls, made: dict[str, Any], layout: Layout, encoder_decoder: bool) -> VlmPrograms:
+        """The programs ``export_multimodal`` made for ``layout``, by piece."""
+        by_piece = {piece: made[stem] for piece, stem in layout.files_of(encoder_decoder).items()}
+        return cls(by_piece["vision"], by_piece.get("merge", by_piece.get("tokens")),
+                   by_piece.get("decoder", by_piece.get("merged")), by_piece.get("encoder"),
+                   by_piece.get("decoder_with_past"))
 
 
 def _meta(model: torch.nn.Module) -> bool:
@@ -71,42 +82,82 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
     from torch.export import Dim
 
     from onnxport.api import export
-    from onnxport.hf.cache import auto_spec
 
     family, sets = split(model, config, directory)
     sets = ImageSets({name: value.to(layout.input_types.get(name, value.dtype)) for name, value in given.items()}
                      for given in sets)  # each input of the type the consumer gives
     weights = options.pop("weights", None)
     quantize = options.pop("quantize", None)  # the decoder's layers only, as a runtime for these models expects
-    vision = ImageEncoder(model, family)
-    rows = _run(vision, sets[0]).shape[0]
+    vision = ImageEncoder(model, family, batched=family.model_type in layout.batched_rows)
+    rows = image_rows(_run(vision, sets[0])).shape[0]
     ids = prompt_ids(config, family, rows if not family.per_image else 2 * rows)
     features = torch.randn(int((ids == family.image_token).sum()), family.width,
                            generator=torch.Generator().manual_seed(1))
+    ids_dims = {0: Dim.DYNAMIC, 1: Dim.DYNAMIC}
+    merge = FeatureMerge(model, family)
+    pieces = {
+        "vision": lambda: (vision, sets[0], sets.dynamic, ["image_features"], [((), s) for s in sets[1:]]),
+        "tokens": lambda: (TokenEmbedding(model, family), {"input_ids": ids}, {"input_ids": ids_dims},
+                           ["inputs_embeds"], ()),
+        "merge": lambda: (merge, {"input_ids": ids, "image_features": features},
+                          {"input_ids": ids_dims, "image_features": {0: Dim.DYNAMIC}}, ["inputs_embeds"], ()),
+    }
+    if not family.encoder_decoder:  # an encoder-decoder's encoder and decoders are seq2seq's, below
+        pieces["decoder"] = lambda: _decoder_piece(model, config, family)
+    files = layout.files_of(family.encoder_decoder)
+    programs = {}
+    for piece, stem in files.items():
+        if piece not in pieces:
+            continue
+        module, inputs, dynamic, outputs, others = pieces[piece]()
+        programs[stem] = export(module, (), inputs, dynamic_shapes=dynamic, weights=_renamed(weights, module, model),
+                                output_names=outputs, verify_inputs=others,
+                                quantize=quantize if piece == "decoder" else None, **options)
+    if family.encoder_decoder:
+        programs.update(_seq2seq_pieces(model, merge, ids, features, files, quantize, options,
+                                        family.model_type in layout.decoder_embeds))
+    renamed = layout.inputs.get(family.model_type, {})
+    for value in programs[files["vision"]].model.graph.inputs if renamed else ():
+        value.name = renamed.get(value.name, value.name)
+    return {stem: programs[stem] for stem in files.values()}
+
+
+def _decoder_piece(model: torch.nn.Module, config: Any, family: Family) -> tuple[Any, ...]:
+    """The decoder's module, example step, dynamic shapes, output names (its own) and other inputs (none)."""
+    from torch.export import Dim
+
+    from onnxport.hf.cache import auto_spec
+
     step = decoder_inputs(model, config, family)
     cache_name = next(name for name in step if name not in _DECODER_INPUTS)
     tokens = {0: Dim.AUTO, 1: Dim.AUTO}
     positions = {1: Dim.AUTO, 2: Dim.AUTO} if family.positions == "rope-index" else tokens
     decoder = model if family.plain else WideDecoder(model, family)
-    ids_dims = {0: Dim.DYNAMIC, 1: Dim.DYNAMIC}
-    pieces = {
-        "vision": (vision, sets[0], sets.dynamic, ["image_features"], [((), s) for s in sets[1:]]),
-        "tokens": (TokenEmbedding(model, family), {"input_ids": ids}, {"input_ids": ids_dims}, ["inputs_embeds"], ()),
-        "merge": (FeatureMerge(model, family), {"input_ids": ids, "image_features": features},
-                  {"input_ids": ids_dims, "image_features": {0: Dim.DYNAMIC}}, ["inputs_embeds"], ()),
-        "decoder": (decoder, step, {"inputs_embeds": tokens, "attention_mask": tokens, "position_ids": positions,
-                                    cache_name: auto_spec(step[cache_name])}, None, ()),
-    }
-    programs = {}
-    for piece, stem in layout.files.items():
-        module, inputs, dynamic, outputs, others = pieces[piece]
-        programs[stem] = export(module, (), inputs, dynamic_shapes=dynamic, weights=_renamed(weights, module, model),
-                                output_names=outputs, verify_inputs=others,
-                                quantize=quantize if piece == "decoder" else None, **options)
-    renamed = layout.inputs.get(family.model_type, {})
-    for value in programs[layout.files["vision"]].model.graph.inputs if renamed else ():
-        value.name = renamed.get(value.name, value.name)
-    return programs
+    return decoder, step, {"inputs_embeds": tokens, "attention_mask": tokens, "position_ids": positions,
+                           cache_name: auto_spec(step[cache_name])}, None, ()
+
+
+def _seq2seq_pieces(model: torch.nn.Module, merge: FeatureMerge, ids: torch.Tensor, features: torch.Tensor,
+                    files: dict[str, str], quantize: Any, options: dict[str, Any], by_embeds: bool) -> dict[str, Any]:
+    """An encoder-decoder language model's encoder (on the merged prompt's embeddings) and decoders, as
+    ``onnxport.hf.seq2seq`` exports them (taking the new tokens' embeddings with ``by_embeds``): the two decoders,
+    or both in one for ``merged``."""
+    from onnxport.hf.seq2seq import export_seq2seq
+    from onnxport.hf.transformers_js import merge_decoders
+
+    with torch.no_grad():
+        embeds = merge(ids, features)
+    mask = torch.ones(ids.shape, dtype=torch.int64)
+    mask[-1, :1] = 0  # a padded prompt
+    made = export_seq2seq(model, {"inputs_embeds": embeds, "attention_mask": mask}, opset=options.get("opset"),
+                          progress=options.get("progress", False), target=options.get("target"),
+                          decoder_embeds=by_embeds)
+    if quantize is not None:
+        made = type(made)(made.encoder, made.decoder.quantize(quantize), made.decoder_with_past.quantize(quantize))
+    pieces = {"encoder": lambda: made.encoder, "decoder": lambda: made.decoder,
+              "decoder_with_past": lambda: made.decoder_with_past,
+              "merged": lambda: merge_decoders(made.decoder, made.decoder_with_past)}
+    return {stem: pieces[piece]() for piece, stem in files.items() if piece in pieces}
 
 
 def _renamed(weights: Any, module: torch.nn.Module, model: torch.nn.Module) -> Any:

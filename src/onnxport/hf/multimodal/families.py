@@ -13,6 +13,8 @@ otherwise a fact of its type, kept here.
   block of image tokens is always among the new tokens of one step, the prompt);
 - ``prefix_both_ways``: whether a prompt's tokens attend to each other both ways in the first step (PaliGemma's
   prefix), which the decoder tells from its past being empty, with no input of its own;
+- ``encoder_decoder``: whether its language model is an encoder-decoder (Florence-2's BART): the merged prompt
+  goes through the encoder, and the decoder generates from the encoder's states (``onnxport.hf.seq2seq``);
 - ``per_image``: whether its image encoder takes one image at a time, of any height and width (Mistral 3's
   Pixtral tower; onnxruntime-genai runs it once per image), rather than a batch of them as the processor gives.
 
@@ -67,6 +69,7 @@ class Family:
     image_flag: bool = False
     per_image: bool = False
     prefix_both_ways: bool = False
+    encoder_decoder: bool = False
 
     @property
     def plain(self) -> bool:
@@ -85,4 +88,4 @@ class Family:
         flag = kind in BIDIRECTIONAL_IMAGES and "token_type_ids" in inspect.signature(model.forward).parameters
         return cls(kind, image_token_id(config), config.get_text_config().hidden_size,
                    "rope-index" if rope_index_of(model) is not None else "counted", deepstack, flag,
-                   kind in PER_IMAGE, kind in PREFIX_BOTH_WAYS)
+                   kind in PER_IMAGE, kind in PREFIX_BOTH_WAYS, bool(getattr(config, "is_encoder_decoder", False)))

@@ -4,7 +4,8 @@ A prompt runs the image encoder once on every image (once per image for a ``per_
 its own size from the processor's padded batch), the merge on the prompt's ids and those rows, and the decoder;
 each later token runs the merge with no rows (``[0, width]``) and the decoder, fed back its cache. Positions are
 counted over the attention mask, or, for a decoder that takes three per token, the model's own
-``get_rope_index`` (:mod:`.positions`).
+``get_rope_index`` (:mod:`.positions`). An encoder-decoder language model (Florence-2) runs the merged prompt
+through its encoder once, and its decoders from its start token (``onnxport.hf.generate.generate_seq2seq``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from onnxport.hf.multimodal.consumers import ONNXRUNTIME
 from onnxport.hf.multimodal.families import image_token_id
 from onnxport.hf.multimodal.positions import RopeIndex
 
-__all__ = ["FILES", "generate_vlm"]
+__all__ = ["FILES", "SEQ2SEQ_FILES", "generate_vlm"]
 
 FILES = tuple(f"{stem}.onnx" for stem in ONNXRUNTIME.files.values())
+SEQ2SEQ_FILES = tuple(f"{stem}.onnx" for stem in ONNXRUNTIME.seq2seq_files.values())
 _NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
           "tensor(int32)": np.int32, "tensor(bool)": np.bool_, "tensor(double)": np.float64}
 
@@ -34,7 +36,8 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
                  pad_token_id: int | None = None) -> torch.Tensor:
     """Greedy generation in onnxruntime from a folder ``export_hf`` wrote for ``image-text-to-text``: the
     prompt's tokens and up to ``max_new_tokens`` new ones, ``(batch, prompt + new)``, as transformers'
-    ``generate(do_sample=False)`` returns them.
+    ``generate(do_sample=False)`` returns them; for a model whose language model is an encoder-decoder (Florence-2),
+    the decoder's tokens, its start token first, ``(batch, 1 + new)``, as transformers returns them.
 
     ``text`` and ``images`` go through the folder's transformers processor as they would for the PyTorch
     model (a prompt holds the processor's image placeholder once per image; a batch of prompts is padded as
@@ -47,7 +50,9 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
     import transformers
 
     folder = as_path(folder, "folder", "pass the folder export-hf wrote")
-    missing = [name for name in FILES if not os.path.isfile(os.path.join(folder, name))]
+    seq2seq = os.path.isfile(os.path.join(folder, SEQ2SEQ_FILES[2]))  # an encoder-decoder language model's
+    files = SEQ2SEQ_FILES if seq2seq else FILES
+    missing = [name for name in files if not os.path.isfile(os.path.join(folder, name))]
     if missing:
         raise InvalidInputError(f"{folder} has no {', '.join(missing)}",
                                 fix="export the model with export_hf(directory, 'image-text-to-text', folder)")
@@ -59,8 +64,8 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
         inputs = processor(text=text, images=images, return_tensors="np", padding=True)
     batch = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v) for k, v in inputs.items()}
     batch.setdefault("attention_mask", np.ones_like(batch["input_ids"]))
-    vision, merge, decoder = (ort.InferenceSession(os.path.join(folder, name), providers=["CPUExecutionProvider"])
-                              for name in FILES)
+    vision, merge = (ort.InferenceSession(os.path.join(folder, name), providers=["CPUExecutionProvider"])
+                     for name in files[:2])
     output = merge.get_outputs()[0]
     features = np.zeros((0, output.shape[-1]), dtype=_NUMPY.get(output.type, np.float32))
     if batch.get("pixel_values") is not None:
@@ -75,10 +80,20 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
         pad_token_id = generation.pad_token_id if pad_token_id is None else pad_token_id
     if isinstance(eos_token_id, list):
         eos_token_id = eos_token_id[0]
-    from onnxport.hf.generate import generate
+    from onnxport.hf.generate import generate, generate_seq2seq
 
     ids, mask = batch["input_ids"].astype(np.int64), batch["attention_mask"].astype(np.int64)
-    return generate(os.path.join(folder, FILES[-1]), torch.from_numpy(ids), torch.from_numpy(mask),
+    if seq2seq:  # the prompt through the encoder; the decoder from the model's start token
+        start = transformers.GenerationConfig.from_pretrained(folder).decoder_start_token_id \
+            if os.path.isfile(os.path.join(folder, "generation_config.json")) else None
+        if start is None:
+            start = transformers.AutoConfig.from_pretrained(folder).get_text_config().decoder_start_token_id
+        paths = [os.path.join(folder, name) for name in files[2:]]
+        return generate_seq2seq(*paths, torch.from_numpy(embed(ids, True)), torch.from_numpy(mask),
+                                decoder_start_token_id=start, max_new_tokens=max_new_tokens,
+                                eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+    decoder = ort.InferenceSession(os.path.join(folder, files[-1]), providers=["CPUExecutionProvider"])
+    return generate(os.path.join(folder, files[-1]), torch.from_numpy(ids), torch.from_numpy(mask),
                     max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id, embed=embed,
                     positions=_positions(folder, decoder, ids, mask, batch))
 
