@@ -101,11 +101,14 @@ def test_mistral3_folder_generates_in_onnxruntime_genai_as_transformers(mistral3
     np.testing.assert_allclose(first_scores, scores, atol=1e-4, rtol=1e-4)
 
 
-def test_internvl_folder_generates_as_transformers_on_images_cut_into_tiles(tmp_path):
+def test_internvl_folder_from_the_command_line_generates_as_transformers_on_images_cut_into_tiles(tmp_path, capsys):
+    from onnxport.cli import main
+
     directory, out = str(tmp_path / "internvl"), str(tmp_path / "onnx")
     model = write_internvl(directory)
     assert pick_task(directory).task == "image-text-to-text"
-    export_hf(directory, "auto", out)
+    assert main(["export-hf", directory, "--task", "auto", "-o", out]) == 0
+    assert capsys.readouterr().out.count("verification (onnxruntime vs eager PyTorch): passed") == 3
     texts = ["user: <image> what is in this picture ? assistant:", "<image> describe it"]
     inputs = internvl_inputs(directory, texts, images((40, 80), (32, 32)))
     assert inputs["pixel_values"].shape[0] == 4  # 2 tiles and a thumbnail, then 1 tile

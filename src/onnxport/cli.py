@@ -71,6 +71,7 @@ def _export_hf(ns: argparse.Namespace) -> int:
                        streaming=False if ns.in_memory else True if ns.streaming else None, quantize=ns.quantize, dtypes=ns.dtypes,
                        dtype=ns.dtype)
     programs = tuple(result.values()) if isinstance(result, dict) else result if isinstance(result, tuple) else (result,)
+    programs = tuple(prog for prog in programs if prog is not None)  # a vision-language model's absent pieces
     if not ns.quiet:
         for prog in programs:
             print(f"NOT VERIFIED: {prog.report.unverified}" if prog.report.unverified else prog.report.verification)
