@@ -1,5 +1,6 @@
-"""export-hf's image-text-to-text for the Qwen VL line: tiny random Qwen2-VL, Qwen2.5-VL (windowed vision attention)
-and Qwen3-VL (deepstack rows) with their image processors, exported with default arguments and generated from in
+"""export-hf's image-text-to-text for the Qwen VL line: tiny random Qwen2-VL, Qwen2.5-VL (windowed vision attention),
+Qwen3-VL (deepstack rows), Qwen3-VL-MoE, Qwen3.5 (a gated delta-net layer's states in the cache) and Qwen3.5-MoE
+with their image processors, exported with default arguments and generated from in
 onnxruntime by ``generate_vlm`` against transformers' ``generate``: prompts with one image and with two images of
 different sizes (dynamic image grids: the patches follow each image's size), padded into one batch, three-d
 positions from the images' grids. Nothing downloaded."""
@@ -25,7 +26,10 @@ pytestmark = pytest.mark.transformers  # run on the second pinned transformers t
 PROMPTS = [f"user: {QWEN_IMAGE} what is in this picture ? assistant:", f"{QWEN_IMAGE}{QWEN_IMAGE} describe it : a dog"]
 
 
-@pytest.mark.parametrize("kind", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+# the first three in make test, the others (built like them) in the sweep
+@pytest.mark.parametrize("kind", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl",
+                                  *(pytest.param(k, marks=pytest.mark.sweep) for k in ("qwen3_vl_moe", "qwen3_5",
+                                                                                       "qwen3_5_moe"))])
 def test_qwen_vl_folder_generates_as_transformers_on_images_of_three_sizes(kind, tmp_path):
     directory, out = str(tmp_path / kind), str(tmp_path / "onnx")
     model = write_qwen_vl(directory, kind)
@@ -46,5 +50,5 @@ def test_qwen_vl_folder_generates_as_transformers_on_images_of_three_sizes(kind,
     decoder = onnx.load(os.path.join(out, "model.onnx"), load_external_data=False)
     shapes = {i.name: [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim] for i in decoder.graph.input}
     assert shapes["position_ids"][0] == 3  # time, row and column per token
-    deepstack = len(model.config.vision_config.deepstack_visual_indexes) if kind == "qwen3_vl" else 0
+    deepstack = len(getattr(model.config.vision_config, "deepstack_visual_indexes", None) or ())
     assert shapes["inputs_embeds"][2] == 32 * (1 + deepstack)  # Qwen3-VL's deepstack rows ride as more columns

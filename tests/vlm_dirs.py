@@ -185,8 +185,9 @@ QWEN_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"  # one image in a Qwe
 
 def write_qwen_vl(directory: str, kind: str = "qwen2_vl") -> torch.nn.Module:
     """A random model of the Qwen VL line (``kind``: qwen2_vl, qwen2_5_vl with windowed vision attention in its
-    first layer, qwen3_vl with two deepstack sets) whose vision tower reads 8x8 patches merged 2x2, a Qwen text
-    model with multimodal RoPE, and its image processor (images of 16x16 to 64x64 pixels, rounded to 16)."""
+    first layer, qwen3_vl with two deepstack sets, qwen3_vl_moe with experts, qwen3_5 with a gated delta-net
+    layer, qwen3_5_moe with both) whose vision tower reads 8x8 patches merged 2x2, a Qwen text model with
+    multimodal RoPE, and its image processor (images of 16x16 to 64x64 pixels, rounded to 16)."""
     torch.manual_seed(0)
     vocab = write_tokenizer(directory, QWEN_TOKENS)
     rope = {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0}
@@ -197,12 +198,21 @@ def write_qwen_vl(directory: str, kind: str = "qwen2_vl") -> torch.nn.Module:
                   temporal_patch_size=2, in_channels=3)
     if kind == "qwen2_5_vl":
         vision.update(intermediate_size=64, out_hidden_size=32, window_size=32, fullatt_block_indexes=[1])
-    if kind == "qwen3_vl":
+    if kind in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"):
         text.update(head_dim=8, rope_parameters={**rope, "mrope_interleaved": True})
         vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, patch_size=8, spatial_merge_size=2,
                       temporal_patch_size=2, in_channels=3, out_hidden_size=32, num_position_embeddings=16,
                       deepstack_visual_indexes=[0, 1])
-    names = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL", "qwen3_vl": "Qwen3VL"}[kind]
+    if kind in ("qwen3_vl_moe", "qwen3_5_moe"):
+        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
+                    shared_expert_intermediate_size=32)
+    if kind in ("qwen3_5", "qwen3_5_moe"):  # gated delta-net layers, then full attention
+        text.update(layer_types=["linear_attention", "full_attention"], linear_conv_kernel_dim=4,
+                    linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+                    linear_num_value_heads=4)
+        vision.pop("deepstack_visual_indexes")
+    names = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL", "qwen3_vl": "Qwen3VL", "qwen3_vl_moe": "Qwen3VLMoe",
+             "qwen3_5": "Qwen3_5", "qwen3_5_moe": "Qwen3_5Moe"}[kind]
     config = getattr(transformers, f"{names}Config")(
         text_config=text, vision_config=vision, image_token_id=vocab["<|image_pad|>"],
         video_token_id=vocab["<|video_pad|>"], vision_start_token_id=vocab["<|vision_start|>"],

@@ -302,6 +302,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if picked is not None:
             prog.report.notes.append(str(picked))
     if engine is not None:  # every file made before any is written
+        for prog in files.values():
+            transformers_js.name_states(prog, config.model_type)
         made = transformers_js.variants(files, dtypes)
         os.makedirs(out, exist_ok=True)
         _copy(model_dir, out, copied)

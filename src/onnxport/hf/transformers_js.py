@@ -43,8 +43,8 @@ from onnxport.program import OnnxProgram
 from onnxport.report import Report
 from onnxport.verify.session import initializer_bytes
 
-__all__ = ["DTYPES", "NAME", "SUBFOLDER", "TASKS", "engine_target", "file_names", "merge_decoders", "variant",
-           "variants", "write_folder"]
+__all__ = ["DTYPES", "NAME", "SUBFOLDER", "TASKS", "engine_target", "file_names", "merge_decoders", "name_states",
+           "variant", "variants", "write_folder"]
 
 NAME = "transformers.js"
 SUBFOLDER = "onnx"
@@ -250,6 +250,31 @@ def _common_shape(a: ir.Shape | None, b: ir.Shape | None) -> ir.Shape | None:
     if a is None or b is None or len(a) != len(b):
         return None
     return ir.Shape([x if str(x) == str(y) else None for x, y in zip(a, b)])
+
+
+# -- the cache's names ----------------------------------------------------------------------------------------
+
+# transformers.js's names of a linear-attention layer's states, by the model types its getCacheNames (configs.js)
+# names them for (a vision-language type's: its text config's): ``past_{name}.{i}`` in and ``present_{name}.{i}``
+# out, where onnxport names them ``past_key_values.{i}.{state}`` and ``present.{i}.{state}``.
+_STATE_NAMES = {
+    ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
+        {"conv_state": "conv", "recurrent_state": "recurrent"},
+    ("granitemoehybrid", "falcon_h1", "nemotron_h"): {"conv_state": "conv", "recurrent_state": "ssm"},
+    ("lfm2", "lfm2_moe", "lfm3", "lfm2_vl", "lfm3_vl"): {"conv_state": "conv"},
+}
+_STATE = re.compile(r"^(past_key_values|present)\.(\d+)\.(\w+)$")
+
+
+def name_states(prog: OnnxProgram, model_type: str) -> None:
+    """Rename ``prog``'s linear-attention states as transformers.js names them for ``model_type`` (in place)."""
+    names = next((names for types, names in _STATE_NAMES.items() if model_type in types), {})
+    graph = prog.model.graph
+    for value in (*graph.inputs, *graph.outputs) if names else ():
+        match = _STATE.match(value.name or "")
+        if match and match.group(3) in names:
+            side = "past" if match.group(1) == "past_key_values" else "present"
+            value.name = f"{side}_{names[match.group(3)]}.{match.group(2)}"
 
 
 # -- the folder ------------------------------------------------------------------------------------------------
