@@ -55,15 +55,16 @@ class ImageEncoder(torch.nn.Module):
 
     def forward(self, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor | None = None,
                 pixel_attention_mask: torch.Tensor | None = None, image_sizes: torch.Tensor | None = None,
-                spatial_shapes: torch.Tensor | None = None, image_attention_mask: torch.Tensor | None = None
-                ) -> torch.Tensor:
-        given = {"image_grid_thw": image_grid_thw, "pixel_attention_mask": pixel_attention_mask,
-                 "image_sizes": image_sizes, "spatial_shapes": spatial_shapes,
-                 "image_attention_mask": image_attention_mask}
+                spatial_shapes: torch.Tensor | None = None, image_attention_mask: torch.Tensor | None = None,
+                image_position_ids: torch.Tensor | None = None, pixel_mask: torch.Tensor | None = None,
+                pixel_values_local: torch.Tensor | None = None, num_local_patches: torch.Tensor | None = None,
+                image_grid_hw: torch.Tensor | None = None, image_grids: torch.Tensor | None = None,
+                patches_grid: torch.Tensor | None = None, image_token_pooling: torch.Tensor | None = None,
+                batch_num_images: torch.Tensor | None = None) -> torch.Tensor:
+        given = {name: value for name, value in locals().items() if name in IMAGE_INPUTS[1:] and value is not None}
         if self.family is not None and self.family.per_image:
             return _one_image_rows(self.model, pixel_values)
-        out = self.model.get_image_features(pixel_values=pixel_values, return_dict=True,
-                                            **{k: v for k, v in given.items() if v is not None})
+        out = self.model.get_image_features(pixel_values=pixel_values, return_dict=True, **given)
         pieces = getattr(out, "pooler_output", out)
         if self.batched and isinstance(pieces, torch.Tensor) and pieces.dim() == 3:
             return pieces
@@ -90,9 +91,11 @@ def _one_image_rows(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch
     return features.reshape(-1, config.text_config.hidden_size)
 
 
-# The processor outputs an image encoder takes (the arguments of its forward).
+# The processor outputs an image encoder takes (the arguments of its forward): the tensors transformers' models'
+# get_image_features take.
 IMAGE_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "image_sizes", "spatial_shapes",
-                "image_attention_mask")
+                "image_attention_mask", "image_position_ids", "pixel_mask", "pixel_values_local", "num_local_patches",
+                "image_grid_hw", "image_grids", "patches_grid", "image_token_pooling", "batch_num_images")
 
 
 class TokenEmbedding(torch.nn.Module):
