@@ -4,6 +4,7 @@
     python bench/image_text_census.py --resume              # skip the types already there
     python bench/image_text_census.py --types llava,gemma3  # some types
     python bench/image_text_census.py --report              # only rewrite the markdown from the jsonl
+    python bench/image_text_census.py --snapshot --resume   # onnxport as committed at HEAD, not the working tree
 
 The types are the keys of ``modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``. Per type, in a forked process
 with a time limit for everything of the row (``--timeout``, 300 s; ``census.run_in_fork``), one row at a time:
@@ -25,11 +26,13 @@ with a time limit for everything of the row (``--timeout``, 300 s; ``census.run_
    (onnxport's own error line ends stderr), "foreign" (a traceback), "timeout". This is the ``cli`` column: what a
    user gets today.
 5. bypass: where the CLI was refused by ``check_supported`` (a type outside ``SUPPORTED``), ``export_hf`` again in a
-   forked child, in-process, with ``onnxport.hf.export.check_supported`` patched to accept every type: what would
+   child Python (not the CLI: a fork of the row's process, which has run torch, cannot always start torch's thread
+   pools again), in-process there, with ``onnxport.hf.export.check_supported`` patched to accept every type: what would
    happen if the type were attempted. Classified the same way (an ``OnnxportError`` is refused, any other exception
    foreign, with where it was raised).
 6. the consumer: ``generate_vlm(OUT, inputs=..., max_new_tokens=6)`` on each case against eager's tokens: "right",
-   "wrong" (the prompt and new token where they part), "client fails" (the exception).
+   "wrong" (the prompt and new token where they part), "client fails" (the exception). Also where the CLI failed
+   foreign after writing every file (the row's ``cli.files_written``): its ``would`` is then the runner's.
 7. ``transformers.exporters`` (``image_text_census_exporters``): ``OnnxExporter().export_for_generation`` on the
    same model and the "one" case, ``OnnxConfig(dynamic=True)``, in a forked child with a time limit of its own.
 
@@ -41,6 +44,8 @@ commit it ran. The CLI's stderr is kept under ``$TMPDIR/export-hf-census-logs/im
 from __future__ import annotations
 
 import argparse
+import atexit
+import inspect
 import json
 import os
 import shutil
@@ -53,7 +58,8 @@ from typing import Any
 
 from census import run_in_fork
 from export_hf_census import export_cli
-from export_hf_census_common import FRAME, LOGS, first_line, json_default, log, onnxport_commit, short_path
+from export_hf_census_common import FRAME, LOGS, error_lines, first_line, json_default, log, onnxport_commit, short_path, \
+    with_detail
 from image_text_census_inputs import CASES, build, case_inputs, eager_generate, generation_inputs, load_processor, \
     write_image_processor, write_tokenizer
 
@@ -91,7 +97,8 @@ def prepare(model_type: str, class_name: str, row: dict[str, Any], save, directo
     save()
     try:
         write_tokenizer(directory, config)
-        row["processor"] = write_image_processor(directory, model_type, config)
+        takes_grid = "image_grid_thw" in inspect.signature(getattr(model, "get_image_features", lambda: None)).parameters
+        row["processor"] = write_image_processor(directory, model_type, config, takes_grid)
         processor = load_processor(directory)
         cases = {}
         for case in CASES:
@@ -171,6 +178,9 @@ def run_row(model_type: str, class_name: str, row: dict[str, Any], save, work: s
         out = out + "-bypass"
         save()
     would = row.get("bypass", cli)
+    if would["status"] == "foreign" and written(out):  # a crash after the files were written (in printing, say)
+        would = {**would, "status": "exported"}
+        row["cli"]["files_written"] = "every file was written before the crash: the runner runs them"
     if would["status"] == "exported":
         row["runner"] = {case: check_runner(out, cases[case]["inputs"], eager[case]) for case in CASES}
         save()
@@ -182,6 +192,12 @@ def run_row(model_type: str, class_name: str, row: dict[str, Any], save, work: s
                                        model_type, work,
                                        min(EXPORTERS_S, deadline - time.time() - 5))
     save()
+
+
+def written(out: str) -> bool:
+    from onnxport.hf.multimodal import FILES
+
+    return all(os.path.isfile(os.path.join(out, name)) for name in FILES)
 
 
 def outcome(export: dict[str, Any], runner: dict[str, Any] | None) -> str:
@@ -196,45 +212,69 @@ def outcome(export: dict[str, Any], runner: dict[str, Any] | None) -> str:
 
 
 def bypass(directory: str, out: str, model_type: str, deadline: float) -> dict[str, Any]:
-    """``export_hf`` in a forked child with ``check_supported`` accepting every type (see the module)."""
-    from unittest import mock
-
-    def job(result: dict[str, Any], save: Any) -> None:
-        from onnxport.errors import OnnxportError
-        from onnxport.hf import export_hf
-
-        start = time.perf_counter()
-        try:
-            with mock.patch("onnxport.hf.export.check_supported", lambda config: None):
-                export_hf(directory, TASK, out)
-            result["status"] = "exported"
-        except OnnxportError as exc:
-            result.update(status="refused", error=type(exc).__name__, reason=f"{type(exc).__name__}: "
-                          + exc.message.strip().splitlines()[0][:500])
-            if exc.location is not None:
-                result["at"] = f"{short_path(exc.location.file)}:{exc.location.line} in {exc.location.function}"
-            if exc.fix:
-                result["fix"] = exc.fix.splitlines()[0][:300]
-            result["trace"] = trace_of(traceback.format_exc())
-        except Exception as exc:  # noqa: BLE001
-            result.update(status="foreign", error=type(exc).__name__, reason=first_line(exc)[:500],
-                          trace=trace_of(traceback.format_exc()))
-            ours = [line for line in result["trace"][:-1] if line.startswith("onnxport/")]
-            result["raised_at"] = result["trace"][-2] if len(result["trace"]) > 1 else "?"
-            if ours:
-                result["onnxport_at"] = ours[-1]
-        result["export_s"] = round(time.perf_counter() - start, 1)
-        save()
+    """``export_hf`` with ``check_supported`` accepting every type (see the module), in a child Python of its own
+    (``--bypass-job``): a fork of this process, which has run torch, may not start torch's thread pools again."""
+    import subprocess
 
     limit = max(5.0, deadline - time.time() - 10)
-    saved, code, seconds = run_in_fork(job, {"status": "timeout"}, os.path.join(LOGS, TASK, model_type + ".bypass.log"),
-                                       limit, prefix="image-text-census-", default=json_default)
-    result = saved or {"status": "foreign", "reason": "the bypass child wrote nothing"}
+    result_path = out + ".json"
+    cmd = [sys.executable, os.path.abspath(__file__), "--bypass-job", directory, out, result_path]
+    start = time.perf_counter()
+    log_path = os.path.join(LOGS, TASK, model_type + ".bypass.log")
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, "w") as log_file:
+        try:
+            proc = subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT, timeout=limit,
+                                  env={**os.environ, "OMP_NUM_THREADS": "1"})
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            code = None
+    try:
+        with open(result_path) as f:
+            result = json.load(f)
+    except (OSError, ValueError):
+        result = {"status": "foreign", "reason": f"the bypass child wrote nothing (exit {code}; its log: {log_path})"}
     if code is None:
         result.update(status="timeout", reason=f"export_hf ran past {limit:.0f} s")
-    elif code != 0 and result.get("status") not in ("exported", "refused", "foreign"):
-        result.update(status="foreign", reason=f"the bypass child died (exit {code})")
-    result["total_s"] = round(seconds, 1)
+    result["total_s"] = round(time.perf_counter() - start, 1)
+    return result
+
+
+def bypass_job(directory: str, out: str) -> dict[str, Any]:
+    """``export_hf(directory, image-text-to-text, out)`` with ``check_supported`` patched to accept every type:
+    exported, refused (an ``OnnxportError``: its first line, torch's words, its fix) or foreign (where it was raised,
+    and the last line of onnxport's on the way)."""
+    from unittest import mock
+
+    import torch
+
+    from onnxport.errors import OnnxportError
+    from onnxport.hf import export_hf
+
+    torch.set_num_threads(1)
+    result: dict[str, Any] = {}
+    start = time.perf_counter()
+    try:
+        with mock.patch("onnxport.hf.export.check_supported", lambda config: None):
+            export_hf(directory, TASK, out)
+        result["status"] = "exported"
+    except OnnxportError as exc:
+        lines = exc.message.strip().splitlines()
+        detail = [line.strip() for line in lines[1:]] + ([f"fix: {exc.fix}"] if exc.fix else [])
+        result.update(status="refused", error=type(exc).__name__, detail=detail[:8],
+                      reason=with_detail(f"{type(exc).__name__}: {lines[0]}", detail)[:700])
+        if exc.location is not None:
+            result["at"] = f"{short_path(exc.location.file)}:{exc.location.line} in {exc.location.function}"
+        result["trace"] = trace_of(traceback.format_exc())
+    except Exception as exc:  # noqa: BLE001
+        frames = traceback.extract_tb(exc.__traceback__)
+        result.update(status="foreign", error=type(exc).__name__, reason=first_line(exc)[:500],
+                      trace=trace_of(traceback.format_exc()),
+                      raised_at=f"{short_path(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name}")
+        ours = [f for f in frames if "/onnxport/" in f.filename and "/bench/" not in f.filename]
+        if ours:  # the last line of onnxport's on the way: where it called what raised
+            result["onnxport_at"] = f"{short_path(ours[-1].filename)}:{ours[-1].lineno} in {ours[-1].name}"
+    result["export_s"] = round(time.perf_counter() - start, 1)
     return result
 
 
@@ -249,7 +289,7 @@ def check_runner(out: str, inputs: dict[str, Any], eager: dict[str, Any]) -> dic
         got = generate_vlm(out, inputs=feed, max_new_tokens=NEW_TOKENS, eos_token_id=eager["eos"],
                            pad_token_id=eager["pad"]).tolist()
     except Exception as exc:  # noqa: BLE001
-        return {"status": "client fails", "reason": first_line(exc)[:400], "trace": trace_of(traceback.format_exc())}
+        return {"status": "client fails", "reason": error_lines(exc), "trace": trace_of(traceback.format_exc())}
     want = eager["tokens"]
     if got == want:
         return {"status": "right"}
@@ -288,6 +328,24 @@ def run_forked(model_type: str, class_name: str, timeout: float) -> dict[str, An
     return row
 
 
+def snapshot() -> str:
+    """src/ as committed at HEAD archived to a temporary folder, put first on this process's path and on the CLI's
+    (``PYTHONPATH``); the commit."""
+    import subprocess
+
+    root = os.path.dirname(HERE)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    folder = tempfile.mkdtemp(prefix="image-text-census-src-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    archive = subprocess.run(["git", "archive", "HEAD", "src"], cwd=root, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+    src = os.path.join(folder, "src")
+    sys.path.insert(0, src)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
+    return f"{head} (snapshot)"
+
+
 def summary(row: dict[str, Any]) -> str:
     parts = [f"cli {row.get('status')}"]
     if row.get("bypass"):
@@ -319,9 +377,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="skip the types already in the jsonl file")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for everything of one row")
     parser.add_argument("--report", action="store_true", help="only render the markdown from the jsonl file")
+    parser.add_argument("--snapshot", action="store_true",
+                        help="run onnxport as committed at HEAD (src/ archived to a temporary folder, first on the "
+                             "path of this process and of the CLI), not the working tree, which may be mid-edit")
     parser.add_argument("--jsonl", default=JSONL)
     parser.add_argument("--md", default=MD)
+    parser.add_argument("--bypass-job", nargs=3, metavar=("DIR", "OUT", "JSON"), help=argparse.SUPPRESS)
     opts = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if opts.bypass_job:  # the bypass's child (see bypass)
+        directory, out, result_path = opts.bypass_job
+        result = bypass_job(directory, out)
+        with open(result_path, "w") as f:
+            json.dump(result, f, default=json_default)
+        return 0
+    commit = snapshot() if opts.snapshot and not opts.report else None
     if not opts.report:
         import torch  # noqa: F401 - imported once here, so each forked child starts with them loaded
         import transformers  # noqa: F401
@@ -338,9 +407,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         todo = [(t, c) for t, c in every.items() if (wanted is None or t in wanted) and t not in done]
         start = time.perf_counter()
         for i, (model_type, class_name) in enumerate(todo, 1):
-            commit = onnxport_commit()
             row = run_forked(model_type, class_name, opts.timeout)
-            row["onnxport"] = commit
+            row["onnxport"] = commit or onnxport_commit()
             with open(opts.jsonl, "a") as f:
                 f.write(json.dumps(row, default=json_default) + "\n")
             log(f"[{i}/{len(todo)} {time.perf_counter() - start:.0f}s] {model_type}: {summary(row)}")

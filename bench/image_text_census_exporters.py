@@ -9,6 +9,10 @@ prefill split further, one component per submodule (``image_encoder``, ``multi_m
 the exported graphs", and each component exported with ``torch.onnx.export``. It needs onnxscript
 (``requirements-bench.txt``).
 
+In transformers 5.23 ``generate`` encodes the images before its first forward (``mm_encoder_outputs``), so the
+prefill call it captures never runs the image encoder or the projector: a multimodal split holds ``language_model``,
+``lm_head`` and ``decode`` alone, with no image path (the row says so).
+
 Run: only a ``prefill``/``decode`` split (a model it does not split by modality) is run, by a greedy loop here over
 the components' onnxruntime sessions (``ExportedModel.from_pretrained``'s runners, fed the captured calls' kwargs);
 a multimodal split is "exported, not run": its files hold no token embedding, and the merge (and what the model does
@@ -55,7 +59,8 @@ def check_exporters(model: Any, inputs: dict[str, Any], eager: dict[str, Any], m
         if result["status"] != "exported":
             return
         if "image_encoder" not in result["components"] and "prefill" not in result["components"]:
-            result["run"] = "exported, not run: no image_encoder among its components (the image path was not captured)"
+            result["run"] = "exported, not run: no image_encoder among its components (the image path was not " \
+                            f"captured){_why_no_encoder(model, inputs)}"
             return
         if set(result["components"]) != {"prefill", "decode"}:
             result["run"] = NOT_RUN
@@ -76,6 +81,20 @@ def check_exporters(model: Any, inputs: dict[str, Any], eager: dict[str, Any], m
             result["run"] = f"timeout: the loop ran past the column's {limit:.0f} s"
     result["total_s"] = round(seconds, 1)
     return result
+
+
+def _why_no_encoder(model: Any, inputs: dict[str, Any]) -> str:
+    """Why the prefill's capture ran no image encoder: what ``generate`` passed the first forward."""
+    try:
+        from transformers.exporters.utils import decompose_prefill_decode
+
+        keys = sorted(decompose_prefill_decode(model, dict(inputs))["prefill"][1])
+    except Exception as exc:  # noqa: BLE001
+        return f" (the prefill's inputs could not be read: {first_line(exc)[:100]})"
+    if "mm_encoder_outputs" in keys and "pixel_values" not in keys:
+        return (": generate encodes the images before its first forward and passes mm_encoder_outputs, so the "
+                "prefill forward that decompose_multimodal replays never calls the image encoder")
+    return f" (the prefill forward took {', '.join(keys)})"
 
 
 def run_loop(out: str, inputs: dict[str, Any], eager: dict[str, Any]) -> str:

@@ -5,13 +5,17 @@ type's transformers processor (most need torchvision, which is not installed her
 - ``build``: ``census_build.tiny_config`` (image size at most 64, patches of 8), bos/eos/pad set as
   ``export_hf_census.set_token_ids`` sets them, and the config's other special ids (``image_token_id``,
   ``video_token_id``, ``boi_token_index``, ...) that lie past the text vocabulary or on bos/eos/pad moved to distinct
-  ids at its top; the mapping's class, seeded.
+  ids at its top; the vision layers a projector reads clamped to the tiny tower's, the pooled rows per image
+  (``mm_tokens_per_image``) to a quarter of the tiny image's patches, LLaVA-NeXT's grid pinpoints to the tiny side,
+  a vision config added where the config's defaults hold none (Gemma 4); the mapping's class, seeded.
 - ``write_tokenizer``: a whitespace word-level tokenizer over the text vocabulary (``<pad>`` 0, ``<s>`` 1, ``</s>``
   2, each special id named after its key, ``<image>`` for the image token, then ``w3``...), padding on the left.
 - ``write_image_processor``: the type's image processor as ``export_hf_census_images.write_processor`` saves it
   (the PIL class, sizes shrunk to the config's), then what a vision-language processor holds besides made to agree
   with the tiny config: ``patch_size``, ``merge_size``, ``temporal_patch_size`` from the vision config, pixel
-  budgets (``min_pixels``/``max_pixels``) of a few merged patches to a 64-pixel square, at most 2 tiles.
+  budgets (``min_pixels``/``max_pixels``) of a few merged patches to a 64-pixel square, tiles of the config's side
+  and at most 2 of them, 70 rows per image where the processor counts them (Gemma 4's least). A type whose
+  ``get_image_features`` takes ``image_grid_thw`` and that has no PIL processor of its own borrows Qwen2-VL's.
 - ``case_inputs``: each case's pictures through that processor (one call over all the case's images, in prompt
   order; a list per prompt where the processor wants one), each image's count of feature rows from the model's
   own ``get_image_features`` on that image alone, and ``input_ids`` of a few words, that many image tokens per
@@ -81,12 +85,43 @@ def place_special_ids(config: Any) -> dict[str, list[int]]:
 def fit_pooled_tokens(config: Any) -> list[int] | None:
     """A config that pools an image's patches to ``mm_tokens_per_image`` (Gemma 3's 256) made to pool the tiny
     image's patches to a quarter of them: 256 tokens of a 64-pixel image in 8-pixel patches would pool by 0."""
-    tokens, side, patch = (getattr(config, "mm_tokens_per_image", None), _config_int(config, "image_size"),
+    holder = _holder_of(config, "mm_tokens_per_image")
+    tokens, side, patch = (getattr(holder, "mm_tokens_per_image", None), _config_int(config, "image_size"),
                            _config_int(config, "patch_size"))
     if not all(isinstance(v, int) for v in (tokens, side, patch)) or tokens <= (side // patch) ** 2 // 4:
         return None
-    config.mm_tokens_per_image = max(1, (side // patch // 2) ** 2)
-    return [tokens, config.mm_tokens_per_image]
+    holder.mm_tokens_per_image = max(1, (side // patch // 2) ** 2)
+    return [tokens, holder.mm_tokens_per_image]
+
+
+def fit_feature_layers(config: Any) -> dict[str, list[Any]]:
+    """Vision layers the projector reads (VipLLaVA's ``[-2, -5, -8, -11, 6]``) that a 2-layer tower lacks, clamped to
+    the layers it has (as many of them, so the projector's width holds)."""
+    layers = _config_int(config, "num_hidden_layers", "depth", "num_layers")
+    changed = {}
+    for key in ("vision_feature_layers", "vision_feature_layer"):
+        value = getattr(config, key, None)
+        if layers is None or not isinstance(value, (list, int)) or isinstance(value, bool):
+            continue
+        clamp = [max(-(layers + 1), min(layers, v)) for v in (value if isinstance(value, list) else [value])]
+        new = clamp if isinstance(value, list) else clamp[0]
+        if new != value:
+            setattr(config, key, new)
+            changed[key] = [value, new]
+    return changed
+
+
+def add_vision_config(config: Any) -> Any:
+    """A config whose defaults hold no vision config (Gemma 4's): built again with its vision sub-config's class's
+    defaults, shrunk as the rest."""
+    import census_build as cb
+
+    sub = (getattr(config, "sub_configs", None) or {}).get("vision_config")
+    if getattr(config, "vision_config", "absent") is not None or sub is None:
+        return config
+    settings = config.to_dict()
+    settings["vision_config"] = cb.shrink(sub().to_dict())
+    return type(config).from_dict(settings)
 
 
 def build(model_type: str, class_name: str, row: dict[str, Any]) -> tuple[Any, Any]:
@@ -96,6 +131,12 @@ def build(model_type: str, class_name: str, row: dict[str, Any]) -> tuple[Any, A
     import census_build as cb
 
     config = cb.tiny_config(model_type)
+    if getattr(config, "vision_config", "absent") is None:
+        config = add_vision_config(config)
+        row["vision_config_added"] = getattr(config, "vision_config", None) is not None
+    layers = fit_feature_layers(config)
+    if layers:
+        row["feature_layers_set"] = layers
     changed = set_token_ids(config)
     if changed:
         row["token_ids_set"] = changed
@@ -150,7 +191,20 @@ def write_tokenizer(directory: str, config: Any) -> None:
 
 
 def _vision(config: Any) -> Any:
-    return getattr(config, "vision_config", None) or config
+    """The vision config: ``vision_config``, or that of a sub-config (T5Gemma 2's encoder's)."""
+    for holder in (config, getattr(config, "encoder", None)):
+        vision = getattr(holder, "vision_config", None)
+        if vision is not None and not isinstance(vision, str):
+            return vision
+    return config
+
+
+def _holder_of(config: Any, key: str) -> Any:
+    """The config, or its sub-config (T5Gemma 2's encoder), that holds ``key``."""
+    for holder in (config, getattr(config, "encoder", None)):
+        if holder is not None and not isinstance(holder, str) and isinstance(getattr(holder, key, None), int):
+            return holder
+    return None
 
 
 def _config_int(config: Any, *names: str) -> int | None:
@@ -164,12 +218,17 @@ def _config_int(config: Any, *names: str) -> int | None:
     return None
 
 
-def write_image_processor(directory: str, model_type: str, config: Any) -> dict[str, Any]:
+def write_image_processor(directory: str, model_type: str, config: Any, takes_grid: bool = False) -> dict[str, Any]:
     """The type's image processor saved into ``directory``, made to agree with the tiny config (see the module);
-    what was saved (or why none)."""
+    what was saved (or why none). ``takes_grid``: the model's ``get_image_features`` takes ``image_grid_thw``, so a
+    type with no PIL processor of its own borrows Qwen2-VL's, which gives it."""
     import transformers
 
     saved = write_processor(directory, model_type, config)
+    if saved.get("saved") is None and takes_grid:
+        why = saved.get("why")
+        saved = write_processor(directory, "qwen2_vl", config)  # the processor that makes image_grid_thw
+        saved["borrowed"] = f"Qwen2-VL's ({why})"
     if saved.get("saved") is None:
         return saved
     path = os.path.join(directory, "preprocessor_config.json")
@@ -200,6 +259,8 @@ def write_image_processor(directory: str, model_type: str, config: Any) -> dict[
     for key in ("max_patches", "max_image_tiles", "max_num_tiles", "max_crops"):
         if isinstance(settings.get(key), int) and settings[key] > 2:
             changes[key] = 2
+    if isinstance(settings.get("max_soft_tokens"), int) and settings["max_soft_tokens"] > 70:
+        changes["max_soft_tokens"] = 70  # Gemma 4's budget of rows per image, the least it takes
     if changes:
         try:
             cls.from_dict({**settings, **changes}).save_pretrained(directory)
@@ -226,6 +287,9 @@ def _processed(processor: Any, per_prompt: list[list[Any]]) -> dict[str, Any]:
         given = processor(flat, return_tensors="pt")
     except Exception:  # noqa: BLE001 - a processor that takes a list of images per prompt
         given = processor(per_prompt, return_tensors="pt")
+    pixels = given.get("pixel_values")
+    if isinstance(pixels, torch.Tensor) and pixels.dim() == 5 and len(per_prompt) > 1 and pixels.shape[0] == 1:
+        given = processor(per_prompt, return_tensors="pt")  # images grouped per prompt (Idefics 3, SmolVLM)
     return {k: v for k, v in given.items() if isinstance(v, torch.Tensor)}
 
 

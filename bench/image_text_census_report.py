@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import platform
+import re
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -15,6 +16,11 @@ EXCLUDED = ("not built", "eager fails", "not saved")
 def stage_of(row: dict[str, Any]) -> tuple[str, str]:
     """(the stage where the row stopped, its first line of reason), for the onnxport column had the type been
     attempted (the bypass where the CLI refused it for support)."""
+    stage, reason = _stage_of(row)
+    return stage, _short(reason)
+
+
+def _stage_of(row: dict[str, Any]) -> tuple[str, str]:
     s = row.get("status")
     if s in EXCLUDED or s == "no inputs":
         return s, row.get("reason") or row.get("crash") or row.get("killed", "")
@@ -36,11 +42,19 @@ def stage_of(row: dict[str, Any]) -> tuple[str, str]:
     return "right", ""
 
 
+def _short(text: str) -> str:
+    return re.sub(r"\S*/site-packages/", "", text)
+
+
 def cause(row: dict[str, Any]) -> str:
+    """The group of a failure: its stage and its reason with the row's own names and numbers blanked (a capture
+    error's, up to where torch's words begin)."""
     stage, reason = stage_of(row)
     if stage == "runner wrong":
         return "wrong tokens"
-    return f"{stage}: {_norm(reason, row)[:160]}"
+    if stage == "runner client fails":
+        return f"{stage}: {_norm(reason.split(': ', 1)[-1], row)[:100]}"
+    return f"{stage}: {_norm(reason.split(' tried:')[0].split(', and onnxport')[0], row)[:160]}"
 
 
 def exporters_cell(row: dict[str, Any]) -> str:
@@ -117,8 +131,10 @@ def write_md(rows: dict[str, dict[str, Any]], path: str) -> None:
         if r.get("status") not in EXCLUDED and stage_of(r)[0] != "right":
             groups[cause(r)].append(r)
     for c in sorted(groups, key=lambda c: (-len(groups[c]), c)):
-        lines.append(f"- **{_esc(c, 220)}** ({len(groups[c])}): " + ", ".join(
-            f"{r['type']}" for r in groups[c]))
+        lines.append(f"- **{_esc(c, 220)}** ({len(groups[c])}): " + ", ".join(r["type"] for r in groups[c]))
+        for r in groups[c]:
+            stage, reason = stage_of(r)
+            lines.append(f"  - {r['type']}: {stage}: `{_esc(reason, 300)}`")
     lines += ["", "## Excluded (not built, eager fails)", ""]
     for r in ordered:
         if r.get("status") in EXCLUDED:
