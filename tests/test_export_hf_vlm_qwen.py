@@ -52,3 +52,19 @@ def test_qwen_vl_folder_generates_as_transformers_on_images_of_three_sizes(kind,
     assert shapes["position_ids"][0] == 3  # time, row and column per token
     deepstack = len(getattr(model.config.vision_config, "deepstack_visual_indexes", None) or ())
     assert shapes["inputs_embeds"][2] == 32 * (1 + deepstack)  # Qwen3-VL's deepstack rows ride as more columns
+
+
+@pytest.mark.sweep
+def test_glm_ocr_folder_generates_as_transformers_on_images_of_three_sizes(tmp_path):
+    """GLM-OCR: a GLM-4V-style tower and multimodal RoPE with positions of its own rule (get_rope_index)."""
+    from tests.vlm_dirs import glm_inputs, write_glm_ocr
+
+    directory, out = str(tmp_path / "glm_ocr"), str(tmp_path / "onnx")
+    model = write_glm_ocr(directory)
+    export_hf(directory, "image-text-to-text", out)
+    image = "<|begin_of_image|><|image|><|end_of_image|>"
+    inputs = glm_inputs(directory, [f"user: {image} what is in this picture ?", f"{image}{image} describe it : a dog"],
+                        images((40, 48), (32, 64), (56, 40)))
+    with torch.no_grad():
+        expected = model.generate(**inputs, do_sample=False, max_new_tokens=6)
+    assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)

@@ -65,6 +65,7 @@ CASES = {
     "qwen3_vl_moe": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen3_vl_moe"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
     "qwen3_5": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen3_5"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
     "qwen3_5_moe": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen3_5_moe"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
+    "glm_ocr": Case(vlm_dirs.write_glm_ocr, "user: <|begin_of_image|><|image|><|end_of_image|> what is it ?"),
     "llava": Case(vlm_dirs.write_llava, "user: <image> what is in this picture ? assistant:", images_first=True),
     "gemma3": Case(vlm_dirs.write_gemma3, "user: <start_of_image> what is in this picture ? assistant:"),
     "idefics3": Case(vlm_dirs.write_idefics3, "user: <image> what is in this picture ?"),

@@ -356,3 +356,54 @@ def image_tokens(model: torch.nn.Module, pixel_values: torch.Tensor) -> int:
     features = getattr(features, "pooler_output", features)
     return sum(f.reshape(-1, f.shape[-1]).shape[0] for f in (features if isinstance(features, (list, tuple))
                                                              else [features]))
+
+
+GLM_TOKENS = ("<|begin_of_image|>", "<|end_of_image|>", "<|image|>", "<|video|>")
+
+
+def write_glm_ocr(directory: str) -> torch.nn.Module:
+    """A random GLM-OCR (a GLM-4V-style vision tower in 8x8 patches merged 2x2, a GLM text model with multimodal
+    RoPE) and its image processor (GLM-4.6V's: images of 16x16 to 64x64 pixels, rounded to 16)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, GLM_TOKENS)
+    config = transformers.GlmOcrConfig(
+        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                         rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0,
+                                          "partial_rotary_factor": 1.0},
+                         bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, image_size=32, patch_size=8,
+                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=32),
+        image_token_id=vocab["<|image|>"], video_token_id=vocab["<|video|>"],
+        image_start_token_id=vocab["<|begin_of_image|>"], image_end_token_id=vocab["<|end_of_image|>"])
+    model = transformers.GlmOcrForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    processor = transformers.Glm46VImageProcessorPil(size={"shortest_edge": 16 * 16, "longest_edge": 64 * 64},
+                                                     patch_size=8, merge_size=2, temporal_patch_size=2)
+    processor.save_pretrained(directory)
+    with open(os.path.join(directory, "preprocessor_config.json"), encoding="utf-8") as f:
+        settings = json.load(f)
+    settings["processor_class"] = "Glm46VProcessor"  # as GLM-OCR's checkpoints name it
+    with open(os.path.join(directory, "preprocessor_config.json"), "w", encoding="utf-8") as f:
+        json.dump(settings, f)
+    return model
+
+
+def glm_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
+    """What GLM-4.6V's processor gives for GLM-OCR (it needs torchvision for its video processor): each prompt's
+    ``<|image|>`` repeated once per merged patch of its image, and each token's modality."""
+    pixels = transformers.Glm46VImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt")
+    grids = iter(pixels["image_grid_thw"].tolist())
+    prompts = []
+    for text in texts:
+        pieces = text.split("<|image|>")
+        expanded = [pieces[0]]
+        for piece in pieces[1:]:
+            t, h, w = next(grids)
+            expanded.append("<|image|>" * (t * h * w // 4) + piece)
+        prompts.append("".join(expanded))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    tokens = tokenizer(prompts, return_tensors="pt", padding=True)
+    image = tokenizer.convert_tokens_to_ids("<|image|>")
+    return {**tokens, "mm_token_type_ids": (tokens["input_ids"] == image).to(torch.int64), **pixels}
