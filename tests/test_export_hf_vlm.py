@@ -185,6 +185,21 @@ def test_florence2_folder_generates_as_transformers_through_its_encoder_and_deco
     assert torch.equal(generate_vlm(out, texts, pictures, max_new_tokens=6), expected)
 
 
+@pytest.mark.sweep
+def test_lighton_ocr_folder_generates_as_transformers_on_images_of_two_sizes(tmp_path):
+    """LightOnOCR's Pixtral tower reads each image at its own size: its image encoder takes one image at a time."""
+    from tests.vlm_dirs import lighton_inputs, write_lighton_ocr
+
+    directory, out = str(tmp_path / "lighton_ocr"), str(tmp_path / "onnx")
+    model = write_lighton_ocr(directory)
+    export_hf(directory, "image-text-to-text", out)
+    inputs = lighton_inputs(directory, ["user: [IMG] what is in this picture ?", "[IMG] describe it"],
+                            images((40, 60), (32, 32)))
+    with torch.no_grad():
+        expected = model.generate(**inputs, do_sample=False, max_new_tokens=6)
+    assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
+
+
 def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anything_is_written(tmp_path):
     config = transformers.BlipConfig()
     config.architectures = ["BlipForConditionalGeneration"]

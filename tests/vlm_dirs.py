@@ -407,3 +407,36 @@ def glm_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict
     tokens = tokenizer(prompts, return_tensors="pt", padding=True)
     image = tokenizer.convert_tokens_to_ids("<|image|>")
     return {**tokens, "mm_token_type_ids": (tokens["input_ids"] == image).to(torch.int64), **pixels}
+
+
+def write_lighton_ocr(directory: str) -> torch.nn.Module:
+    """A random LightOnOCR (a Pixtral tower in 8x8 patches merged 2x2, each image at its own size; a Qwen3 text
+    model), its image processor (images of any size up to 64 pixels a side) and its processor's settings."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, tuple(PIXTRAL_TOKENS))
+    config = transformers.LightOnOcrConfig(
+        vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, image_size=64, patch_size=8, head_dim=8),
+        text_config=dict(model_type="qwen3", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_id=vocab["[IMG]"], spatial_merge_size=2)
+    model = transformers.LightOnOcrForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    transformers.PixtralImageProcessorPil(size={"longest_edge": 64}, patch_size=8).save_pretrained(directory)
+    with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:  # as its processor saves it
+        json.dump({"processor_class": "LightOnOcrProcessor", "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+                   "image_end_token": "[IMG_END]", "patch_size": 8, "spatial_merge_size": 2}, f)
+    return model
+
+
+def lighton_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
+    """What LightOnOCR's processor gives: the images resized to multiples of the merged patches and padded, their
+    sizes, and each prompt's ``[IMG]`` repeated once per merged patch of its image."""
+    pixels = transformers.PixtralImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt",
+                                                                              patch_size={"height": 16, "width": 16})
+    prompts = [text.replace("[IMG]", "[IMG]" * ((h // 16) * (w // 16)), 1)
+               for text, (h, w) in zip(texts, pixels["image_sizes"].tolist())]
+    tokens = transformers.AutoTokenizer.from_pretrained(directory)(prompts, return_tensors="pt", padding=True)
+    return {**tokens, **pixels}

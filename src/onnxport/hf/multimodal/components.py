@@ -79,16 +79,19 @@ class ImageEncoder(torch.nn.Module):
 
 
 def _one_image_rows(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch.Tensor:
-    """The rows of one image of its own size (``Family.per_image``): the vision tower's hidden states at
-    ``vision_feature_layer`` (several layers concatenated) through the projector, the image's size given as the
-    size of its tensor, where ``get_image_features`` would read it from the values of ``image_sizes``."""
-    config, inner = model.config, model.model
-    layers = config.vision_feature_layer
+    """The rows of one image of its own size (``Family.per_image``), the image's size told as the size of its
+    tensor, where the processor would give it as the values of ``image_sizes``: to ``get_image_features`` as a
+    list (LightOnOCR), or, for a LLaVA-style model whose ``get_image_features`` makes a tensor of the sizes
+    (Mistral 3), to its vision tower and projector, with the hidden states of its ``vision_feature_layer``."""
     sizes = [(pixel_values.shape[-2], pixel_values.shape[-1])]
+    inner = getattr(model, "model", model)
+    if not (hasattr(inner, "vision_tower") and hasattr(inner, "multi_modal_projector")):
+        out = model.get_image_features(pixel_values=pixel_values, image_sizes=sizes, return_dict=True)
+        return image_rows(getattr(out, "pooler_output", out))
+    layers = model.config.vision_feature_layer
     states = inner.vision_tower(pixel_values, output_hidden_states=True, return_dict=True, image_sizes=sizes)
     chosen = [states.hidden_states[i] for i in ([layers] if isinstance(layers, int) else layers)]
-    features = inner.multi_modal_projector(torch.cat(chosen, dim=-1).squeeze(0), sizes)
-    return features.reshape(-1, config.text_config.hidden_size)
+    return image_rows(inner.multi_modal_projector(torch.cat(chosen, dim=-1).squeeze(0), sizes))
 
 
 # The processor outputs an image encoder takes (the arguments of its forward): the tensors transformers' models'

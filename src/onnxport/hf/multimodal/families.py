@@ -41,9 +41,10 @@ BIDIRECTIONAL_IMAGES = ("gemma3",)
 # The types whose prompt (its image tokens and text) attends both ways in the first step, and generated tokens
 # causally (PaliGemma's prefix: token_type_ids 0 for the prompt, read on the first step only).
 PREFIX_BOTH_WAYS = ("paligemma",)
-# The types whose vision tower reads each image at its own size, one at a time (Mistral 3's Pixtral: the patches
-# of an image cut to its size by values of image_sizes, which a batch of images cannot take symbolically).
-PER_IMAGE = ("mistral3",)
+# The types whose vision tower reads each image at its own size, one at a time (Mistral 3's and LightOnOCR's
+# Pixtral: the patches of an image cut to its size by values of image_sizes, which a batch of images cannot take
+# symbolically).
+PER_IMAGE = ("mistral3", "lighton_ocr")
 
 
 def image_token_id(config: Any) -> int:

@@ -11,7 +11,7 @@ from onnxport.errors import InvalidInputError
 __all__ = ["SUPPORTED", "check_supported"]
 
 SUPPORTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "idefics3", "smolvlm",
-             "paligemma", "florence2", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "glm_ocr")
+             "paligemma", "florence2", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "glm_ocr", "lighton_ocr")
 _WHY_NOT: dict[str, str] = {}
 
 
