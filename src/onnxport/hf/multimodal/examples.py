@@ -1,8 +1,9 @@
 """The example inputs a vision-language model's pieces are exported and verified with.
 
 The image encoder's are what the model's own image processor (the directory's ``preprocessor_config.json``)
-gives for made-up pictures, each one prompt's (a processor that batches by prompt, Idefics3's, gives a batch of
-prompts' images): two pictures of different sizes for the capture, then one, and three, for verification (the processor's sizes, tiles and grids, whatever they are, are inputs the model is meant to take).
+gives for made-up pictures of prompts (a processor that batches by prompt, Idefics3's, gives a batch of prompts'
+images, padded): three pictures of different sizes in two prompts for the capture, then one, and three prompts of
+one, for verification (the processor's sizes, tiles and grids, whatever they are, are inputs the model is meant to take).
 A dim whose size differs between those is dynamic. A model whose encoder takes one image at a time of its own
 size (``Family.per_image``) gets one picture per set. A directory without an image processor gets pixels of the
 vision config's ``image_size`` instead.
@@ -29,8 +30,9 @@ from onnxport.hf.signature import cache_argument, cache_of
 
 __all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "image_sets", "pictures", "prompt_ids"]
 
-# Made-up pictures (height, width): the capture's two, then one and three for verification.
-PICTURES = (((40, 48), (32, 64)), ((24, 64),), ((32, 64), (56, 40), (40, 48)))
+# Made-up pictures (height, width), by prompt: the capture's two prompts (the first of two pictures), then one
+# picture, and three prompts of one, for verification.
+PICTURES = ((((40, 48), (32, 64)), ((56, 40),)), (((24, 64),),), (((32, 64),), ((56, 40),), ((40, 48),)))
 
 
 def pictures(sizes: tuple[tuple[int, int], ...], seed: int = 0) -> list[Any]:
@@ -62,20 +64,21 @@ def image_sets(model: torch.nn.Module, config: Any, directory: str | None, per_i
     processor = _image_processor(directory)
     called = _call_settings(directory)
     taken = {"pixel_values"} if per_image else _taken(model)  # one image's size is its tensor's
-    groups = [(sizes[0],) for sizes in PICTURES] if per_image else list(PICTURES)
+    groups = [((prompts[0][0],),) for prompts in PICTURES] if per_image else list(PICTURES)
     if processor is not None:
         with contextlib.suppress(Exception):  # a processor that cannot run here (it needs torchvision, ...)
             sets = ImageSets()
-            for seed, sizes in enumerate(groups):  # each picture a prompt's: a processor may batch by prompt
-                given = processor([[p] for p in pictures(sizes, seed)], return_tensors="pt", **called)
+            for seed, prompts in enumerate(groups):  # by prompt: a processor may batch a prompt's pictures
+                given = processor([pictures(sizes, seed + i) for i, sizes in enumerate(prompts)], return_tensors="pt",
+                                  **called)
                 sets.append({k: v for k, v in given.items() if k in taken and isinstance(v, torch.Tensor)})
             return sets
     vision = config.vision_config
     height, width = image_size(vision) or (224, 224)
     channels = getattr(vision, "num_channels", 3)
     generator = torch.Generator().manual_seed(0)
-    return ImageSets({"pixel_values": torch.randn(len(sizes), channels, height, width, generator=generator)}
-                     for sizes in groups)
+    return ImageSets({"pixel_values": torch.randn(sum(map(len, prompts)), channels, height, width,
+                                                  generator=generator)} for prompts in groups)
 
 
 def _image_processor(directory: str | None) -> Any:

@@ -8,11 +8,30 @@ from typing import Any
 
 from onnxport.errors import InvalidInputError
 
-__all__ = ["SUPPORTED", "check_supported"]
+__all__ = ["CENSUS", "SUPPORTED", "TESTED", "check_supported"]
 
-SUPPORTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "idefics3", "smolvlm",
-             "paligemma", "florence2", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "glm_ocr", "lighton_ocr")
-_WHY_NOT: dict[str, str] = {}
+# Tested in tests/test_export_hf_vlm*.py and tests/test_transformers_js_vlm.py, with their processors' prompts:
+TESTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5",
+          "qwen3_5_moe", "idefics3", "smolvlm", "paligemma", "florence2", "glm_ocr", "lighton_ocr")
+# Right in the census (one image; a padded batch of prompts of one and two images of other sizes):
+CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v", "glm4v", "glm4v_moe", "glmga",
+          "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling")
+SUPPORTED = (*TESTED, *CENSUS)
+_ANYRES = ("its get_image_features tiles each image by its size (any-resolution grid pinpoints) and unpads the rows "
+           "by that size in a Python loop over the images: the rows an image gives follow values of image_sizes, which "
+           "one graph for every image cannot hold")
+_PER_GRID = ("its vision tower resizes its learned positions (or convolves) per image at the grid read from "
+             "image_grid_thw's values, in a Python loop over the images")
+_WHY_NOT = {
+    "llava_next": _ANYRES, "llava_next_video": _ANYRES, "llava_onevision": _ANYRES,
+    "cosmos3_edge": _PER_GRID, "hunyuan_vl": _PER_GRID, "lfm3_vl": _PER_GRID,
+    "lfm2_vl": "its get_image_features unpads each image's rows to a length read from pixel_attention_mask and shapes "
+               "them by spatial_shapes' values, in a Python loop over the images",
+    "gemma4": "its decoder takes per-layer embeddings of the token ids (get_per_layer_inputs), which the split into "
+              "image encoder, embedding and decoder does not carry yet",
+    "gemma3n": "its decoder takes per-layer embeddings of the token ids (get_per_layer_inputs), which the split into "
+               "image encoder, embedding and decoder does not carry yet",
+}
 
 
 def check_supported(config: Any) -> None:
