@@ -8,6 +8,7 @@ import json
 import os
 
 import numpy as np
+import onnx
 import pytest
 import torch
 
@@ -122,8 +123,6 @@ def test_gemma3_folder_generates_as_transformers_with_image_tokens_attending_bot
     column of the decoder's embeddings (1 in an image row, 0 in a token's), from which the decoder makes its
     token_type_ids, so a consumer that feeds embeddings alone runs it; the mask combining that with the sliding
     window is captured without vmap."""
-    import onnx
-
     directory, out = str(tmp_path / "gemma3"), str(tmp_path / "onnx")
     model = write_gemma3(directory)
     export_hf(directory, "auto", out)
@@ -198,6 +197,26 @@ def test_lighton_ocr_folder_generates_as_transformers_on_images_of_two_sizes(tmp
     with torch.no_grad():
         expected = model.generate(**inputs, do_sample=False, max_new_tokens=6)
     assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
+
+
+@pytest.mark.parametrize("both_ways", [False, pytest.param(True, marks=pytest.mark.sweep)])
+def test_gemma4_folder_generates_as_transformers_with_its_per_layer_embeddings(both_ways, tmp_path):
+    """Gemma 4's decoder takes per-layer embeddings of the token ids (an image token's: the pad token's), which
+    ride as more columns of its inputs_embeds; with its vision tokens attending both ways, the image flag column
+    too (its mm_token_type_ids)."""
+    from tests.vlm_dirs import gemma4_inputs, write_gemma4
+
+    directory, out = str(tmp_path / "gemma4"), str(tmp_path / "onnx")
+    model = write_gemma4(directory, both_ways)
+    export_hf(directory, "image-text-to-text", out)
+    texts = ["user: <|image|> what is in this picture ?", "<|image|><|image|> describe it : a dog"]
+    inputs = gemma4_inputs(model, directory, texts, [[p] for p in images((40, 48), (32, 64), (56, 40))])
+    with torch.no_grad():
+        expected = model.generate(**inputs, do_sample=False, max_new_tokens=6)
+    assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
+    decoder = onnx.load(os.path.join(out, "model.onnx"), load_external_data=False)
+    width = {i.name: i for i in decoder.graph.input}["inputs_embeds"].type.tensor_type.shape.dim[2].dim_value
+    assert width == 32 + 2 * 8 + int(both_ways)  # hidden, per-layer embeddings of its 2 layers, the image flag
 
 
 def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anything_is_written(tmp_path):

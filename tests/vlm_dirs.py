@@ -440,3 +440,50 @@ def lighton_inputs(directory: str, texts: list[str], pictures: list[object]) -> 
                for text, (h, w) in zip(texts, pixels["image_sizes"].tolist())]
     tokens = transformers.AutoTokenizer.from_pretrained(directory)(prompts, return_tensors="pt", padding=True)
     return {**tokens, **pixels}
+
+
+GEMMA4_TOKENS = ("<|image>", "<image|>", "<|image|>", "<|video|>", "<|audio>", "<audio|>", "<|audio|>")
+
+
+def write_gemma4(directory: str, vision_both_ways: bool = False) -> torch.nn.Module:
+    """A random Gemma 4 (its vision tower on 8x8 patches pooled 3x3; a text model with per-layer embeddings of the
+    token ids, a sliding window; with ``vision_both_ways``, image tokens attending to each other both ways) and
+    its image processor (images of up to 70 soft tokens, at their own aspect ratio)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, GEMMA4_TOKENS)
+    config = transformers.Gemma4Config(
+        text_config=dict(vocab_size=len(vocab), vocab_size_per_layer_input=len(vocab), hidden_size=32,
+                         intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=8, hidden_size_per_layer_input=8, sliding_window=16,
+                         layer_types=["sliding_attention", "full_attention"], max_position_embeddings=512,
+                         use_bidirectional_attention="vision" if vision_both_ways else None,
+                         bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=4, head_dim=8, patch_size=8, position_embedding_size=64),
+        boi_token_id=vocab["<|image>"], eoi_token_id=vocab["<image|>"], image_token_id=vocab["<|image|>"],
+        video_token_id=vocab["<|video|>"], boa_token_id=vocab["<|audio>"], eoa_token_index=vocab["<audio|>"],
+        audio_token_id=vocab["<|audio|>"])
+    model = transformers.Gemma4ForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    transformers.Gemma4ImageProcessorPil(patch_size=8, max_soft_tokens=70).save_pretrained(directory)
+    return model
+
+
+def gemma4_inputs(model: torch.nn.Module, directory: str, texts: list[str],
+                  pictures: list[list[object]]) -> dict[str, torch.Tensor]:
+    """What Gemma 4's processor gives (it needs torchvision for its video processor): each prompt's ``<|image|>``
+    expanded to its image's soft tokens between ``<|image>`` and ``<image|>``, each token's modality."""
+    pixels = transformers.Gemma4ImageProcessorPil.from_pretrained(directory)(
+        [p for group in pictures for p in group], return_tensors="pt")
+    counts = iter(pixels["num_soft_tokens_per_image"].tolist())
+    prompts = []
+    for text in texts:
+        pieces = text.split("<|image|>")
+        prompts.append(pieces[0] + "".join("<|image>" + "<|image|>" * next(counts) + "<image|>" + piece
+                                           for piece in pieces[1:]))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    tokens = tokenizer(prompts, return_tensors="pt", padding=True)
+    image = tokenizer.convert_tokens_to_ids("<|image|>")
+    return {**tokens, "mm_token_type_ids": (tokens["input_ids"] == image).to(torch.int64),
+            "pixel_values": pixels["pixel_values"], "image_position_ids": pixels["image_position_ids"]}

@@ -61,7 +61,7 @@ from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument
 from onnxport.hf.tasks import MODULES_FILE, pick_task
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
-from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_TYPES, transformers_js_settings
+from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_REFUSED, TRANSFORMERS_JS_TYPES, transformers_js_settings
 from onnxport.hf.multimodal.genai import genai_names, write_genai
 from onnxport.program import OnnxProgram
 from onnxport.quantize.options import QuantizeOptions
@@ -217,9 +217,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
         check_supported(config)
-        if engine is not None and config.model_type not in TRANSFORMERS_JS_TYPES:
-            raise InvalidInputError(f"transformers.js does not run {config.model_type} models for image-text-to-text",
-                                    fix="export it for onnxruntime (no target) and run it with generate_vlm")
+        if engine is not None and (config.model_type not in TRANSFORMERS_JS_TYPES
+                                   or config.model_type in TRANSFORMERS_JS_REFUSED):
+            why = TRANSFORMERS_JS_REFUSED.get(config.model_type, "it has no such model type")
+            raise InvalidInputError(f"transformers.js does not run {config.model_type} models for image-text-to-text: "
+                                    f"{why}", fix="export it for onnxruntime (no target) and run it with generate_vlm")
         check_output_folder(out, genai_names(config) if engine is None else ())  # genai's, for the types it runs
     scheme = prequantized.scheme_of(config)
     if scheme is not None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from onnxport.hf.multimodal.families import Family
+from onnxport.hf.multimodal.families import Family, per_layer_model
 from onnxport.hf.signature import cache_argument
 
 __all__ = ["IMAGE_INPUTS", "FeatureMerge", "ImageEncoder", "TokenEmbedding", "WideDecoder", "image_rows"]
@@ -47,11 +47,13 @@ def image_rows(pieces: Any) -> torch.Tensor:
 class ImageEncoder(torch.nn.Module):
     """The processor's image inputs to the rows of image features, ``[rows, width]`` (see the module)."""
 
-    def __init__(self, model: torch.nn.Module, family: Family | None = None, batched: bool = False) -> None:
+    def __init__(self, model: torch.nn.Module, family: Family | None = None, batched: bool = False,
+                 per_layer_apart: bool = False) -> None:
         super().__init__()
         self.model = model
         self.family = family
         self.batched = batched  # the rows per image, [images, rows, width], where the features come so
+        self.per_layer = family.per_layer if family is not None and not per_layer_apart else 0
 
     def forward(self, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor | None = None,
                 pixel_attention_mask: torch.Tensor | None = None, image_sizes: torch.Tensor | None = None,
@@ -73,6 +75,10 @@ class ImageEncoder(torch.nn.Module):
             return rows
         sets = out.deepstack_features[:self.family.deepstack] if self.family.deepstack else ()
         columns = [rows, *(image_rows(s).to(rows.dtype) for s in sets)]
+        if self.per_layer:  # an image token's per-layer embeddings: those of the pad token it stands in for
+            pad = torch.full((1, 1), _pad_id(self.model), dtype=torch.int64, device=rows.device)
+            padding = per_layer_model(self.model).get_per_layer_inputs(pad).reshape(1, -1)
+            columns.append(padding.to(rows.dtype).expand(rows.shape[0], -1))
         if self.family.image_flag:
             columns.append(rows.new_ones(rows.shape[0], 1))
         return torch.cat(columns, dim=-1) if len(columns) > 1 else rows
@@ -102,22 +108,33 @@ IMAGE_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "image
 
 
 class TokenEmbedding(torch.nn.Module):
-    """Token ids to their embeddings, ``[batch, length, family.width]``: zeros in the columns past the hidden
-    size (see the module)."""
+    """Token ids to their embeddings, ``[batch, length, family.width]``: zeros in the deepstack and flag columns,
+    the per-layer embeddings in theirs (see the module); with ``per_layer_apart``, those apart, a second output
+    ``[batch, length, layers, size]``, as transformers.js's Gemma 3n and Gemma 4 take them."""
 
-    def __init__(self, model: torch.nn.Module, family: Family) -> None:
+    def __init__(self, model: torch.nn.Module, family: Family, per_layer_apart: bool = False) -> None:
         super().__init__()
         self.embed = model.get_input_embeddings()
         self.family = family
+        self.per_layer = per_layer_model(model) if family.per_layer else None
+        self.pad = _pad_id(model) if family.per_layer else 0
+        self.apart = per_layer_apart
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor) -> Any:
+        family = self.family
         # an image token's id may lie past the vocabulary: looked up as 0, and replaced by its image row
-        image = input_ids == self.family.image_token
+        image = input_ids == family.image_token
         embeds = self.embed(torch.where(image, torch.zeros_like(input_ids), input_ids))
-        extra = self.family.width - self.family.hidden
-        if extra:
-            embeds = torch.cat([embeds, embeds.new_zeros(*embeds.shape[:-1], extra)], dim=-1)
-        return embeds
+        columns = [embeds, embeds.new_zeros(*embeds.shape[:-1], family.hidden * family.deepstack)]
+        per_layer = None
+        if self.per_layer is not None:  # an image token's are the pad token's, as transformers looks them up
+            per_layer = self.per_layer.get_per_layer_inputs(torch.where(image, self.pad, input_ids)).to(embeds.dtype)
+            if not self.apart:
+                columns.append(per_layer.reshape(*embeds.shape[:-1], -1))
+        columns.append(embeds.new_zeros(*embeds.shape[:-1], int(family.image_flag)))
+        columns = [c for c in columns if c.shape[-1]]
+        embeds = torch.cat(columns, dim=-1) if len(columns) > 1 else embeds
+        return (embeds, per_layer) if self.apart and per_layer is not None else embeds
 
 
 class FeatureMerge(torch.nn.Module):
@@ -152,17 +169,24 @@ class WideDecoder(torch.nn.Module):
         self.model = model
         self.family = family
         self.language = next((m for m in model.modules() if hasattr(type(m), "_deepstack_process")), None)
+        self.layers = getattr(per_layer_model(model), "config", None)
 
     def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                past_key_values: Any = None, cache: Any = None) -> Any:
+                past_key_values: Any = None, cache: Any = None, per_layer_inputs: torch.Tensor | None = None) -> Any:
         family = self.family
         kwargs = {"attention_mask": attention_mask, "position_ids": position_ids,
                   cache_argument(self.model): cache if cache is not None else past_key_values}
-        embeds, *sets = inputs_embeds[..., :family.hidden * (1 + family.deepstack)].split(family.hidden, dim=-1)
+        start = family.hidden * (1 + family.deepstack)
+        embeds, *sets = inputs_embeds[..., :start].split(family.hidden, dim=-1)
+        if family.per_layer:  # the per-layer embeddings: their columns, or apart
+            if per_layer_inputs is None:
+                per_layer_inputs = inputs_embeds[..., start:start + family.per_layer].reshape(
+                    *embeds.shape[:-1], self.layers.num_hidden_layers, -1)
+            kwargs["per_layer_inputs"] = per_layer_inputs
         if family.image_flag:
             flag = inputs_embeds[..., -1].round().to(torch.int64)
             past = attention_mask.shape[1] - flag.shape[1]
-            kwargs["token_type_ids"] = torch.cat([flag.new_zeros(flag.shape[0], past), flag], dim=1)
+            kwargs[family.flag_argument] = torch.cat([flag.new_zeros(flag.shape[0], past), flag], dim=1)
         with contextlib.ExitStack() as stack:
             if sets:
                 mask = torch.ones(embeds.shape[:-1], dtype=torch.bool, device=embeds.device)
@@ -173,6 +197,12 @@ class WideDecoder(torch.nn.Module):
 
 
 _MASKS = ("create_causal_mask", "create_sliding_window_causal_mask")
+
+
+def _pad_id(model: torch.nn.Module) -> int:
+    """The pad token an image token stands in for in the per-layer embeddings (transformers' rule)."""
+    text = model.config.get_text_config()
+    return int(text.pad_token_id if text.pad_token_id is not None else 0)
 
 
 @contextlib.contextmanager

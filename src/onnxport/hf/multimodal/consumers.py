@@ -14,7 +14,10 @@ what it names them and their inputs, and which model types it runs.
   sessions' ``config.is_encoder_decoder``), its ``decoder_model_merged`` being the two decoders in one
   (``onnxport.hf.transformers_js.merge_decoders``), and Florence-2's image rows come per image,
   ``[images, rows, width]``, which it puts before the prompt's embeddings itself, and its decoder takes the new
-  tokens' embeddings (``embed_tokens``' output), not their ids (``models/florence2/modeling_florence2.js``). Qwen2-VL's image encoder takes the grid as
+  tokens' embeddings (``embed_tokens``' output), not their ids (``models/florence2/modeling_florence2.js``).
+  Gemma 3n's and Gemma 4's ``embed_tokens`` give ``per_layer_inputs`` beside ``inputs_embeds``, which their
+  decoder takes, and Gemma 4's image encoder takes its positions as ``pixel_position_ids``
+  (``models/gemma3n/modeling_gemma3n.js``, ``models/gemma4/modeling_gemma4.js``). Qwen2-VL's image encoder takes the grid as
   ``grid_thw`` there (``image_grid_thw_name`` in ``models/qwen2_vl/modeling_qwen2_vl.js``), the later Qwen VL
   models' as ``image_grid_thw``. Its Idefics3 image processor gives ``pixel_attention_mask`` as booleans
   (``models/idefics3/image_processing_idefics3.js``), where transformers' gives integers. Its ``AutoProcessor`` builds a model's processor only where
@@ -38,7 +41,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["ONNXRUNTIME", "PIECES", "TRANSFORMERS_JS", "TRANSFORMERS_JS_TYPES", "Layout", "transformers_js_settings"]
+__all__ = ["ONNXRUNTIME", "PIECES", "TRANSFORMERS_JS", "TRANSFORMERS_JS_REFUSED", "TRANSFORMERS_JS_TYPES", "Layout",
+           "transformers_js_settings"]
 
 # The pieces a folder may hold (onnxport.hf.multimodal.components): the image encoder, the token embedding, the
 # merge of token embeddings and image rows, and the decoder.
@@ -52,7 +56,9 @@ class Layout:
     some of the image encoder's inputs; ``input_types`` gives the type the consumer gives an image encoder's
     input where it is not the type transformers' processor gives; ``batched_rows`` lists the types whose image
     rows the consumer takes per image, ``[images, rows, width]``, not ``[rows, width]``; ``decoder_embeds`` those
-    whose encoder-decoder's decoders it feeds the new tokens' embeddings (from the token embedding), not ids."""
+    whose encoder-decoder's decoders it feeds the new tokens' embeddings (from the token embedding), not ids;
+    ``per_layer_apart`` those whose per-layer embeddings it takes as an output of the token embedding and an input
+    of the decoder of their own (``per_layer_inputs``), not as columns."""
 
     consumer: str
     files: Mapping[str, str]
@@ -61,6 +67,7 @@ class Layout:
     input_types: Mapping[str, torch.dtype] = field(default_factory=dict)
     batched_rows: tuple[str, ...] = ()
     decoder_embeds: tuple[str, ...] = ()
+    per_layer_apart: tuple[str, ...] = ()
 
     def files_of(self, encoder_decoder: bool) -> Mapping[str, str]:
         """The pieces and their file stems for a model whose language model is (or is not) an encoder-decoder."""
@@ -74,12 +81,20 @@ TRANSFORMERS_JS = Layout("transformers.js", {"vision": "vision_encoder", "tokens
                                              "decoder": "decoder_model_merged"},
                          {"vision": "vision_encoder", "tokens": "embed_tokens", "encoder": "encoder_model",
                           "merged": "decoder_model_merged"},
-                         {"qwen2_vl": {"image_grid_thw": "grid_thw"}}, {"pixel_attention_mask": torch.bool},
-                         ("florence2",), ("florence2",))
+                         {"qwen2_vl": {"image_grid_thw": "grid_thw"}, "gemma4": {"image_position_ids": "pixel_position_ids"}},
+                         {"pixel_attention_mask": torch.bool}, ("florence2",), ("florence2",), ("gemma3n", "gemma4"))
 # transformers.js 4.3's image-text-to-text types that transformers has (moondream1 and llava_qwen2 it does not).
 TRANSFORMERS_JS_TYPES = ("llava", "llava_onevision", "florence2", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
                          "qwen3_5", "qwen3_5_moe", "lfm2_vl", "lfm3_vl", "idefics3", "smolvlm", "paligemma", "gemma3",
                          "gemma3n", "gemma4", "mistral3", "lighton_ocr", "glm_ocr")
+
+# The types transformers.js loads with sessions onnxport does not write, and why.
+TRANSFORMERS_JS_REFUSED = {
+    "gemma4": "transformers.js 4.3 loads a Gemma 4 with an audio_encoder session too (MODEL_TYPES.ImageAudioTextToText "
+              "in models/session_config.js), which onnxport does not write for image-text-to-text",
+    "gemma3n": "transformers.js 4.3 loads a Gemma 3n with an audio_encoder session too (MODEL_TYPES.ImageAudioTextToText "
+               "in models/session_config.js), which onnxport does not write for image-text-to-text",
+}
 
 # The types whose config.json transformers.js reads flat (the text model's sizes at the top level).
 _FLAT_CONFIG = ("qwen2_vl",)

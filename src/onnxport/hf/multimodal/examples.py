@@ -126,8 +126,10 @@ def prompt_ids(config: Any, family: Family, rows: int) -> torch.Tensor:
     return ids
 
 
-def decoder_inputs(model: torch.nn.Module, config: Any, family: Family) -> dict[str, Any]:
-    """A decode step of three tokens on a four-token past (see the module)."""
+def decoder_inputs(model: torch.nn.Module, config: Any, family: Family, per_layer_apart: bool = False
+                   ) -> dict[str, Any]:
+    """A decode step of three tokens on a four-token past (see the module); with ``per_layer_apart``, the
+    per-layer embeddings an input of their own (``per_layer_inputs``) rather than columns."""
     text = config.get_text_config()
     generator = torch.Generator().manual_seed(1)
     prompt = token_ids(text, EXAMPLE_BATCH, PAST)
@@ -136,12 +138,17 @@ def decoder_inputs(model: torch.nn.Module, config: Any, family: Family) -> dict[
     else:
         with torch.no_grad():
             cache = cache_of(model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True))
-    embeds = torch.randn(EXAMPLE_BATCH, NEW, family.width, generator=generator)
+    apart = family.per_layer if per_layer_apart else 0
+    embeds = torch.randn(EXAMPLE_BATCH, NEW, family.width - apart, generator=generator)
     if family.image_flag:  # two image tokens among the new ones, seeing each other
         embeds[..., -1] = 0
         embeds[:, :2, -1] = 1
     positions = torch.arange(PAST, PAST + NEW).expand(EXAMPLE_BATCH, NEW).clone()
     if family.positions == "rope-index":
         positions = positions.expand(3, EXAMPLE_BATCH, NEW).clone()
-    return {"inputs_embeds": embeds, "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64),
+    step = {"inputs_embeds": embeds, "attention_mask": torch.ones(EXAMPLE_BATCH, PAST + NEW, dtype=torch.int64),
             "position_ids": positions, cache_argument(model): cache}
+    if apart:
+        layers = config.get_text_config().num_hidden_layers
+        step["per_layer_inputs"] = torch.randn(EXAMPLE_BATCH, NEW, layers, apart // layers, generator=generator)
+    return step

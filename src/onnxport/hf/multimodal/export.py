@@ -20,7 +20,7 @@ from onnxport.hf.multimodal.families import Family
 
 __all__ = ["VlmPrograms", "export_multimodal", "split"]
 
-_DECODER_INPUTS = ("inputs_embeds", "attention_mask", "position_ids")
+_DECODER_INPUTS = ("inputs_embeds", "attention_mask", "position_ids", "per_layer_inputs")
 
 
 class VlmPrograms(NamedTuple):
@@ -88,22 +88,24 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
                      for given in sets)  # each input of the type the consumer gives
     weights = options.pop("weights", None)
     quantize = options.pop("quantize", None)  # the decoder's layers only, as a runtime for these models expects
-    vision = ImageEncoder(model, family, batched=family.model_type in layout.batched_rows)
+    apart = family.model_type in layout.per_layer_apart and bool(family.per_layer)
+    vision = ImageEncoder(model, family, batched=family.model_type in layout.batched_rows, per_layer_apart=apart)
     rows = image_rows(_run(vision, sets[0])).shape[0]
     ids = prompt_ids(config, family, rows if not family.per_image else 2 * rows)
     features = torch.randn(int((ids == family.image_token).sum()), family.width,
                            generator=torch.Generator().manual_seed(1))
+    tokens_out = ["inputs_embeds", "per_layer_inputs"] if apart else ["inputs_embeds"]
     ids_dims = {0: Dim.DYNAMIC, 1: Dim.DYNAMIC}
     merge = FeatureMerge(model, family)
     pieces = {
         "vision": lambda: (vision, sets[0], sets.dynamic, ["image_features"], [((), s) for s in sets[1:]]),
-        "tokens": lambda: (TokenEmbedding(model, family), {"input_ids": ids}, {"input_ids": ids_dims},
-                           ["inputs_embeds"], ()),
+        "tokens": lambda: (TokenEmbedding(model, family, apart), {"input_ids": ids}, {"input_ids": ids_dims},
+                           tokens_out, ()),
         "merge": lambda: (merge, {"input_ids": ids, "image_features": features},
                           {"input_ids": ids_dims, "image_features": {0: Dim.DYNAMIC}}, ["inputs_embeds"], ()),
     }
     if not family.encoder_decoder:  # an encoder-decoder's encoder and decoders are seq2seq's, below
-        pieces["decoder"] = lambda: _decoder_piece(model, config, family)
+        pieces["decoder"] = lambda: _decoder_piece(model, config, family, apart)
     files = layout.files_of(family.encoder_decoder)
     programs = {}
     for piece, stem in files.items():
@@ -122,19 +124,20 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
     return {stem: programs[stem] for stem in files.values()}
 
 
-def _decoder_piece(model: torch.nn.Module, config: Any, family: Family) -> tuple[Any, ...]:
+def _decoder_piece(model: torch.nn.Module, config: Any, family: Family, apart: bool) -> tuple[Any, ...]:
     """The decoder's module, example step, dynamic shapes, output names (its own) and other inputs (none)."""
     from torch.export import Dim
 
     from onnxport.hf.cache import auto_spec
 
-    step = decoder_inputs(model, config, family)
+    step = decoder_inputs(model, config, family, apart)
     cache_name = next(name for name in step if name not in _DECODER_INPUTS)
     tokens = {0: Dim.AUTO, 1: Dim.AUTO}
     positions = {1: Dim.AUTO, 2: Dim.AUTO} if family.positions == "rope-index" else tokens
     decoder = model if family.plain else WideDecoder(model, family)
-    return decoder, step, {"inputs_embeds": tokens, "attention_mask": tokens, "position_ids": positions,
-                           cache_name: auto_spec(step[cache_name])}, None, ()
+    dims = {"inputs_embeds": tokens, "attention_mask": tokens, "position_ids": positions, "per_layer_inputs": tokens,
+            cache_name: auto_spec(step[cache_name])}
+    return decoder, step, {name: dims[name] for name in step}, None, ()
 
 
 def _seq2seq_pieces(model: torch.nn.Module, merge: FeatureMerge, ids: torch.Tensor, features: torch.Tensor,

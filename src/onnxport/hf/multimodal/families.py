@@ -15,12 +15,17 @@ otherwise a fact of its type, kept here.
   prefix), which the decoder tells from its past being empty, with no input of its own;
 - ``encoder_decoder``: whether its language model is an encoder-decoder (Florence-2's BART): the merged prompt
   goes through the encoder, and the decoder generates from the encoder's states (``onnxport.hf.seq2seq``);
+- ``per_layer``: the width of the per-layer embeddings its decoder takes beside the token embeddings (Gemma 3n's
+  and Gemma 4's: ``get_per_layer_inputs`` of the token ids, an image token's those of the pad token), carried
+  as more columns, or apart where a consumer takes them so (``Layout.per_layer_apart``);
 - ``per_image``: whether its image encoder takes one image at a time, of any height and width (Mistral 3's
   Pixtral tower; onnxruntime-genai runs it once per image), rather than a batch of them as the processor gives.
 
-The decoder's ``inputs_embeds`` are then ``hidden * (1 + deepstack) + image_flag`` wide (``width``): every
-consumer copies an image row over an image token's embedding whatever its width, so each runs these models with
-no knowledge of them.
+The decoder's ``inputs_embeds`` are then ``hidden * (1 + deepstack) + per_layer + image_flag`` wide
+(``width``), in that order: every consumer copies an image row over an image token's embedding whatever its
+width, so each runs these models with no knowledge of them. The image flag becomes the decoder's
+``flag_argument``: ``token_type_ids`` for Gemma 3, ``mm_token_type_ids`` for a Gemma 4 whose vision tokens attend
+both ways (``use_bidirectional_attention == "vision"``).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import torch
 from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.positions import rope_index_of
 
-__all__ = ["BIDIRECTIONAL_IMAGES", "PER_IMAGE", "PREFIX_BOTH_WAYS", "Family", "image_token_id"]
+__all__ = ["BIDIRECTIONAL_IMAGES", "PER_IMAGE", "PREFIX_BOTH_WAYS", "Family", "image_token_id", "per_layer_model"]
 
 # The types whose image tokens attend to each other both ways (their forward reads token_type_ids).
 BIDIRECTIONAL_IMAGES = ("gemma3",)
@@ -71,6 +76,8 @@ class Family:
     per_image: bool = False
     prefix_both_ways: bool = False
     encoder_decoder: bool = False
+    per_layer: int = 0
+    flag_argument: str = "token_type_ids"
 
     @property
     def plain(self) -> bool:
@@ -80,13 +87,27 @@ class Family:
     @property
     def width(self) -> int:
         """The width of the decoder's ``inputs_embeds`` and of the image rows."""
-        return self.hidden * (1 + self.deepstack) + int(self.image_flag)
+        return self.hidden * (1 + self.deepstack) + self.per_layer + int(self.image_flag)
 
     @classmethod
     def of(cls, model: torch.nn.Module, config: Any, deepstack: int = 0) -> Family:
         """The family of ``model`` (``deepstack``: the count of deepstack sets its image features hold)."""
         kind = config.model_type
-        flag = kind in BIDIRECTIONAL_IMAGES and "token_type_ids" in inspect.signature(model.forward).parameters
-        return cls(kind, image_token_id(config), config.get_text_config().hidden_size,
+        text = config.get_text_config()
+        taken = inspect.signature(model.forward).parameters
+        flag, argument = kind in BIDIRECTIONAL_IMAGES and "token_type_ids" in taken, "token_type_ids"
+        if getattr(text, "use_bidirectional_attention", None) == "vision" and "mm_token_type_ids" in taken:
+            flag, argument = True, "mm_token_type_ids"
+        per_layer = text.num_hidden_layers * (getattr(text, "hidden_size_per_layer_input", 0) or 0) \
+            if per_layer_model(model) is not None else 0
+        return cls(kind, image_token_id(config), text.hidden_size,
                    "rope-index" if rope_index_of(model) is not None else "counted", deepstack, flag,
-                   kind in PER_IMAGE, kind in PREFIX_BOTH_WAYS, bool(getattr(config, "is_encoder_decoder", False)))
+                   kind in PER_IMAGE, kind in PREFIX_BOTH_WAYS, bool(getattr(config, "is_encoder_decoder", False)),
+                   per_layer, argument)
+
+
+def per_layer_model(model: torch.nn.Module) -> Any:
+    """The text model of ``model`` that makes per-layer embeddings of token ids (``get_per_layer_inputs``), or
+    None."""
+    return next((m for m in model.modules() if callable(getattr(m, "get_per_layer_inputs", None))
+                 and getattr(m.config, "hidden_size_per_layer_input", None)), None)

@@ -12,7 +12,7 @@ __all__ = ["CENSUS", "SUPPORTED", "TESTED", "check_supported"]
 
 # Tested in tests/test_export_hf_vlm*.py and tests/test_transformers_js_vlm.py, with their processors' prompts:
 TESTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5",
-          "qwen3_5_moe", "idefics3", "smolvlm", "paligemma", "florence2", "glm_ocr", "lighton_ocr")
+          "qwen3_5_moe", "idefics3", "smolvlm", "paligemma", "florence2", "glm_ocr", "lighton_ocr", "gemma4")
 # Right in the census (one image; a padded batch of prompts of one and two images of other sizes):
 CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v", "glm4v", "glm4v_moe", "glmga",
           "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling")
@@ -27,10 +27,7 @@ _WHY_NOT = {
     "cosmos3_edge": _PER_GRID, "hunyuan_vl": _PER_GRID, "lfm3_vl": _PER_GRID,
     "lfm2_vl": "its get_image_features unpads each image's rows to a length read from pixel_attention_mask and shapes "
                "them by spatial_shapes' values, in a Python loop over the images",
-    "gemma4": "its decoder takes per-layer embeddings of the token ids (get_per_layer_inputs), which the split into "
-              "image encoder, embedding and decoder does not carry yet",
-    "gemma3n": "its decoder takes per-layer embeddings of the token ids (get_per_layer_inputs), which the split into "
-               "image encoder, embedding and decoder does not carry yet",
+    "gemma3n": "its vision tower is a timm model (TimmWrapperModel), which needs timm and torchvision: not tested",
 }
 
 
