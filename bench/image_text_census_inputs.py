@@ -20,7 +20,8 @@ type's transformers processor (most need torchvision, which is not installed her
   order; a list per prompt where the processor wants one), each image's count of feature rows from the model's
   own ``get_image_features`` on that image alone, and ``input_ids`` of a few words, that many image tokens per
   image, a few words, left-padded; ``attention_mask``; ``mm_token_type_ids``/``token_type_ids`` = image tokens
-  where the forward takes them. A type with no usable processor gets random ``pixel_values`` of the config's size.
+  where the forward takes them (a prompt that is a prefix attending both ways, PaliGemma's: 0 throughout, as its
+  processor marks it). A type with no usable processor gets random ``pixel_values`` of the config's size.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 from export_hf_census import set_token_ids
 from export_hf_census_common import MAX_PARAMS
 from export_hf_census_images import SIDE, config_size, write_processor
+from onnxport.hf.multimodal.families import PREFIX_BOTH_WAYS
 
 WORDS = [5, 17, 33, 8, 42, 7, 12, 9, 21, 30]
 # The census's two cases: pictures (height, width) per prompt.
@@ -374,6 +376,8 @@ def case_inputs(model: Any, config: Any, processor: Any, case: str) -> dict[str,
     for name in ("mm_token_type_ids", "token_type_ids"):
         if name in forward:
             inputs[name] = (input_ids == image).long()
+    if model.config.model_type in PREFIX_BOTH_WAYS:  # PaliGemma's processor marks the whole prompt its prefix: 0
+        inputs["token_type_ids"] = torch.zeros_like(input_ids)
     inputs.update(given)
     return {"inputs": inputs, "rows_per_image": counts}
 

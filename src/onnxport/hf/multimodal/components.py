@@ -6,8 +6,9 @@ Every ``*ForConditionalGeneration`` that reads images and text computes, in its 
   ``image_grid_thw``, ``pixel_attention_mask``, ``image_sizes``, ...) to the rows of features its image tokens
   take, every image's rows one after the other, ``[rows, width]``; through the model's own
   ``get_image_features``, whose per-image pieces are joined (``torch.cat``, as the forward joins them);
-- :class:`TokenEmbedding`: token ids to their embeddings (``get_input_embeddings``), an image token's too (an id
-  past the vocabulary is looked up as 0: a consumer writes the image rows over it);
+- :class:`TokenEmbedding`: token ids to their embeddings (``get_input_embeddings``), an image token's as the
+  model's forward looks it up (``Family.image_token_as``): a consumer writes the image rows over it in a prompt,
+  and a token generated as an image token keeps it;
 - :class:`FeatureMerge`: the embeddings with the image rows, in order, in place of the image tokens (what the
   forward's ``masked_scatter`` does), for a consumer that runs the merge as a model;
 - the decoder: the model itself on ``inputs_embeds``, with its KV cache (:class:`WideDecoder` where the image rows
@@ -62,7 +63,8 @@ class ImageEncoder(torch.nn.Module):
                 pixel_values_local: torch.Tensor | None = None, num_local_patches: torch.Tensor | None = None,
                 image_grid_hw: torch.Tensor | None = None, image_grids: torch.Tensor | None = None,
                 patches_grid: torch.Tensor | None = None, image_token_pooling: torch.Tensor | None = None,
-                batch_num_images: torch.Tensor | None = None) -> torch.Tensor:
+                batch_num_images: torch.Tensor | None = None, image_merge_sizes: torch.Tensor | None = None
+                ) -> torch.Tensor:
         given = {name: value for name, value in locals().items() if name in IMAGE_INPUTS[1:] and value is not None}
         if self.family is not None and self.family.per_image:
             return _one_image_rows(self.model, pixel_values)
@@ -104,7 +106,8 @@ def _one_image_rows(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch
 # get_image_features take.
 IMAGE_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "image_sizes", "spatial_shapes",
                 "image_attention_mask", "image_position_ids", "pixel_mask", "pixel_values_local", "num_local_patches",
-                "image_grid_hw", "image_grids", "patches_grid", "image_token_pooling", "batch_num_images")
+                "image_grid_hw", "image_grids", "patches_grid", "image_token_pooling", "batch_num_images",
+                "image_merge_sizes")
 
 
 class TokenEmbedding(torch.nn.Module):
@@ -122,9 +125,9 @@ class TokenEmbedding(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> Any:
         family = self.family
-        # an image token's id may lie past the vocabulary: looked up as 0, and replaced by its image row
         image = input_ids == family.image_token
-        embeds = self.embed(torch.where(image, torch.zeros_like(input_ids), input_ids))
+        looked_up = input_ids if family.image_token_as is None else torch.where(image, family.image_token_as, input_ids)
+        embeds = self.embed(looked_up)
         columns = [embeds, embeds.new_zeros(*embeds.shape[:-1], family.hidden * family.deepstack)]
         per_layer = None
         if self.per_layer is not None:  # an image token's are the pad token's, as transformers looks them up
@@ -139,7 +142,8 @@ class TokenEmbedding(torch.nn.Module):
 
 class FeatureMerge(torch.nn.Module):
     """Token embeddings with the image rows in place of the image tokens, in order: ``input_ids`` and
-    ``image_features`` (none at all, ``[0, width]``, for a step without images) to ``inputs_embeds``."""
+    ``image_features`` (none at all, ``[0, width]``, for a step without images) to ``inputs_embeds``; an image
+    token past the rows keeps its embedding."""
 
     def __init__(self, model: torch.nn.Module, family: Family) -> None:
         super().__init__()
@@ -147,14 +151,15 @@ class FeatureMerge(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, image_features: torch.Tensor) -> torch.Tensor:
         embeds = self.tokens(input_ids)
-        is_image = input_ids == self.tokens.family.image_token
-        flat = is_image.reshape(-1)
+        flat = (input_ids == self.tokens.family.image_token).reshape(-1)
         rows = torch.cumsum(flat.to(torch.int64), 0) - 1  # the k-th image token takes the k-th row
-        # one row of zeros after the features: what text tokens gather, so that no features (decode) is fine
+        # an image token past the rows (one generated in a later step, with no rows) keeps its embedding
+        flat = flat & (rows < image_features.shape[0])
+        # one row of zeros after the features: what the other tokens gather, so that no features (decode) is fine
         padded = torch.cat([image_features.to(embeds.dtype), embeds.new_zeros(1, embeds.shape[-1])])
         rows = torch.where(flat, rows, image_features.shape[0])
         picked = padded[rows].reshape(embeds.shape)
-        return torch.where(is_image.unsqueeze(-1), picked, embeds)
+        return torch.where(flat.reshape(input_ids.shape).unsqueeze(-1), picked, embeds)
 
 
 class WideDecoder(torch.nn.Module):

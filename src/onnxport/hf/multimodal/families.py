@@ -2,7 +2,8 @@
 otherwise a fact of its type, kept here.
 
 - ``image_token``: the id standing for one row of image features in a prompt (``image_token_id``, or the older
-  ``image_token_index``);
+  ``image_token_index``), and ``image_token_as``: the id whose embedding the model looks up for it (None: its own;
+  a token generated as an image token keeps that embedding, as transformers gives it);
 - ``positions``: ``"rope-index"`` for a model whose decoder takes three positions per token, made by its own
   ``get_rope_index`` (:mod:`.positions`), else ``"counted"`` (one per token, over the attention mask);
 - ``deepstack``: how many sets of deepstack rows its image features carry (Qwen3-VL's vision tower gives them,
@@ -39,17 +40,21 @@ import torch
 from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.positions import rope_index_of
 
-__all__ = ["BIDIRECTIONAL_IMAGES", "PER_IMAGE", "PREFIX_BOTH_WAYS", "Family", "image_token_id", "per_layer_model"]
+__all__ = ["BIDIRECTIONAL_IMAGES", "IMAGE_TOKEN_AS", "PER_IMAGE", "PREFIX_BOTH_WAYS", "Family", "image_token_id", "per_layer_model"]
 
 # The types whose image tokens attend to each other both ways (their forward reads token_type_ids).
 BIDIRECTIONAL_IMAGES = ("gemma3",)
 # The types whose prompt (its image tokens and text) attends both ways in the first step, and generated tokens
 # causally (PaliGemma's prefix: token_type_ids 0 for the prompt, read on the first step only).
 PREFIX_BOTH_WAYS = ("paligemma",)
+# The types whose forward embeds an image token's id as another token's, whatever the step: the pad token's
+# (Gemma 4's multimodal tokens), or 0's. Elsewhere an image token's own embedding is looked up (a generated image
+# token's in a later step), or 0's where its id lies past the vocabulary (Gemma 3, PaliGemma).
+IMAGE_TOKEN_AS = {"gemma4": "pad", "gemma4_unified": "pad", "kimi_k25": 0, "muse_glimmer": 0, "muse_spark": 0}
 # The types whose vision tower reads each image at its own size, one at a time (Mistral 3's and LightOnOCR's
 # Pixtral: the patches of an image cut to its size by values of image_sizes, which a batch of images cannot take
 # symbolically).
-PER_IMAGE = ("mistral3", "lighton_ocr")
+PER_IMAGE = ("mistral3", "lighton_ocr", "mistral_large4")
 
 
 def image_token_id(config: Any) -> int:
@@ -78,6 +83,7 @@ class Family:
     encoder_decoder: bool = False
     per_layer: int = 0
     flag_argument: str = "token_type_ids"
+    image_token_as: int | None = None
 
     @property
     def plain(self) -> bool:
@@ -100,10 +106,15 @@ class Family:
             flag, argument = True, "mm_token_type_ids"
         per_layer = text.num_hidden_layers * (getattr(text, "hidden_size_per_layer_input", 0) or 0) \
             if per_layer_model(model) is not None else 0
-        return cls(kind, image_token_id(config), text.hidden_size,
+        image = image_token_id(config)
+        rule = IMAGE_TOKEN_AS.get(kind)
+        vocab = model.get_input_embeddings().num_embeddings
+        taken_as = (getattr(text, "pad_token_id", None) or 0) if rule == "pad" else rule if rule is not None \
+            else 0 if image >= vocab else None
+        return cls(kind, image, text.hidden_size,
                    "rope-index" if rope_index_of(model) is not None else "counted", deepstack, flag,
                    kind in PER_IMAGE, kind in PREFIX_BOTH_WAYS, bool(getattr(config, "is_encoder_decoder", False)),
-                   per_layer, argument)
+                   per_layer, argument, taken_as)
 
 
 def per_layer_model(model: torch.nn.Module) -> Any:
