@@ -127,7 +127,7 @@ def write_gemma3_256(directory: str) -> torch.nn.Module:
         json.dump(settings, f)
     config = transformers.Gemma3Config(
         text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=1024,
                          sliding_window=16, bos_token_id=1, eos_token_id=2, pad_token_id=0),
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                            image_size=64, patch_size=4),
@@ -157,6 +157,25 @@ def test_gemma3_folder_generates_in_onnxruntime_genai_as_transformers(tmp_path):
     inputs = processor(text=[prompt], images=[[Image.open(paths[0])]], return_tensors="pt")
     expected, scores = transformers_greedy(model, dict(inputs))
     assert len(expected) > 256 + NEW
+    assert tokens == expected
+    np.testing.assert_allclose(first_scores, scores, atol=1e-4, rtol=1e-4)
+
+
+def test_gemma3_folder_in_onnxruntime_genai_takes_two_images_in_a_prompt(tmp_path):
+    """Gemma 3's image encoder gives its rows per image, [images, 256, width], so genai counts 256 image tokens per
+    image of a prompt of two."""
+    from PIL import Image
+
+    directory, out = str(tmp_path / "gemma3"), str(tmp_path / "onnx")
+    model = write_gemma3_256(directory)
+    export_hf(directory, "image-text-to-text", out)
+    paths = saved(tmp_path, (64, 64), (64, 64))
+    prompt = "user: <start_of_image> and <start_of_image> what are these ? assistant:"
+    tokens, first_scores = genai_greedy(out, prompt, paths)
+    processor = transformers.AutoProcessor.from_pretrained(directory)
+    inputs = processor(text=[prompt], images=[[Image.open(p) for p in paths]], return_tensors="pt")
+    expected, scores = transformers_greedy(model, dict(inputs))
+    assert len(expected) > 2 * 256 + NEW
     assert tokens == expected
     np.testing.assert_allclose(first_scores, scores, atol=1e-4, rtol=1e-4)
 

@@ -21,7 +21,8 @@ zeros in the extra columns, and :class:`WideDecoder` splits the columns again an
 token's hidden states (zeros for a text token: the same sum as transformers' masked one). A consumer that copies
 an image row over an image token's embedding, as every consumer does, carries them with no change. Gemma 3's
 mark of an image token (``Family.image_flag``) rides the same way, as a last column: 1 in an image row, 0 in a
-token's embedding; :class:`WideDecoder` makes the decoder's ``token_type_ids`` of it.
+token's embedding; :class:`WideDecoder` makes the decoder's ``token_type_ids`` of it. So do Gemma 4's per-layer
+embeddings of the token ids (``Family.per_layer``), between the deepstack sets and the flag.
 """
 
 from __future__ import annotations
@@ -70,11 +71,15 @@ class ImageEncoder(torch.nn.Module):
             return _one_image_rows(self.model, pixel_values)
         out = self.model.get_image_features(pixel_values=pixel_values, return_dict=True, **given)
         pieces = getattr(out, "pooler_output", out)
-        if self.batched and isinstance(pieces, torch.Tensor) and pieces.dim() == 3:
-            return pieces
         rows = image_rows(pieces)
-        if self.family is None:
-            return rows
+        per_image = pieces.shape[:2] if self.batched and isinstance(pieces, torch.Tensor) and pieces.dim() == 3 \
+            else None
+        if self.family is not None:
+            rows = self._columns(out, rows)
+        return rows if per_image is None else rows.reshape(*per_image, rows.shape[-1])
+
+    def _columns(self, out: Any, rows: torch.Tensor) -> torch.Tensor:
+        """``rows`` with the family's columns after them (see the module)."""
         sets = out.deepstack_features[:self.family.deepstack] if self.family.deepstack else ()
         columns = [rows, *(image_rows(s).to(rows.dtype) for s in sets)]
         if self.per_layer:  # an image token's per-layer embeddings: those of the pad token it stands in for
@@ -142,8 +147,8 @@ class TokenEmbedding(torch.nn.Module):
 
 class FeatureMerge(torch.nn.Module):
     """Token embeddings with the image rows in place of the image tokens, in order: ``input_ids`` and
-    ``image_features`` (none at all, ``[0, width]``, for a step without images) to ``inputs_embeds``; an image
-    token past the rows keeps its embedding."""
+    ``image_features`` (``[rows, width]`` or ``[images, rows, width]``; none at all, ``[0, width]``, for a step
+    without images) to ``inputs_embeds``; an image token past the rows keeps its embedding."""
 
     def __init__(self, model: torch.nn.Module, family: Family) -> None:
         super().__init__()
@@ -151,6 +156,7 @@ class FeatureMerge(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, image_features: torch.Tensor) -> torch.Tensor:
         embeds = self.tokens(input_ids)
+        image_features = image_features.reshape(-1, image_features.shape[-1])  # rows per image, where they come so
         flat = (input_ids == self.tokens.family.image_token).reshape(-1)
         rows = torch.cumsum(flat.to(torch.int64), 0) - 1  # the k-th image token takes the k-th row
         # an image token past the rows (one generated in a later step, with no rows) keeps its embedding
@@ -164,10 +170,10 @@ class FeatureMerge(torch.nn.Module):
 
 class WideDecoder(torch.nn.Module):
     """The model on ``inputs_embeds`` of ``family.width`` columns: its hidden size, then the deepstack sets, each
-    added to the hidden states after its layer, then the image flag, made the ``token_type_ids`` of the new
-    tokens (see the module); with ``family.prefix_both_ways``, the first step's tokens attending both ways. Takes
-    and returns what the model does otherwise; its cache by either of the names transformers gives it (``cache``
-    from 5.24)."""
+    added to the hidden states after its layer, then the per-layer embeddings (or ``per_layer_inputs`` apart),
+    then the image flag, made the ``token_type_ids`` of the new tokens (see the module); with
+    ``family.prefix_both_ways``, the first step's tokens attending both ways. Takes and returns what the model does
+    otherwise; its cache by either of the names transformers gives it (``cache`` from 5.24)."""
 
     def __init__(self, model: torch.nn.Module, family: Family) -> None:
         super().__init__()

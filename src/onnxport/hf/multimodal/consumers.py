@@ -4,7 +4,9 @@ what it names them and their inputs, and which model types it runs.
 - ``ONNXRUNTIME``: ``vision.onnx`` (the image encoder), ``embedding.onnx`` (token ids and image rows to the
   decoder's embeddings: the merge) and ``model.onnx`` (the decoder with its KV cache, named as text-generation
   names it); for an encoder-decoder language model (Florence-2), ``encoder_model.onnx``, ``decoder_model.onnx``
-  and ``decoder_with_past_model.onnx`` in place of ``model.onnx``, as ``onnxport.hf.seq2seq`` writes them. onnxport's runner (``generate_vlm``) runs any of them; onnxruntime-genai those of
+  and ``decoder_with_past_model.onnx`` in place of ``model.onnx``, as ``onnxport.hf.seq2seq`` writes them.
+  Gemma 3's image rows come per image, ``[images, rows, width]``: onnxruntime-genai counts a Gemma 3's image tokens
+  per image only where the image encoder's output has an image dim (``src/models/multi_modal_features.cpp``). onnxport's runner (``generate_vlm``) runs any of them; onnxruntime-genai those of
   ``onnxport.hf.multimodal.genai``'s types, with its ``genai_config.json``.
 - ``TRANSFORMERS_JS``: ``onnx/vision_encoder``, ``embed_tokens`` (token ids to embeddings: transformers.js
   writes the image rows over the image tokens itself) and ``decoder_model_merged``, each in every dtype, for
@@ -76,7 +78,7 @@ class Layout:
 
 ONNXRUNTIME = Layout("onnxruntime", {"vision": "vision", "merge": "embedding", "decoder": "model"},
                      {"vision": "vision", "merge": "embedding", "encoder": "encoder_model", "decoder": "decoder_model",
-                      "decoder_with_past": "decoder_with_past_model"})
+                      "decoder_with_past": "decoder_with_past_model"}, batched_rows=("gemma3",))
 TRANSFORMERS_JS = Layout("transformers.js", {"vision": "vision_encoder", "tokens": "embed_tokens",
                                              "decoder": "decoder_model_merged"},
                          {"vision": "vision_encoder", "tokens": "embed_tokens", "encoder": "encoder_model",

@@ -90,10 +90,14 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
     quantize = options.pop("quantize", None)  # the decoder's layers only, as a runtime for these models expects
     apart = family.model_type in layout.per_layer_apart and bool(family.per_layer)
     vision = ImageEncoder(model, family, batched=family.model_type in layout.batched_rows, per_layer_apart=apart)
-    rows = image_rows(_run(vision, sets[0])).shape[0]
+    made = _run(vision, sets[0])
+    rows = image_rows(made).shape[0]
     ids = prompt_ids(config, family, rows if not family.per_image else 2 * rows)
     features = torch.randn(int((ids == family.image_token).sum()), family.width,
                            generator=torch.Generator().manual_seed(1))
+    if made.dim() == 3:  # the merge takes the rows per image, as the image encoder gives them
+        per = made.shape[1]
+        features = features.reshape(-1, per, family.width) if features.shape[0] % per == 0 else features[None]
     tokens_out = ["inputs_embeds", "per_layer_inputs"] if apart else ["inputs_embeds"]
     ids_dims = {0: Dim.DYNAMIC, 1: Dim.DYNAMIC}
     merge = FeatureMerge(model, family)
@@ -102,7 +106,8 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
         "tokens": lambda: (TokenEmbedding(model, family, apart), {"input_ids": ids}, {"input_ids": ids_dims},
                            tokens_out, ()),
         "merge": lambda: (merge, {"input_ids": ids, "image_features": features},
-                          {"input_ids": ids_dims, "image_features": {0: Dim.DYNAMIC}}, ["inputs_embeds"], ()),
+                          {"input_ids": ids_dims, "image_features": {d: Dim.DYNAMIC for d in range(features.dim() - 1)}},
+                          ["inputs_embeds"], ()),
     }
     if not family.encoder_decoder:  # an encoder-decoder's encoder and decoders are seq2seq's, below
         pieces["decoder"] = lambda: _decoder_piece(model, config, family, apart)

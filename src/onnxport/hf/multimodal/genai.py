@@ -18,9 +18,10 @@ runs these folders as ``tests/test_export_hf_vlm_genai.py`` checks):
 - ``multi_modal.cpp``: the image encoder run on the processor's outputs by the names ``vision.inputs`` gives,
   into a buffer of ``[image tokens, decoder.hidden_size]`` (``multi_modal_features.cpp``), which the embedding
   model then takes: ``decoder.hidden_size`` is the width of the decoder's ``inputs_embeds`` (Qwen3-VL's deepstack
-  columns and Gemma 3's image flag ride there, :mod:`.components`). Gemma 3's buffer holds 256 rows for a prompt
-  whatever its images (``gemma_image_processor.cpp`` counts them once), with a batch dim only for an encoder whose
-  output is 3-d: these folders' (rows of every image, 2-d) run in genai with one image per prompt.
+  columns and Gemma 3's image flag ride there, :mod:`.components`). Gemma 3's buffer holds 256 rows per image
+  only for an encoder whose output has an image dim, 3-d (``gemma_image_processor.cpp`` counts the rows once
+  otherwise): a Gemma 3 folder's image encoder gives its rows per image (``consumers.ONNXRUNTIME.batched_rows``),
+  so a prompt of several images runs.
 
 Qwen2-VL has no type of its own there; its folder runs as ``qwen2_5_vl``, whose processor, positions and image
 encoder calls are those of Qwen2-VL for images (the two differ for videos alone, by ``second_per_grid_ts``).
