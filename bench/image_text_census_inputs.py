@@ -149,6 +149,11 @@ def build(model_type: str, class_name: str, row: dict[str, Any]) -> tuple[Any, A
         side = _config_int(config, "image_size") or SIDE
         row["grid_pinpoints_set"] = [[side, side], [side, 2 * side], [2 * side, side]]
         config.image_grid_pinpoints = row["grid_pinpoints_set"]
+    unset = [name for name in ("image_token_index", "image_token_id") if hasattr(config, name)
+             and getattr(config, name) is None]
+    if unset:  # as a checkpoint its processor saved has it (BLIP-2's image tokens for its query outputs)
+        setattr(config, unset[0], vocab_of(config) + 1)
+        row["image_token_set"] = unset[0]
     moved = place_special_ids(config)
     if moved:
         row["special_ids_moved"] = moved

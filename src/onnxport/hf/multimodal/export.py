@@ -135,6 +135,7 @@ def _decoder_piece(model: torch.nn.Module, config: Any, family: Family, apart: b
 
     from onnxport.hf.cache import auto_spec
 
+    model = _language_model(model)
     step = decoder_inputs(model, config, family, apart)
     cache_name = next(name for name in step if name not in _DECODER_INPUTS)
     tokens = {0: Dim.AUTO, 1: Dim.AUTO}
@@ -143,6 +144,18 @@ def _decoder_piece(model: torch.nn.Module, config: Any, family: Family, apart: b
     dims = {"inputs_embeds": tokens, "attention_mask": tokens, "position_ids": positions, "per_layer_inputs": tokens,
             cache_name: auto_spec(step[cache_name])}
     return decoder, step, {name: dims[name] for name in step}, None, ()
+
+
+def _language_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The module the decoder is: the model, or, where its forward cannot run without pixels (BLIP-2's), its
+    language model, a causal LM of its own."""
+    import inspect
+
+    pixels = inspect.signature(model.forward).parameters.get("pixel_values")
+    language = getattr(model, "language_model", None)
+    if pixels is None or pixels.default is not inspect.Parameter.empty or language is None:
+        return model
+    return language
 
 
 def _seq2seq_pieces(model: torch.nn.Module, merge: FeatureMerge, ids: torch.Tensor, features: torch.Tensor,
