@@ -1,10 +1,9 @@
-"""export-hf's image-text-to-text: tiny random LLaVA, Mistral 3, InternVL and Gemma 3 models with their processors written here,
-exported as three models (vision, embedding, decoder), and generated from in onnxruntime by ``generate_vlm``
-against transformers' ``generate`` on the PyTorch model. Nothing downloaded."""
+"""export-hf's image-text-to-text: tiny random vision-language models with their processors (tests/vlm_dirs.py),
+exported and generated from in onnxruntime by ``generate_vlm`` against transformers' ``generate`` on the PyTorch
+model. Nothing downloaded."""
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np

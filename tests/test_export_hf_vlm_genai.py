@@ -19,7 +19,7 @@ from onnxport.hf.multimodal.genai import GENAI_PROCESSOR, genai_names, why_not_g
 transformers = pytest.importorskip("transformers")
 og = pytest.importorskip("onnxruntime_genai")
 
-from tests.vlm_dirs import QWEN_IMAGE, images, qwen_inputs, write_qwen_vl, write_tokenizer  # noqa: E402
+from tests.vlm_dirs import QWEN_IMAGE, images, qwen_inputs, write_gemma3, write_qwen_vl  # noqa: E402
 
 pytestmark = pytest.mark.transformers  # run on the second pinned transformers too (make test-transformers)
 
@@ -114,31 +114,9 @@ def test_qwen_vl_folder_generates_from_text_alone_in_onnxruntime_genai(qwen):
 
 
 def write_gemma3_256(directory: str) -> torch.nn.Module:
-    """A random Gemma 3 as tests.vlm_dirs.write_gemma3 writes it, but with the 256 image tokens per image that
-    onnxruntime-genai's Gemma processor puts in every prompt (SigLIP on 64x64 images in 4x4 patches, not pooled)."""
-    torch.manual_seed(0)
-    vocab = write_tokenizer(directory, ("<start_of_image>", "<end_of_image>", "<image_soft_token>"))
-    path = os.path.join(directory, "tokenizer_config.json")
-    with open(path, encoding="utf-8") as f:
-        settings = json.load(f)
-    settings["extra_special_tokens"] = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
-                                        "image_token": "<image_soft_token>"}
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(settings, f)
-    config = transformers.Gemma3Config(
-        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=1024,
-                         sliding_window=16, bos_token_id=1, eos_token_id=2, pad_token_id=0),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                           image_size=64, patch_size=4),
-        mm_tokens_per_image=256, image_token_index=vocab["<image_soft_token>"],
-        boi_token_index=vocab["<start_of_image>"], eoi_token_index=vocab["<end_of_image>"])
-    model = transformers.Gemma3ForConditionalGeneration(config).eval()
-    model.save_pretrained(directory)
-    transformers.Gemma3Processor(image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 64, "width": 64}),
-                                 tokenizer=transformers.AutoTokenizer.from_pretrained(directory),
-                                 image_seq_length=256).save_pretrained(directory)
-    return model
+    """A random Gemma 3 whose images are 64x64 pixels pooled to 256 tokens: genai expands <start_of_image> to 256
+    image tokens, whatever the model's mm_tokens_per_image."""
+    return write_gemma3(directory, side=64, tokens=256)
 
 
 def test_gemma3_folder_generates_in_onnxruntime_genai_as_transformers(tmp_path):

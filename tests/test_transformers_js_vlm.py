@@ -7,8 +7,8 @@ The tokens it generates equal transformers' ``generate`` on the PyTorch model gi
 processor gave (its processors resize and expand prompts their own way; one image per prompt, as its Qwen VL
 image processor takes one image at a time) in fp32 and fp16; the quantized dtypes run and continue the prompt.
 The layout's tables (``onnxport.hf.multimodal.consumers``) are checked against the installed transformers.js's
-source. Qwen2-VL, Idefics3, PaliGemma and Florence-2 in fp32 run in ``make test``; every model in every dtype, and two in headless
-Chromium through the example page, is a ``sweep``. Tiny random models, nothing downloaded."""
+source. Qwen2-VL, Idefics3, PaliGemma and Florence-2 in fp32 run in ``make test``; every model in every dtype,
+and two in headless Chromium through the example page, is a ``sweep``. Tiny random models, nothing downloaded."""
 
 from __future__ import annotations
 
@@ -62,9 +62,11 @@ CASES = {
     "qwen2_vl": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen2_vl"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
     "qwen2_5_vl": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen2_5_vl"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
     "qwen3_vl": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen3_vl"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
-    "qwen3_vl_moe": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen3_vl_moe"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
+    "qwen3_vl_moe": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen3_vl_moe"),
+                         f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
     "qwen3_5": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen3_5"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
-    "qwen3_5_moe": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen3_5_moe"), f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
+    "qwen3_5_moe": Case(lambda d: vlm_dirs.write_qwen_vl(d, "qwen3_5_moe"),
+                        f"user: {vlm_dirs.QWEN_IMAGE} what is it ?"),
     "glm_ocr": Case(vlm_dirs.write_glm_ocr, "user: <|begin_of_image|><|image|><|end_of_image|> what is it ?"),
     "llava": Case(vlm_dirs.write_llava, "user: <image> what is in this picture ? assistant:", images_first=True),
     "gemma3": Case(vlm_dirs.write_gemma3, "user: <start_of_image> what is in this picture ? assistant:"),

@@ -49,7 +49,8 @@ def write_llava(directory: str) -> torch.nn.Module:
     model = transformers.LlavaForConditionalGeneration(config).eval()
     model.save_pretrained(directory)
     processor = transformers.LlavaProcessor(
-        image_processor=transformers.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+        image_processor=transformers.CLIPImageProcessor(size={"shortest_edge": 32},
+                                                        crop_size={"height": 32, "width": 32}),
         tokenizer=transformers.AutoTokenizer.from_pretrained(directory), patch_size=8,
         vision_feature_select_strategy="default", num_additional_image_tokens=1, image_token="<image>")
     processor.save_pretrained(directory)
@@ -72,7 +73,8 @@ def write_mistral3(directory: str) -> torch.nn.Module:
     model = transformers.Mistral3ForConditionalGeneration(config).eval()
     model.save_pretrained(directory)
     transformers.PixtralImageProcessorPil(size={"longest_edge": 64}, patch_size=8).save_pretrained(directory)
-    with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:  # as PixtralProcessor saves it
+    # the processor's settings, as PixtralProcessor saves them
+    with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:
         json.dump({"processor_class": "PixtralProcessor", "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
                    "image_end_token": "[IMG_END]", "patch_size": 8, "spatial_merge_size": 2}, f)
     return model
@@ -122,9 +124,10 @@ def internvl_inputs(directory: str, texts: list[str], pictures: list[object]) ->
     return {**tokens, "pixel_values": pixels["pixel_values"]}
 
 
-def write_gemma3(directory: str) -> torch.nn.Module:
-    """A random Gemma 3 (SigLIP tower on 32x32 images in 4x4 patches pooled to 16 tokens; a Gemma 3 text model
-    with a sliding window) and its processor, whose image tokens attend to each other both ways."""
+def write_gemma3(directory: str, side: int = 32, tokens: int = 16) -> torch.nn.Module:
+    """A random Gemma 3 (SigLIP tower on ``side``-pixel images in 4x4 patches pooled to ``tokens`` tokens, 16 for
+    32 pixels, 256 for 64 as onnxruntime-genai counts them; a Gemma 3 text model with a sliding window) and its
+    processor, whose image tokens attend to each other both ways."""
     torch.manual_seed(0)
     vocab = write_tokenizer(directory, ("<start_of_image>", "<end_of_image>", "<image_soft_token>"))
     with open(os.path.join(directory, "tokenizer_config.json"), encoding="utf-8") as f:
@@ -135,17 +138,19 @@ def write_gemma3(directory: str) -> torch.nn.Module:
         json.dump(settings, f)
     config = transformers.Gemma3Config(
         text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
-                         sliding_window=16, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                         max_position_embeddings=4 * tokens + 256, sliding_window=16, bos_token_id=1, eos_token_id=2,
+                         pad_token_id=0),
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                           image_size=32, patch_size=4),
-        mm_tokens_per_image=16, image_token_index=vocab["<image_soft_token>"],
+                           image_size=side, patch_size=4),
+        mm_tokens_per_image=tokens, image_token_index=vocab["<image_soft_token>"],
         boi_token_index=vocab["<start_of_image>"], eoi_token_index=vocab["<end_of_image>"])
     model = transformers.Gemma3ForConditionalGeneration(config).eval()
     model.save_pretrained(directory)
-    transformers.Gemma3Processor(image_processor=transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
-                                 tokenizer=transformers.AutoTokenizer.from_pretrained(directory),
-                                 image_seq_length=16).save_pretrained(directory)
+    image_processor = transformers.Gemma3ImageProcessorPil(size={"height": side, "width": side})
+    transformers.Gemma3Processor(image_processor=image_processor, image_seq_length=tokens,
+                                 tokenizer=transformers.AutoTokenizer.from_pretrained(directory)
+                                 ).save_pretrained(directory)
     with open(os.path.join(directory, "chat_template.jinja"), "w", encoding="utf-8") as f:
         f.write("{% for message in messages %}{{ message['content'] }}{% endfor %}")
     return model
@@ -224,24 +229,30 @@ def write_qwen_vl(directory: str, kind: str = "qwen2_vl") -> torch.nn.Module:
     return model
 
 
-def qwen_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
-    """What a Qwen VL processor gives (it needs torchvision for its video processor): the images' patches and
-    grids, each prompt's ``<|image_pad|>`` repeated once per merged patch of its image, and each token's modality
-    (``mm_token_type_ids``: 1 for an image token)."""
-    pixels = transformers.Qwen2VLImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt")
+def grid_inputs(directory: str, texts: list[str], pictures: list[object], image_processor: type,
+                image_token: str) -> dict[str, torch.Tensor]:
+    """What a processor of image grids gives (the Qwen VL line's and GLM's, which need torchvision for their video
+    processors): the images' patches and grids, each prompt's ``image_token`` repeated once per merged patch of its
+    image (2x2 patches merged), and each token's modality (``mm_token_type_ids``: 1 for an image token)."""
+    pixels = image_processor.from_pretrained(directory)(pictures, return_tensors="pt")
     grids = iter(pixels["image_grid_thw"].tolist())
     prompts = []
     for text in texts:
-        pieces = text.split("<|image_pad|>")
+        pieces = text.split(image_token)
         expanded = [pieces[0]]
         for piece in pieces[1:]:
             t, h, w = next(grids)
-            expanded.append("<|image_pad|>" * (t * h * w // 4) + piece)
+            expanded.append(image_token * (t * h * w // 4) + piece)
         prompts.append("".join(expanded))
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     tokens = tokenizer(prompts, return_tensors="pt", padding=True)
-    image = tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    image = tokenizer.convert_tokens_to_ids(image_token)
     return {**tokens, "mm_token_type_ids": (tokens["input_ids"] == image).to(torch.int64), **pixels}
+
+
+def qwen_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
+    """What a Qwen VL processor gives (:func:`grid_inputs`)."""
+    return grid_inputs(directory, texts, pictures, transformers.Qwen2VLImageProcessorPil, "<|image_pad|>")
 
 
 IDEFICS_TOKENS = ("<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>")
@@ -266,8 +277,9 @@ def write_idefics3(directory: str, kind: str = "idefics3") -> torch.nn.Module:
     model.save_pretrained(directory)
     image_processor = getattr(transformers, f"{names}ImageProcessorPil")(
         size={"longest_edge": 64}, max_image_size={"longest_edge": 32}, do_image_splitting=True)
-    transformers.Idefics3Processor(image_processor=image_processor, tokenizer=transformers.AutoTokenizer.from_pretrained(
-        directory), image_seq_len=4).save_pretrained(directory)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    transformers.Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer,
+                                   image_seq_len=4).save_pretrained(directory)
     if kind == "smolvlm":  # what SmolVLMProcessor saves, for the consumers that build it
         with open(os.path.join(directory, "processor_config.json"), encoding="utf-8") as f:
             settings = json.load(f)
@@ -391,22 +403,8 @@ def write_glm_ocr(directory: str) -> torch.nn.Module:
 
 
 def glm_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
-    """What GLM-4.6V's processor gives for GLM-OCR (it needs torchvision for its video processor): each prompt's
-    ``<|image|>`` repeated once per merged patch of its image, and each token's modality."""
-    pixels = transformers.Glm46VImageProcessorPil.from_pretrained(directory)(pictures, return_tensors="pt")
-    grids = iter(pixels["image_grid_thw"].tolist())
-    prompts = []
-    for text in texts:
-        pieces = text.split("<|image|>")
-        expanded = [pieces[0]]
-        for piece in pieces[1:]:
-            t, h, w = next(grids)
-            expanded.append("<|image|>" * (t * h * w // 4) + piece)
-        prompts.append("".join(expanded))
-    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
-    tokens = tokenizer(prompts, return_tensors="pt", padding=True)
-    image = tokenizer.convert_tokens_to_ids("<|image|>")
-    return {**tokens, "mm_token_type_ids": (tokens["input_ids"] == image).to(torch.int64), **pixels}
+    """What GLM-4.6V's processor gives for GLM-OCR (:func:`grid_inputs`)."""
+    return grid_inputs(directory, texts, pictures, transformers.Glm46VImageProcessorPil, "<|image|>")
 
 
 def write_lighton_ocr(directory: str) -> torch.nn.Module:
@@ -425,7 +423,8 @@ def write_lighton_ocr(directory: str) -> torch.nn.Module:
     spread(model)
     model.save_pretrained(directory)
     transformers.PixtralImageProcessorPil(size={"longest_edge": 64}, patch_size=8).save_pretrained(directory)
-    with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:  # as its processor saves it
+    # the processor's settings, as LightOnOcrProcessor saves them
+    with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:
         json.dump({"processor_class": "LightOnOcrProcessor", "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
                    "image_end_token": "[IMG_END]", "patch_size": 8, "spatial_merge_size": 2}, f)
     return model

@@ -13,9 +13,9 @@ symbolic dim (``list(t)`` asks ``len(t)`` first, which then raises the ``TypeErr
 without it) gives one piece with that dim merged into the next, or, for a 1-d tensor of sizes, one
 :class:`Size` marker, which ``torch.split``/``Tensor.split`` take as "one piece, the whole tensor". Nothing
 else changes: a tensor of static length converts and iterates as always, and any other use of a marker
-(arithmetic, a comparison) raises, naming the limit. Code that treats each piece alike computes the same on the joined piece; code that does not (per-image
-padding, a newline row per image) differs from eager PyTorch, which verification runs without this mode, so
-the export is refused rather than wrong.
+(arithmetic, a comparison) raises, naming the limit. Code that treats each piece alike computes the same on the
+joined piece; code that does not (per-image padding, a newline row per image) differs from eager PyTorch, which
+verification runs without this mode, so the export is refused rather than wrong.
 """
 
 from __future__ import annotations

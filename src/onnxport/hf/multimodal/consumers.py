@@ -1,35 +1,43 @@
 """Each consumer's contract for a vision-language model's folder, as data: which piece each of its files holds,
 what it names them and their inputs, and which model types it runs.
 
-- ``ONNXRUNTIME``: ``vision.onnx`` (the image encoder), ``embedding.onnx`` (token ids and image rows to the
-  decoder's embeddings: the merge) and ``model.onnx`` (the decoder with its KV cache, named as text-generation
-  names it); for an encoder-decoder language model (Florence-2), ``encoder_model.onnx``, ``decoder_model.onnx``
-  and ``decoder_with_past_model.onnx`` in place of ``model.onnx``, as ``onnxport.hf.seq2seq`` writes them.
-  Gemma 3's image rows come per image, ``[images, rows, width]``: onnxruntime-genai counts a Gemma 3's image tokens
-  per image only where the image encoder's output has an image dim (``src/models/multi_modal_features.cpp``). onnxport's runner (``generate_vlm``) runs any of them; onnxruntime-genai those of
-  ``onnxport.hf.multimodal.genai``'s types, with its ``genai_config.json``.
-- ``TRANSFORMERS_JS``: ``onnx/vision_encoder``, ``embed_tokens`` (token ids to embeddings: transformers.js
-  writes the image rows over the image tokens itself) and ``decoder_model_merged``, each in every dtype, for
-  ``AutoModelForImageTextToText``. Read from transformers.js 4.3's ``models/session_config.js``
-  (``MODEL_TYPES.ImageTextToText``: its sessions) and ``models/registry.js``
-  (``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``: its types); an encoder-decoder adds ``encoder_model`` (the
-  sessions' ``config.is_encoder_decoder``), its ``decoder_model_merged`` being the two decoders in one
-  (``onnxport.hf.transformers_js.merge_decoders``), and Florence-2's image rows come per image,
+``ONNXRUNTIME``, the folder onnxport's runner (``generate_vlm``) runs for any type, and onnxruntime-genai for those
+of ``onnxport.hf.multimodal.genai``'s types, with its ``genai_config.json``:
+
+- ``vision.onnx`` (the image encoder), ``embedding.onnx`` (token ids and image rows to the decoder's embeddings:
+  the merge) and ``model.onnx`` (the decoder with its KV cache, named as text-generation names it);
+- for an encoder-decoder language model (Florence-2), ``encoder_model.onnx``, ``decoder_model.onnx`` and
+  ``decoder_with_past_model.onnx`` in place of ``model.onnx``, as ``onnxport.hf.seq2seq`` writes them;
+- Gemma 3's image rows come per image, ``[images, rows, width]``: onnxruntime-genai counts a Gemma 3's image tokens
+  per image only where the image encoder's output has an image dim (``src/models/multi_modal_features.cpp``).
+
+``TRANSFORMERS_JS``, the folder transformers.js 4.3 loads with ``AutoModelForImageTextToText``, read from its
+source:
+
+- ``onnx/vision_encoder``, ``embed_tokens`` (token ids to embeddings: transformers.js writes the image rows over
+  the image tokens itself) and ``decoder_model_merged``, each in every dtype (``models/session_config.js``,
+  ``MODEL_TYPES.ImageTextToText``); its types are ``models/registry.js``'s
+  ``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``;
+- an encoder-decoder adds ``encoder_model`` (``config.is_encoder_decoder``), its ``decoder_model_merged`` the
+  two decoders in one (``onnxport.hf.transformers_js.merge_decoders``); Florence-2's image rows come per image,
   ``[images, rows, width]``, which it puts before the prompt's embeddings itself, and its decoder takes the new
-  tokens' embeddings (``embed_tokens``' output), not their ids (``models/florence2/modeling_florence2.js``).
-  Gemma 3n's and Gemma 4's ``embed_tokens`` give ``per_layer_inputs`` beside ``inputs_embeds``, which their
+  tokens' embeddings (``embed_tokens``' output), not their ids (``models/florence2/modeling_florence2.js``);
+- Gemma 3n's and Gemma 4's ``embed_tokens`` give ``per_layer_inputs`` beside ``inputs_embeds``, which their
   decoder takes, and Gemma 4's image encoder takes its positions as ``pixel_position_ids``
-  (``models/gemma3n/modeling_gemma3n.js``, ``models/gemma4/modeling_gemma4.js``). Qwen2-VL's image encoder takes the grid as
-  ``grid_thw`` there (``image_grid_thw_name`` in ``models/qwen2_vl/modeling_qwen2_vl.js``), the later Qwen VL
-  models' as ``image_grid_thw``. Its Idefics3 image processor gives ``pixel_attention_mask`` as booleans
-  (``models/idefics3/image_processing_idefics3.js``), where transformers' gives integers. Its ``AutoProcessor`` builds a model's processor only where
-  ``preprocessor_config.json`` names its ``processor_class`` (``models/auto/processing_auto.js``), and it reads
-  the cache's layers and heads of a ``qwen2_vl`` model from the top level of ``config.json``, as Qwen2-VL's
-  checkpoints were saved before transformers 5 nested them in ``text_config`` (``getNormalizedConfig`` in
-  ``configs.js``); its processors read the image processor's settings from ``preprocessor_config.json``
-  (transformers 5 nests them in ``processor_config.json``) and special tokens from the top level of
-  ``tokenizer_config.json``: :func:`transformers_js_settings` gives what the folder's files get for that. ``tests/test_transformers_js_vlm.py`` checks these tables against the installed
-  transformers.js.
+  (``models/gemma3n/modeling_gemma3n.js``, ``models/gemma4/modeling_gemma4.js``);
+- Qwen2-VL's image encoder takes the grid as ``grid_thw`` (``image_grid_thw_name`` in
+  ``models/qwen2_vl/modeling_qwen2_vl.js``), the later Qwen VL models' as ``image_grid_thw``; its Idefics3 image
+  processor gives ``pixel_attention_mask`` as booleans (``models/idefics3/image_processing_idefics3.js``), where
+  transformers' gives integers;
+- its ``AutoProcessor`` builds a model's processor only where ``preprocessor_config.json`` names its
+  ``processor_class`` (``models/auto/processing_auto.js``); it reads the cache's layers and heads of a
+  ``qwen2_vl`` model from the top level of ``config.json``, as Qwen2-VL's checkpoints were saved before
+  transformers 5 nested them in ``text_config`` (``getNormalizedConfig`` in ``configs.js``); its processors read
+  the image processor's settings from ``preprocessor_config.json`` (transformers 5 nests them in
+  ``processor_config.json``) and special tokens from the top level of ``tokenizer_config.json``:
+  :func:`transformers_js_settings` gives what the folder's files get for that.
+
+``tests/test_transformers_js_vlm.py`` checks these tables against the installed transformers.js.
 """
 
 from __future__ import annotations
@@ -83,7 +91,8 @@ TRANSFORMERS_JS = Layout("transformers.js", {"vision": "vision_encoder", "tokens
                                              "decoder": "decoder_model_merged"},
                          {"vision": "vision_encoder", "tokens": "embed_tokens", "encoder": "encoder_model",
                           "merged": "decoder_model_merged"},
-                         {"qwen2_vl": {"image_grid_thw": "grid_thw"}, "gemma4": {"image_position_ids": "pixel_position_ids"}},
+                         {"qwen2_vl": {"image_grid_thw": "grid_thw"},
+                          "gemma4": {"image_position_ids": "pixel_position_ids"}},
                          {"pixel_attention_mask": torch.bool}, ("florence2",), ("florence2",), ("gemma3n", "gemma4"))
 # transformers.js 4.3's image-text-to-text types that transformers has (moondream1 and llava_qwen2 it does not).
 TRANSFORMERS_JS_TYPES = ("llava", "llava_onevision", "florence2", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
@@ -94,8 +103,9 @@ TRANSFORMERS_JS_TYPES = ("llava", "llava_onevision", "florence2", "qwen2_vl", "q
 TRANSFORMERS_JS_REFUSED = {
     "gemma4": "transformers.js 4.3 loads a Gemma 4 with an audio_encoder session too (MODEL_TYPES.ImageAudioTextToText "
               "in models/session_config.js), which onnxport does not write for image-text-to-text",
-    "gemma3n": "transformers.js 4.3 loads a Gemma 3n with an audio_encoder session too (MODEL_TYPES.ImageAudioTextToText "
-               "in models/session_config.js), which onnxport does not write for image-text-to-text",
+    "gemma3n": "transformers.js 4.3 loads a Gemma 3n with an audio_encoder session too "
+               "(MODEL_TYPES.ImageAudioTextToText in models/session_config.js), which onnxport does not write for "
+               "image-text-to-text",
 }
 
 # The types whose config.json transformers.js reads flat (the text model's sizes at the top level).
@@ -121,12 +131,14 @@ def transformers_js_settings(config: Any, directory: str) -> dict[str, dict[str,
     text = config.get_text_config()
     settings: dict[str, dict[str, Any]] = {}
     if config.model_type in _FLAT_CONFIG:
-        settings["config.json"] = {key: getattr(text, key) for key in _FLAT_KEYS if getattr(text, key, None) is not None}
+        settings["config.json"] = {key: getattr(text, key) for key in _FLAT_KEYS
+                                   if getattr(text, key, None) is not None}
     processor = _json(os.path.join(directory, "processor_config.json"))
     image = processor.get("image_processor") if isinstance(processor.get("image_processor"), dict) else {}
     kind = PROCESSOR_MAPPING_NAMES.get(config.model_type)
+    # Pixtral's processor's sizes, which transformers.js's Pixtral image processor reads
     merged = {key: processor[key] for key in ("patch_size", "spatial_merge_size") if key in processor} \
-        if "spatial_merge_size" in processor else {}  # Pixtral's: the processor's sizes, which its image processor reads
+        if "spatial_merge_size" in processor else {}
     settings["preprocessor_config.json"] = {**({"processor_class": kind} if kind else {}), **image, **merged}
     if config.model_type in _COUNTS_CLASS_TOKEN and processor.get("vision_feature_select_strategy") == "default":
         extra = processor.get("num_additional_image_tokens", 0)

@@ -3,8 +3,8 @@
 The image encoder's are what the model's own image processor (the directory's ``preprocessor_config.json``)
 gives for made-up pictures of prompts (a processor that batches by prompt, Idefics3's, gives a batch of prompts'
 images, padded): three pictures of different sizes in two prompts for the capture, then one, and three prompts of
-one, for verification (the processor's sizes, tiles and grids, whatever they are, are inputs the model is meant to take).
-A dim whose size differs between those is dynamic. A model whose encoder takes one image at a time of its own
+one, for verification (the processor's sizes, tiles and grids, whatever they are, are inputs the model is meant
+to take). A dim whose size differs between those is dynamic. A model whose encoder takes one image at a time of its own
 size (``Family.per_image``) gets one picture per set. A directory without an image processor gets pixels of the
 vision config's ``image_size`` instead.
 

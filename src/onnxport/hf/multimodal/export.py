@@ -106,7 +106,8 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
         "tokens": lambda: (TokenEmbedding(model, family, apart), {"input_ids": ids}, {"input_ids": ids_dims},
                            tokens_out, ()),
         "merge": lambda: (merge, {"input_ids": ids, "image_features": features},
-                          {"input_ids": ids_dims, "image_features": {d: Dim.DYNAMIC for d in range(features.dim() - 1)}},
+                          {"input_ids": ids_dims,
+                           "image_features": {d: Dim.DYNAMIC for d in range(features.dim() - 1)}},
                           ["inputs_embeds"], ()),
     }
     if not family.encoder_decoder:  # an encoder-decoder's encoder and decoders are seq2seq's, below

@@ -40,7 +40,8 @@ import torch
 from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.positions import rope_index_of
 
-__all__ = ["BIDIRECTIONAL_IMAGES", "IMAGE_TOKEN_AS", "PER_IMAGE", "PREFIX_BOTH_WAYS", "Family", "image_token_id", "per_layer_model"]
+__all__ = ["BIDIRECTIONAL_IMAGES", "IMAGE_TOKEN_AS", "PER_IMAGE", "PREFIX_BOTH_WAYS", "Family", "image_token_id",
+           "per_layer_model"]
 
 # The types whose image tokens attend to each other both ways (their forward reads token_type_ids).
 BIDIRECTIONAL_IMAGES = ("gemma3",)
