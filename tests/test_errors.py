@@ -258,7 +258,7 @@ class Never(torch.nn.Module):
         raise AssertionError("the model ran: the argument was not checked first")
 
 
-@pytest.mark.parametrize("kwargs, message", _BAD_ARGUMENTS, ids=lambda v: str(v)[:60])
+@pytest.mark.parametrize("kwargs, message", _BAD_ARGUMENTS, ids=lambda v: v if isinstance(v, str) else "")
 def test_bad_arguments_are_named_before_any_work(kwargs, message, tmp_path) -> None:
     """Each wrong argument is an InvalidInputError naming it, with a next step, before capture starts; nothing
     is saved."""

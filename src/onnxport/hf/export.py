@@ -203,16 +203,19 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                                 "from running the encoder)", fix="leave streaming unset, or pass streaming=False")
     # Where the files go, and what the directory says, before anything is loaded or exported.
     copied = [name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name))]
-    config = read_config(model_dir)
-    layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME  # a vision-language model's files
-    stems = layout.files_of(bool(getattr(config, "is_encoder_decoder", False))).values() if spec.vlm else ()
     if engine is not None:
-        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else tuple(stems) if spec.vlm else ("model",)
+        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else () if spec.vlm else ("model",)
         written = [*transformers_js.file_names(sessions, dtypes), *copied]
     else:
-        written = [*(SEQ2SEQ_FILES if spec.seq2seq else [f"{stem}.onnx" for stem in stems] if spec.vlm
-                     else ("model.onnx",)), *(("genai_config.json",) if task == "text-generation" else ()), *copied]
-    check_output_folder(out, written)  # before anything is loaded: a folder that cannot take the files says so first
+        written = [*(SEQ2SEQ_FILES if spec.seq2seq else () if spec.vlm else ("model.onnx",)),
+                   *(("genai_config.json",) if task == "text-generation" else ()), *copied]
+    check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
+    config = read_config(model_dir)
+    if spec.vlm:  # a vision-language model's files follow its config (encoder-decoder or not)
+        layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME
+        stems = tuple(layout.files_of(bool(getattr(config, "is_encoder_decoder", False))).values())
+        check_output_folder(out, transformers_js.file_names(stems, dtypes) if engine is not None
+                            else [f"{stem}.onnx" for stem in stems])
     if task == "text-generation" or spec.seq2seq or spec.vlm:
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
