@@ -28,6 +28,9 @@ window order and every tower's patch positions are computed with tensor ops inst
 images (:mod:`onnxport.hf._vision_windows`); a multimodal model's per-image list of features, of a count that is
 data, is captured as the one tensor they join into (:mod:`onnxport.hf._joined_pieces`).
 
+Sinusoid position tables that a forward grows in Python (M2M100, Speech2Text, XGLM, ...) are made in the graph
+for each call's length (:mod:`onnxport.hf._sinusoid_tables`), so the file takes any length, as eager PyTorch does.
+
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
 behind ``.contiguous()``) fix a length whose example is 1 for the rest of the graph. So such a step is
@@ -48,6 +51,7 @@ import torch
 from onnxport.hf import cache as _cache
 from onnxport.hf._joined_pieces import joined_pieces
 from onnxport.hf._packed_attention import packed_attention_on
+from onnxport.hf._sinusoid_tables import tables_of_any_length
 from onnxport.hf.attribute_swap import swapped
 from onnxport.hf._vision_windows import layout_as_tensors
 from onnxport.hf.signature import cache_argument
@@ -77,7 +81,8 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
             config._experts_implementation = _EXPORTABLE_EXPERTS
     try:
         with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
-                _scans_swapped(model), packed_attention_on(model), layout_as_tensors(), _joined_in(model):
+                _scans_swapped(model), packed_attention_on(model), layout_as_tensors(), _joined_in(model), \
+                tables_of_any_length(model):
             yield
     finally:
         for config, value in saved:

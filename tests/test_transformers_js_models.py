@@ -1,0 +1,70 @@
+"""Architectures whose ``--target transformers.js`` folders transformers.js once could not run, each exported
+from a tiny random checkpoint and run in Node by the pinned transformers.js through its pipeline at fp32, the
+generated text equal to transformers' greedy ``generate``: M2M100 (NLLB's architecture; its sinusoid position
+table grows with the length), all in one Node process."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from onnxport.hf import export_hf
+from tests.test_transformers_js import NEW_TOKENS, PROMPT, Case, run_js, write_special_tokenizer
+
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.transformers
+
+VOCAB = 99
+
+
+def _seq2seq(root: str, name: str, model: object) -> Case:
+    directory = os.path.join(root, name)
+    model.save_pretrained(directory)
+    write_special_tokenizer(directory, VOCAB)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    options = {"max_new_tokens": NEW_TOKENS, "do_sample": False}
+    texts = [PROMPT, "w40 w41 w42 w7 w9 w11 w13 w15 w17 w19 w21 w23"]  # the second longer than the example
+    expected = []
+    for text in texts:
+        ids = model.generate(**tokenizer(text, return_tensors="pt"), **options, num_beams=1)
+        expected.append([{"generated_text": tokenizer.decode(ids[0], skip_special_tokens=True)}])
+    return Case("text2text-generation", directory, texts, options, expected)
+
+
+def _m2m100(root: str) -> Case:
+    torch.manual_seed(0)
+    config = transformers.M2M100Config(
+        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=8, init_std=0.5,
+        decoder_start_token_id=2, pad_token_id=0, eos_token_id=2, bos_token_id=1, scale_embedding=True)
+    # 8 positions: the prompts and the generated tokens run past the table the checkpoint was saved with
+    return _seq2seq(root, "m2m100", transformers.M2M100ForConditionalGeneration(config).eval())
+
+
+MAKERS = {"m2m100": _m2m100}
+
+
+@pytest.fixture(scope="module")
+def js(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("transformers-js-models"))
+    cases, jobs = {}, []
+    for name, make in MAKERS.items():
+        case = make(root)
+        case.out = os.path.join(root, f"{name}-out")
+        export_hf(case.directory, case.task, case.out, target="transformers.js", dtypes=["fp32"])
+        cases[name] = case
+        jobs.append({"folder": case.out, "task": case.task, "dtype": "fp32", "inputs": case.inputs,
+                     "options": case.options})
+    return {name: (case, result) for (name, case), result in zip(cases.items(), run_js(jobs, root), strict=True)}
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_generates_as_transformers(js, name) -> None:
+    case, result = js[name]
+    assert "error" not in result, result.get("error")
+    for got, expected in zip(result["outputs"], case.expected, strict=True):
+        text, wanted = got[0]["generated_text"], expected[0]["generated_text"]
+        assert "".join(text.split()) == "".join(wanted.split()), (text, wanted)
