@@ -65,8 +65,8 @@ class ImageEncoder(torch.nn.Module):
                 image_grid_hw: torch.Tensor | None = None, image_grids: torch.Tensor | None = None,
                 patches_grid: torch.Tensor | None = None, image_token_pooling: torch.Tensor | None = None,
                 batch_num_images: torch.Tensor | None = None, image_merge_sizes: torch.Tensor | None = None,
-                qformer_input_ids: torch.Tensor | None = None, qformer_attention_mask: torch.Tensor | None = None
-                ) -> torch.Tensor:
+                qformer_input_ids: torch.Tensor | None = None, qformer_attention_mask: torch.Tensor | None = None,
+                target_sizes: torch.Tensor | None = None) -> torch.Tensor:
         given = {name: value for name, value in locals().items() if name in IMAGE_INPUTS[1:] and value is not None}
         if self.family is not None and self.family.per_image:
             return _one_image_rows(self.model, pixel_values)
@@ -113,7 +113,7 @@ def _one_image_rows(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch
 IMAGE_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "image_sizes", "spatial_shapes",
                 "image_attention_mask", "image_position_ids", "pixel_mask", "pixel_values_local", "num_local_patches",
                 "image_grid_hw", "image_grids", "patches_grid", "image_token_pooling", "batch_num_images",
-                "image_merge_sizes", "qformer_input_ids", "qformer_attention_mask")
+                "image_merge_sizes", "qformer_input_ids", "qformer_attention_mask", "target_sizes")
 
 
 class TokenEmbedding(torch.nn.Module):
