@@ -1,7 +1,8 @@
 """Architectures whose ``--target transformers.js`` folders transformers.js once could not run, each exported
 from a tiny random checkpoint and run in Node by the pinned transformers.js through its pipeline at fp32, the
 generated text equal to transformers' greedy ``generate``: M2M100 (NLLB's architecture; its sinusoid position
-table grows with the length), all in one Node process."""
+table grows with the length), GPTBigCode (StarCoder's; transformers.js feeds its multi-query cache as one
+``key_value`` tensor per layer), all in one Node process."""
 
 from __future__ import annotations
 
@@ -44,7 +45,25 @@ def _m2m100(root: str) -> Case:
     return _seq2seq(root, "m2m100", transformers.M2M100ForConditionalGeneration(config).eval())
 
 
-MAKERS = {"m2m100": _m2m100}
+def _causal(root: str, name: str, model: object) -> Case:
+    directory = os.path.join(root, name)
+    model.save_pretrained(directory)
+    write_special_tokenizer(directory, VOCAB)
+    options = {"max_new_tokens": NEW_TOKENS, "do_sample": False}
+    eager = transformers.pipeline("text-generation", model=directory)
+    texts = [PROMPT, "w40 w41 w42"]
+    return Case("text-generation", directory, texts, options, [eager(t, **options) for t in texts])
+
+
+def _gpt_bigcode(root: str) -> Case:
+    torch.manual_seed(0)
+    config = transformers.GPTBigCodeConfig(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                           multi_query=True, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                                           initializer_range=0.3)
+    return _causal(root, "gpt_bigcode", transformers.GPTBigCodeForCausalLM(config).eval())
+
+
+MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode}
 
 
 @pytest.fixture(scope="module")

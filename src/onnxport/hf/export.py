@@ -309,6 +309,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if engine is not None:  # every file made before any is written
         for prog in files.values():
             transformers_js.name_states(prog, config.model_type)
+            transformers_js.fuse_key_values(prog, config)
         made = transformers_js.variants(files, dtypes)
         os.makedirs(out, exist_ok=True)
         _copy(model_dir, out, copied)

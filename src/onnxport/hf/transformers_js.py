@@ -35,6 +35,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 from torch.utils import _pytree as pytree
 
@@ -275,6 +276,52 @@ def name_states(prog: OnnxProgram, model_type: str) -> None:
         if match and match.group(3) in names:
             side = "past" if match.group(1) == "past_key_values" else "present"
             value.name = f"{side}_{names[match.group(3)]}.{match.group(2)}"
+
+
+def fuse_key_values(prog: OnnxProgram, config: Any) -> None:
+    """Where transformers.js feeds one tensor per layer for the cache of a multi-query model (``multi_query`` in
+    its config: GPTBigCode), ``prog``'s key and value of a layer, ``[batch, 1, length, head]`` each, become that
+    tensor, ``past_key_values.{i}.key_value`` in and ``present.{i}.key_value`` out, ``[batch, length, 2 * head]``,
+    the key's columns first (in place)."""
+    if not getattr(config, "multi_query", False):
+        return
+    graph = prog.model.graph
+    layers = sorted({int(m.group(2)) for v in graph.inputs if (m := _STATE.match(v.name or ""))
+                     and m.group(3) == "key"})
+    axis_1 = ir.Value(name="key_value/axis_1", const_value=ir.tensor(np.array([1], dtype=np.int64)))
+    graph.register_initializer(axis_1)
+    inputs = {v.name: v for v in graph.inputs}
+    outputs = {v.name: (i, v) for i, v in enumerate(graph.outputs)}
+    for i in layers:
+        key, value = inputs[f"past_key_values.{i}.key"], inputs[f"past_key_values.{i}.value"]
+        batch, _, length, head = key.shape
+        fused = ir.Value(name=f"past_key_values.{i}.key_value", type=key.type,
+                         shape=ir.Shape([batch, length, 2 * head if isinstance(head, int) else None]))
+        split = ir.Node("", "Split", [fused], [ir.AttrInt64("axis", -1), ir.AttrInt64("num_outputs", 2)],
+                        num_outputs=2, name=f"past_key_values.{i}/split")
+        nodes = [split]
+        for old, half in ((key, split.outputs[0]), (value, split.outputs[1])):
+            widened = ir.Node("", "Unsqueeze", [half, axis_1], name=f"{old.name}/unsqueeze")
+            nodes.append(widened)
+            old.replace_all_uses_with(widened.outputs[0])
+        graph.insert_before(graph[0], nodes)
+        graph.inputs[graph.inputs.index(key)] = fused
+        graph.inputs.remove(value)
+        (k_at, present_key), (_, present_value) = outputs[f"present.{i}.key"], outputs[f"present.{i}.value"]
+        halves = []
+        for old in (present_key, present_value):
+            narrowed = ir.Node("", "Squeeze", [old, axis_1], name=f"{old.name}/squeeze")
+            graph.append(narrowed)
+            halves.append(narrowed.outputs[0])
+        joined = ir.Node("", "Concat", halves, [ir.AttrInt64("axis", -1)], name=f"present.{i}/concat")
+        graph.append(joined)
+        joined.outputs[0].name = f"present.{i}.key_value"
+        joined.outputs[0].type = present_key.type
+        joined.outputs[0].shape = ir.Shape([present_key.shape[0], present_key.shape[2], fused.shape[2]])
+        graph.outputs[k_at] = joined.outputs[0]
+        graph.outputs.remove(present_value)
+        present_key.name, present_value.name = f"present.{i}.key/unfused", f"present.{i}.value/unfused"
+        outputs = {v.name: (n, v) for n, v in enumerate(graph.outputs)}
 
 
 # -- the folder ------------------------------------------------------------------------------------------------
