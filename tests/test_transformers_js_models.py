@@ -2,7 +2,8 @@
 from a tiny random checkpoint and run in Node by the pinned transformers.js through its pipeline at fp32, the
 generated text equal to transformers' greedy ``generate``: M2M100 (NLLB's architecture; its sinusoid position
 table grows with the length), GPTBigCode (StarCoder's; transformers.js feeds its multi-query cache as one
-``key_value`` tensor per layer), all in one Node process."""
+``key_value`` tensor per layer), a Gemma 3 checkpoint with its vision tower asked for text generation
+(transformers.js runs it through its image-text-to-text sessions), all in one Node process."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from onnxport.hf import export_hf
+from tests.vlm_dirs import write_gemma3
 from tests.test_transformers_js import NEW_TOKENS, PROMPT, Case, run_js, write_special_tokenizer
 
 transformers = pytest.importorskip("transformers")
@@ -45,10 +47,11 @@ def _m2m100(root: str) -> Case:
     return _seq2seq(root, "m2m100", transformers.M2M100ForConditionalGeneration(config).eval())
 
 
-def _causal(root: str, name: str, model: object) -> Case:
+def _causal(root: str, name: str, model: object | None = None) -> Case:
     directory = os.path.join(root, name)
-    model.save_pretrained(directory)
-    write_special_tokenizer(directory, VOCAB)
+    if model is not None:
+        model.save_pretrained(directory)
+        write_special_tokenizer(directory, VOCAB)
     options = {"max_new_tokens": NEW_TOKENS, "do_sample": False}
     eager = transformers.pipeline("text-generation", model=directory)
     texts = [PROMPT, "w40 w41 w42"]
@@ -63,7 +66,12 @@ def _gpt_bigcode(root: str) -> Case:
     return _causal(root, "gpt_bigcode", transformers.GPTBigCodeForCausalLM(config).eval())
 
 
-MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode}
+def _gemma3(root: str) -> Case:
+    write_gemma3(os.path.join(root, "gemma3"))  # saved with its vision tower, as Gemma 3's 4B and larger are
+    return _causal(root, "gemma3")
+
+
+MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3}
 
 
 @pytest.fixture(scope="module")

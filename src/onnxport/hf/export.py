@@ -61,7 +61,8 @@ from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument
 from onnxport.hf.tasks import MODULES_FILE, pick_task
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
-from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_REFUSED, TRANSFORMERS_JS_TYPES, transformers_js_settings
+from onnxport.hf.multimodal.consumers import (TRANSFORMERS_JS_REFUSED, TRANSFORMERS_JS_TYPES, transformers_js_settings,
+                                              transformers_js_text_only)
 from onnxport.hf.multimodal.genai import genai_names, write_genai
 from onnxport.program import OnnxProgram
 from onnxport.quantize.options import QuantizeOptions
@@ -211,6 +212,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                    *(("genai_config.json",) if task == "text-generation" else ()), *copied]
     check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
     config = read_config(model_dir)
+    if engine is not None and task == "text-generation" and transformers_js_text_only(config):
+        logger.info("transformers.js generates text with a %s checkpoint through its image-text-to-text sessions "
+                    "(embed_tokens, decoder_model_merged): the folder is the image-text-to-text one",
+                    config.model_type)
+        task, spec = "image-text-to-text", TASKS["image-text-to-text"]
     if spec.vlm:  # a vision-language model's files follow its config (encoder-decoder or not)
         layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME
         stems = tuple(layout.files_of(bool(getattr(config, "is_encoder_decoder", False))).values())

@@ -52,6 +52,7 @@ from typing import Any
 import torch
 
 __all__ = ["ONNXRUNTIME", "PIECES", "TRANSFORMERS_JS", "TRANSFORMERS_JS_REFUSED", "TRANSFORMERS_JS_TYPES", "Layout",
+           "transformers_js_text_only",
            "transformers_js_settings"]
 
 # The pieces a folder may hold (onnxport.hf.multimodal.components): the image encoder, the token embedding, the
@@ -107,6 +108,18 @@ TRANSFORMERS_JS_REFUSED = {
                "(MODEL_TYPES.ImageAudioTextToText in models/session_config.js), which onnxport does not write for "
                "image-text-to-text",
 }
+
+
+
+def transformers_js_text_only(config: Any) -> bool:
+    """transformers.js loads a checkpoint of ``config`` for text generation through its image-text-to-text sessions
+    (``embed_tokens`` and ``decoder_model_merged``, its text-only mode: a ``...ForCausalLM`` class given a config
+    whose ``architectures`` name a ``...ForConditionalGeneration`` it knows, ``resolveTypeConfig`` in
+    models/modeling_utils.js): a Gemma 3 checkpoint saved with its vision tower, asked for text generation."""
+    architectures = getattr(config, "architectures", None) or [""]
+    return (config.model_type in TRANSFORMERS_JS_TYPES and config.model_type not in TRANSFORMERS_JS_REFUSED
+            and architectures[0].endswith("ForConditionalGeneration"))
+
 
 # The types whose config.json transformers.js reads flat (the text model's sizes at the top level).
 _FLAT_CONFIG = ("qwen2_vl",)
