@@ -65,7 +65,8 @@ def transformers_greedy(model: torch.nn.Module, inputs: dict, new: int = NEW) ->
     return tokens, scores
 
 
-@pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+# Qwen2-VL and Qwen2.5-VL in make test, Qwen3-VL (their deepstack columns too) in the sweep
+@pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl", pytest.param("qwen3_vl", marks=pytest.mark.sweep)])
 def qwen(request, tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, str, str]:
     """A model of the Qwen VL line, its directory, and the folder export-hf wrote for it with default arguments."""
     directory = str(tmp_path_factory.mktemp(request.param))
