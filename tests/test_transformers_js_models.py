@@ -3,7 +3,8 @@ from a tiny random checkpoint and run in Node by the pinned transformers.js thro
 generated text equal to transformers' greedy ``generate``: M2M100 (NLLB's architecture; its sinusoid position
 table grows with the length), GPTBigCode (StarCoder's; transformers.js feeds its multi-query cache as one
 ``key_value`` tensor per layer), a Gemma 3 checkpoint with its vision tower asked for text generation
-(transformers.js runs it through its image-text-to-text sessions), all in one Node process."""
+(transformers.js runs it through its image-text-to-text sessions), BART's sequence classifier (its head reads
+the end-of-sequence token's features: the example must hold one per text), all in one Node process."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 
 from onnxport.hf import export_hf
 from tests.vlm_dirs import write_gemma3
-from tests.test_transformers_js import NEW_TOKENS, PROMPT, Case, run_js, write_special_tokenizer
+from tests.test_transformers_js import NEW_TOKENS, assert_close_scores, PROMPT, Case, run_js, write_special_tokenizer
 
 transformers = pytest.importorskip("transformers")
 
@@ -71,7 +72,35 @@ def _gemma3(root: str) -> Case:
     return _causal(root, "gemma3")
 
 
-MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3}
+def _end_with_eos(directory: str) -> None:
+    """The directory's tokenizer ends each text with ``</s>``, as BART's does (its classification head reads the
+    features there)."""
+    from tokenizers import Tokenizer, processors
+
+    path = os.path.join(directory, "tokenizer.json")
+    tokenizer = Tokenizer.from_file(path)
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A </s>",
+                                                             special_tokens=[("<s>", 1), ("</s>", 2)])
+    tokenizer.save(path)
+
+
+def _bart_classifier(root: str) -> Case:
+    directory = os.path.join(root, "bart-classifier")
+    torch.manual_seed(0)
+    config = transformers.BartConfig(
+        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, num_labels=3,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, init_std=0.5)
+    model = transformers.BartForSequenceClassification(config).eval()
+    model.save_pretrained(directory)
+    write_special_tokenizer(directory, VOCAB)
+    _end_with_eos(directory)
+    eager = transformers.pipeline("text-classification", model=directory, top_k=None)
+    texts = [PROMPT, "w40 w41 w42 w7 w9"]
+    return Case("text-classification", directory, texts, {"top_k": None}, [eager(t)[0] for t in texts])
+
+
+MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier}
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +118,12 @@ def js(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", list(MAKERS))
-def test_generates_as_transformers(js, name) -> None:
+def test_runs_as_transformers(js, name) -> None:
     case, result = js[name]
     assert "error" not in result, result.get("error")
     for got, expected in zip(result["outputs"], case.expected, strict=True):
+        if case.task == "text-classification":
+            assert_close_scores(got, expected, 1e-4)
+            continue
         text, wanted = got[0]["generated_text"], expected[0]["generated_text"]
         assert "".join(text.split()) == "".join(wanted.split()), (text, wanted)

@@ -100,11 +100,25 @@ def _input_embeddings(model: torch.nn.Module) -> Any:
 
 def text_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """Two texts' ``input_ids``, and their ``attention_mask`` where the model's forward takes one (FNet's mixes
-    tokens by a Fourier transform and takes none: its tokenizer gives none either)."""
+    tokens by a Fourier transform and takes none: its tokenizer gives none either). Where the config names an
+    end-of-sequence token, each text ends with it, once, as a tokenizer ends it (BART's and mBART's
+    classification heads read the features at that token), and the padding after it is the pad token."""
     ids = token_ids(config, EXAMPLE_BATCH, 8)
     mask = torch.ones_like(ids)
     mask[-1, -3:] = 0  # a padded row, as a tokenizer pads a batch
+    eos, pad = _special_id(config, "eos_token_id"), _special_id(config, "pad_token_id")
+    if eos is not None and eos < (getattr(config, "vocab_size", None) or 100):
+        ids = torch.where(ids == eos, eos + 1 if eos + 1 < int(ids.max()) else eos - 1, ids)  # none inside a text
+        ids[torch.arange(len(ids)), mask.sum(-1) - 1] = eos
+        if pad is not None:
+            ids = torch.where(mask.bool(), ids, pad)
     return {"input_ids": ids, "attention_mask": mask} if takes(model, "attention_mask") else {"input_ids": ids}
+
+
+def _special_id(config: Any, name: str) -> int | None:
+    value = getattr(config, name, None)
+    value = value[0] if isinstance(value, (list, tuple)) and value else value
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def tokenizer_gives(directory: str, name: str) -> bool | None:
