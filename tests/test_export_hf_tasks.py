@@ -429,7 +429,7 @@ def test_auto_picks_the_task_of_each_family(tmp_path) -> None:
         "BertModel": "feature-extraction", "LlamaForCausalLM": "text-generation", "GPT2LMHeadModel": "text-generation",
         "T5ForConditionalGeneration": "text2text-generation", "BartForConditionalGeneration": "text2text-generation",
         "WhisperForConditionalGeneration": "automatic-speech-recognition",
-        "ViTForImageClassification": "image-classification",
+        "ViTForImageClassification": "image-classification", "ViTModel": "image-feature-extraction",
     }
     kinds = {"Bert": transformers.BertConfig(**bert), "Roberta": transformers.RobertaConfig(**bert),
              "DistilBert": transformers.DistilBertConfig(vocab_size=99), "Llama": transformers.LlamaConfig(),
@@ -446,7 +446,6 @@ def test_auto_picks_the_task_of_each_family(tmp_path) -> None:
     (["BertForPreTraining"], r"architectures \(BertForPreTraining\) name no head"),
     (None, "names no architectures"),
     (["BertForMaskedLM", "BertForTokenClassification"], "architectures disagree"),
-    (["ViTModel"], "name no head"),  # an image model's bare encoder: no text features to export
 ])
 def test_auto_refuses_what_it_cannot_tell(architectures, match, tmp_path, capsys) -> None:
     config = transformers.ViTConfig() if architectures == ["ViTModel"] else transformers.BertConfig()

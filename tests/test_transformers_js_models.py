@@ -4,18 +4,20 @@ generated text equal to transformers' greedy ``generate``: M2M100 (NLLB's archit
 table grows with the length), GPTBigCode (StarCoder's; transformers.js feeds its multi-query cache as one
 ``key_value`` tensor per layer), a Gemma 3 checkpoint with its vision tower asked for text generation
 (transformers.js runs it through its image-text-to-text sessions), BART's sequence classifier (its head reads
-the end-of-sequence token's features: the example must hold one per text), all in one Node process."""
+the end-of-sequence token's features: the example must hold one per text), a ViT's image features (task
+image-feature-extraction), all in one Node process."""
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 import torch
 
 from onnxport.hf import export_hf
 from tests.vlm_dirs import write_gemma3
-from tests.test_transformers_js import NEW_TOKENS, assert_close_scores, PROMPT, Case, run_js, write_special_tokenizer
+from tests.test_transformers_js import NEW_TOKENS, assert_close_scores, write_png, PROMPT, Case, run_js, write_special_tokenizer
 
 transformers = pytest.importorskip("transformers")
 
@@ -100,7 +102,23 @@ def _bart_classifier(root: str) -> Case:
     return Case("text-classification", directory, texts, {"top_k": None}, [eager(t)[0] for t in texts])
 
 
-MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier}
+def _vit_features(root: str) -> Case:
+    directory = os.path.join(root, "vit")
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                    image_size=32, patch_size=8, initializer_range=0.3)
+    model = transformers.ViTModel(config).eval()
+    model.save_pretrained(directory)
+    transformers.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(directory)
+    paths = [os.path.join(root, f"vit{i}.png") for i in range(2)]
+    pictures = [write_png(p, 32, 32, seed=i) for i, p in enumerate(paths)]  # of the model's size: no resizing
+    eager = transformers.pipeline("image-feature-extraction", model=model, image_processor=directory)
+    return Case("image-feature-extraction", directory, [{"image": p} for p in paths], {},
+                [eager(p, return_tensors=True) for p in pictures])
+
+
+MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier,
+          "vit-features": _vit_features}
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +142,10 @@ def test_runs_as_transformers(js, name) -> None:
     for got, expected in zip(result["outputs"], case.expected, strict=True):
         if case.task == "text-classification":
             assert_close_scores(got, expected, 1e-4)
+            continue
+        if case.task == "image-feature-extraction":  # last_hidden_state, [1, patches + 1, hidden]
+            got = np.array(got["data"], dtype=np.float32).reshape(got["dims"])
+            np.testing.assert_allclose(got, expected.numpy(), atol=1e-4, rtol=1e-4)
             continue
         text, wanted = got[0]["generated_text"], expected[0]["generated_text"]
         assert "".join(text.split()) == "".join(wanted.split()), (text, wanted)

@@ -363,6 +363,7 @@ TASKS: dict[str, Task] = {
     "feature-extraction": Task("AutoModel", text_inputs),
     "text-classification": Task("AutoModelForSequenceClassification", text_inputs),
     "image-classification": Task("AutoModelForImageClassification", image_inputs, image_dynamic),
+    "image-feature-extraction": Task("AutoModel", image_inputs, image_dynamic),  # a vision model's bare features
     "zero-shot-image-classification": Task("AutoModelForZeroShotImageClassification", zero_shot_inputs,
                                            zero_shot_dynamic),
     "object-detection": Task("AutoModelForObjectDetection", image_inputs, image_dynamic),

@@ -44,6 +44,7 @@ RUNNABLE = {
     "fill-mask": ("MaskedLMOutput", "logits"),
     "question-answering": ("QuestionAnsweringModelOutput", "start_logits"),
     "image-classification": ("ImageClassifierOutput", "logits"),
+    "image-feature-extraction": ("BaseModelOutputWithPooling", "last_hidden_state"),
     "sentence-similarity": (None, "sentence_embedding"),
     "zero-shot-image-classification": (_ANY, "logits_per_image"),
     "object-detection": (_ANY, "pred_boxes"),
@@ -52,7 +53,8 @@ RUNNABLE = {
     "audio-classification": ("SequenceClassifierOutput", "logits"),
 }
 # What each task's pipeline reads besides the model: its tokenizer, image processor or feature extractor.
-_COMPONENTS = {"image-classification": ("image_processor",), "object-detection": ("image_processor",),
+_COMPONENTS = {"image-classification": ("image_processor",), "image-feature-extraction": ("image_processor",),
+               "object-detection": ("image_processor",),
                "image-segmentation": ("image_processor",), "depth-estimation": ("image_processor",),
                "zero-shot-image-classification": ("tokenizer", "image_processor"),
                "audio-classification": ("feature_extractor",)}

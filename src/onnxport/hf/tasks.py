@@ -51,6 +51,7 @@ _MAPPINGS = {
     "token-classification": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
     "question-answering": "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES",
     "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+    "image-feature-extraction": "MODEL_MAPPING_NAMES",
     "text2text-generation": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
     "automatic-speech-recognition": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
     "zero-shot-image-classification": "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES",
@@ -134,6 +135,8 @@ def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
     if name.endswith("Model") and "For" not in name and "vocab_size" in _text_settings(data) \
             and not data.get("is_encoder_decoder"):
         return "feature-extraction"  # the bare encoder or decoder of a text model; an image one has no vocabulary
+    if name.endswith("Model") and "For" not in name and "image_size" in data and "vocab_size" not in data:
+        return "image-feature-extraction"  # the bare vision model (ViT's, DINOv2's)
     return None
 
 
