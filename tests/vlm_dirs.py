@@ -72,12 +72,17 @@ def write_mistral3(directory: str) -> torch.nn.Module:
         image_token_index=vocab["[IMG]"], spatial_merge_size=2, vision_feature_layer=-1)
     model = transformers.Mistral3ForConditionalGeneration(config).eval()
     model.save_pretrained(directory)
-    transformers.PixtralImageProcessorPil(size={"longest_edge": 64}, patch_size=8).save_pretrained(directory)
-    # the processor's settings, as PixtralProcessor saves them
-    with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"processor_class": "PixtralProcessor", "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
-                   "image_end_token": "[IMG_END]", "patch_size": 8, "spatial_merge_size": 2}, f)
+    _save_pixtral_processor(directory, "PixtralProcessor")
     return model
+
+
+def _save_pixtral_processor(directory: str, processor_class: str) -> None:
+    """Pixtral's image processor (64-pixel sides, 8-pixel patches merged 2 by 2) and the settings of the processor
+    ``processor_class`` as it saves them (its image tokens)."""
+    transformers.PixtralImageProcessorPil(size={"longest_edge": 64}, patch_size=8).save_pretrained(directory)
+    with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"processor_class": processor_class, "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+                   "image_end_token": "[IMG_END]", "patch_size": 8, "spatial_merge_size": 2}, f)
 
 
 def pixtral_inputs(directory: str, texts: list[str], pictures: list[object]) -> dict[str, torch.Tensor]:
@@ -422,11 +427,7 @@ def write_lighton_ocr(directory: str) -> torch.nn.Module:
     model = transformers.LightOnOcrForConditionalGeneration(config).eval()
     spread(model)
     model.save_pretrained(directory)
-    transformers.PixtralImageProcessorPil(size={"longest_edge": 64}, patch_size=8).save_pretrained(directory)
-    # the processor's settings, as LightOnOcrProcessor saves them
-    with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"processor_class": "LightOnOcrProcessor", "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
-                   "image_end_token": "[IMG_END]", "patch_size": 8, "spatial_merge_size": 2}, f)
+    _save_pixtral_processor(directory, "LightOnOcrProcessor")
     return model
 
 
