@@ -61,6 +61,7 @@ def mistral3(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module,
     return model, directory, out
 
 
+@pytest.mark.sweep
 def test_mistral3_folder_generates_as_transformers_on_images_of_two_sizes(mistral3):
     model, directory, out = mistral3
     texts = ["user: [IMG] what is in this picture ? assistant:", "[IMG] describe it"]
@@ -71,6 +72,7 @@ def test_mistral3_folder_generates_as_transformers_on_images_of_two_sizes(mistra
     assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
 
 
+@pytest.mark.sweep
 def test_mistral3_folder_generates_in_onnxruntime_genai_as_transformers(mistral3, tmp_path):
     """onnxruntime-genai loads the folder as it is: its own processor reads the image (genai_image_processor.json)
     and expands the prompt's [IMG], and its tokens and first scores are transformers' on the same image."""
@@ -101,6 +103,7 @@ def test_mistral3_folder_generates_in_onnxruntime_genai_as_transformers(mistral3
     np.testing.assert_allclose(first_scores, scores, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.sweep
 def test_internvl_folder_from_the_command_line_generates_as_transformers_on_images_cut_into_tiles(tmp_path, capsys):
     from onnxport.cli import main
 
@@ -151,6 +154,7 @@ def test_idefics3_and_smolvlm_folders_generate_as_transformers_on_images_cut_int
     assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
 
 
+@pytest.mark.sweep
 def test_paligemma_folder_generates_as_transformers_with_its_prompt_attending_both_ways(tmp_path):
     """PaliGemma's prompt (its image tokens and text) attends both ways in the first step and its new tokens
     causally: the decoder tells the first step from its empty past, with no input of its own (so every consumer
@@ -199,7 +203,8 @@ def test_lighton_ocr_folder_generates_as_transformers_on_images_of_two_sizes(tmp
     assert torch.equal(generate_vlm(out, inputs=inputs, max_new_tokens=6), expected)
 
 
-@pytest.mark.parametrize("both_ways", [False, pytest.param(True, marks=pytest.mark.sweep)])
+@pytest.mark.sweep
+@pytest.mark.parametrize("both_ways", [False, True])
 def test_gemma4_folder_generates_as_transformers_with_its_per_layer_embeddings(both_ways, tmp_path):
     """Gemma 4's decoder takes per-layer embeddings of the token ids (an image token's: the pad token's), which
     ride as more columns of its inputs_embeds; with its vision tokens attending both ways, the image flag column

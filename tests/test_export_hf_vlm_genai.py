@@ -65,8 +65,9 @@ def transformers_greedy(model: torch.nn.Module, inputs: dict, new: int = NEW) ->
     return tokens, scores
 
 
-# Qwen2-VL and Qwen2.5-VL in make test, Qwen3-VL (their deepstack columns too) in the sweep
-@pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl", pytest.param("qwen3_vl", marks=pytest.mark.sweep)])
+# Qwen2-VL in make test, Qwen2.5-VL and Qwen3-VL (their windows, their deepstack columns) in the sweep
+@pytest.fixture(scope="module", params=["qwen2_vl", *(pytest.param(k, marks=pytest.mark.sweep)
+                                                      for k in ("qwen2_5_vl", "qwen3_vl"))])
 def qwen(request, tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, str, str]:
     """A model of the Qwen VL line, its directory, and the folder export-hf wrote for it with default arguments."""
     directory = str(tmp_path_factory.mktemp(request.param))
@@ -140,6 +141,7 @@ def test_gemma3_folder_generates_in_onnxruntime_genai_as_transformers(tmp_path):
     np.testing.assert_allclose(first_scores, scores, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.sweep
 def test_gemma3_folder_in_onnxruntime_genai_takes_two_images_in_a_prompt(tmp_path):
     """Gemma 3's image encoder gives its rows per image, [images, 256, width], so genai counts 256 image tokens per
     image of a prompt of two."""

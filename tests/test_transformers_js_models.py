@@ -21,7 +21,7 @@ from tests.test_transformers_js import NEW_TOKENS, assert_close_scores, write_pn
 
 transformers = pytest.importorskip("transformers")
 
-pytestmark = pytest.mark.transformers
+pytestmark = [pytest.mark.transformers, pytest.mark.sweep]  # in CI once, at the newest versions
 
 VOCAB = 99
 

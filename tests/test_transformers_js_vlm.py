@@ -7,7 +7,7 @@ The tokens it generates equal transformers' ``generate`` on the PyTorch model gi
 processor gave (its processors resize and expand prompts their own way; one image per prompt, as its Qwen VL
 image processor takes one image at a time) in fp32 and fp16; the quantized dtypes run and continue the prompt.
 The layout's tables (``onnxport.hf.multimodal.consumers``) are checked against the installed transformers.js's
-source. Qwen2-VL and Florence-2 in fp32 run in ``make test``; every model in every dtype,
+source. Qwen2-VL in fp32 runs in ``make test``; every model in every dtype,
 and two in headless Chromium through the example page, is a ``sweep``. Tiny random models, nothing downloaded."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ CASES = {
     "mistral3": Case(vlm_dirs.write_mistral3, "user: [IMG] what is in this picture ? assistant:", images_first=True,
                      sizes=True),
 }
-QUICK = (("qwen2_vl", "fp32"), ("florence2", "fp32"))
+QUICK = (("qwen2_vl", "fp32"),)
 
 
 def run_js(jobs: list[dict], scratch: str) -> list[dict]:
