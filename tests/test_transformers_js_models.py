@@ -16,8 +16,16 @@ import pytest
 import torch
 
 from onnxport.hf import export_hf
+from tests.test_transformers_js import (
+    NEW_TOKENS,
+    PROMPT,
+    Case,
+    assert_close_scores,
+    run_js,
+    write_png,
+    write_special_tokenizer,
+)
 from tests.vlm_dirs import write_gemma3
-from tests.test_transformers_js import NEW_TOKENS, assert_close_scores, write_png, PROMPT, Case, run_js, write_special_tokenizer
 
 transformers = pytest.importorskip("transformers")
 

@@ -56,14 +56,18 @@ from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cach
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
 from onnxport.hf.examples import TASKS, Task, caching, read_config
 from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless, warn_states_genai_does_not_feed
+from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
+from onnxport.hf.multimodal.consumers import (
+    TRANSFORMERS_JS_REFUSED,
+    TRANSFORMERS_JS_TYPES,
+    transformers_js_settings,
+    transformers_js_text_only,
+)
+from onnxport.hf.multimodal.genai import genai_names, write_genai
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
 from onnxport.hf.signature import cache_argument
 from onnxport.hf.tasks import MODULES_FILE, pick_task
-from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
-from onnxport.hf.multimodal.consumers import (TRANSFORMERS_JS_REFUSED, TRANSFORMERS_JS_TYPES, transformers_js_settings,
-                                              transformers_js_text_only)
-from onnxport.hf.multimodal.genai import genai_names, write_genai
 from onnxport.program import OnnxProgram
 from onnxport.quantize.options import QuantizeOptions
 from onnxport.serial import serialized

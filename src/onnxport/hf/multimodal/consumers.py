@@ -42,18 +42,24 @@ source:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 import json
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-__all__ = ["ONNXRUNTIME", "PIECES", "TRANSFORMERS_JS", "TRANSFORMERS_JS_REFUSED", "TRANSFORMERS_JS_TYPES", "Layout",
-           "transformers_js_text_only",
-           "transformers_js_settings"]
+__all__ = [
+    "ONNXRUNTIME",
+    "PIECES",
+    "TRANSFORMERS_JS",
+    "TRANSFORMERS_JS_REFUSED",
+    "TRANSFORMERS_JS_TYPES",
+    "Layout",
+    "transformers_js_settings",
+    "transformers_js_text_only",
+]
 
 # The pieces a folder may hold (onnxport.hf.multimodal.components): the image encoder, the token embedding, the
 # merge of token embeddings and image rows, and the decoder.
