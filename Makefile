@@ -84,14 +84,21 @@ $(TF_VENV)/.installed: $(VENV)/.installed $(TF_PINS)
 # 2.10 exports 1.6x slower, and CI's budget holds the rest: requirements-torch-oldest.txt's torch stack in
 # place of requirements-test.txt's (the newest), everything else as pinned there.
 OLDEST_VENV := .venv-torch-oldest
+# Of the transformers tests, those of the paths every transformers export takes (capture with the cache, the
+# decoders, the vision-language split): CI runs the others once at the newest torch (make test) and again at the
+# newest transformers (make test-transformers), and could not hold a third run at torch 2.10's speed.
+OLDEST_TRANSFORMERS_TESTS := tests/test_export_hf.py tests/test_llm_cache.py tests/test_hf.py \
+	tests/test_cache_layers.py tests/test_export_hf_vlm_qwen.py tests/capture/test_transformers_patch.py
 OLDEST_PINS := requirements-torch-oldest.txt
 
 .PHONY: test-torch-oldest
 test-torch-oldest: $(OLDEST_VENV)/.installed
 	$(OLDEST_VENV)/bin/python -m pip list --format=freeze | grep -i -E "^(torch|transformers)=="
 	ONNXPORT_TEST_OPSETS=default $(OLDEST_VENV)/bin/python -m pytest -n auto --dist loadfile \
-		-m "not slow and not sweep" --durations=10 --ignore=tests/runtimes --ignore=tests/test_docs.py \
-		--ignore=tests/test_layout.py
+		-m "not slow and not sweep and not transformers" --durations=10 --ignore=tests/runtimes \
+		--ignore=tests/test_docs.py --ignore=tests/test_layout.py
+	ONNXPORT_TEST_OPSETS=default $(OLDEST_VENV)/bin/python -m pytest -n auto --dist loadfile \
+		-m "transformers and not slow and not sweep" --durations=5 $(OLDEST_TRANSFORMERS_TESTS)
 
 $(OLDEST_VENV)/.installed: pyproject.toml requirements-test.txt $(OLDEST_PINS)
 	$(call side_venv,$(OLDEST_VENV),$(OLDEST_PINS),^(torch|triton|nvidia-[a-z0-9-]*|cuda-[a-z-]*)==)
