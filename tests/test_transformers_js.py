@@ -128,16 +128,23 @@ def _encoder(root: str, task: str, head: str, **extra: object) -> Case:
     return Case(task, directory, texts, {}, [eager(t) for t in texts])
 
 
-def _image_classification(root: str) -> Case:
+def write_vit(root: str, cls: str, **extra: object) -> tuple[str, object, list[str], list[object]]:
+    """A random ViT of class ``cls`` on 32-pixel images saved with its image processor under ``root/vit``, and two
+    pictures of the model's size (no resizing, which transformers.js does its own way): directory, model, paths,
+    pictures."""
     directory = os.path.join(root, "vit")
     torch.manual_seed(0)
     config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                                    image_size=32, patch_size=8, num_labels=4, initializer_range=0.3)
-    model = transformers.ViTForImageClassification(config).eval()
+                                    image_size=32, patch_size=8, initializer_range=0.3, **extra)
+    model = getattr(transformers, cls)(config).eval()
     model.save_pretrained(directory)
     transformers.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(directory)
     paths = [os.path.join(root, f"image{i}.png") for i in range(2)]
-    pictures = [write_png(p, 32, 32, seed=i) for i, p in enumerate(paths)]  # of the model's size: no resizing
+    return directory, model, paths, [write_png(p, 32, 32, seed=i) for i, p in enumerate(paths)]
+
+
+def _image_classification(root: str) -> Case:
+    directory, model, paths, pictures = write_vit(root, "ViTForImageClassification", num_labels=4)
     eager = transformers.pipeline("image-classification", model=model, image_processor=directory)
     options = {"top_k": 4}
     return Case("image-classification", directory, [{"image": p} for p in paths], options,

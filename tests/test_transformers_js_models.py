@@ -22,8 +22,8 @@ from tests.test_transformers_js import (
     Case,
     assert_close_scores,
     run_js,
-    write_png,
     write_special_tokenizer,
+    write_vit,
 )
 from tests.vlm_dirs import write_gemma3
 
@@ -111,15 +111,7 @@ def _bart_classifier(root: str) -> Case:
 
 
 def _vit_features(root: str) -> Case:
-    directory = os.path.join(root, "vit")
-    torch.manual_seed(0)
-    config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                                    image_size=32, patch_size=8, initializer_range=0.3)
-    model = transformers.ViTModel(config).eval()
-    model.save_pretrained(directory)
-    transformers.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(directory)
-    paths = [os.path.join(root, f"vit{i}.png") for i in range(2)]
-    pictures = [write_png(p, 32, 32, seed=i) for i, p in enumerate(paths)]  # of the model's size: no resizing
+    directory, model, paths, pictures = write_vit(root, "ViTModel")
     eager = transformers.pipeline("image-feature-extraction", model=model, image_processor=directory)
     return Case("image-feature-extraction", directory, [{"image": p} for p in paths], {},
                 [eager(p, return_tensors=True) for p in pictures])
