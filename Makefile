@@ -56,12 +56,13 @@ test-no-vnni: $(VENV)/.installed
 # range: requirements-test.txt pins the oldest transformers supported, $(TF_PINS) the newest (and whatever
 # it needs in other versions), in .venv-tf (layered on .venv, below).
 # The sweeps are left out (`make test-sweep` runs them), and so are the runs of folders in other runtimes
-# (transformers.js in Node, onnxruntime-genai) and the diffusers pipelines, which make test runs at the oldest
-# transformers: CI's budget holds one run of them.
+# (transformers.js in Node, onnxruntime-genai), the diffusers pipelines and the zoo (models built once from
+# their configs, whose export-hf paths the other tests take), which make test runs at the oldest transformers:
+# CI's budget holds one run of them.
 TF_VENV := .venv-tf
 TF_PINS := requirements-transformers-newest.txt
 TF_LEFT_OUT := tests/test_transformers_js.py tests/test_transformers_js_vlm.py tests/test_export_hf_vlm_genai.py \
-	tests/test_export_hf_diffusion.py
+	tests/test_export_hf_diffusion.py tests/zoo
 
 .PHONY: test-transformers
 test-transformers: $(TF_VENV)/.installed
