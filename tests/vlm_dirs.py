@@ -64,16 +64,21 @@ def write_mistral3(directory: str) -> torch.nn.Module:
     torch.manual_seed(0)
     vocab = write_tokenizer(directory, tuple(PIXTRAL_TOKENS))
     config = transformers.Mistral3Config(
-        vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=4, image_size=64, patch_size=8, head_dim=8),
-        text_config=dict(model_type="mistral", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
-        image_token_index=vocab["[IMG]"], spatial_merge_size=2, vision_feature_layer=-1)
+        **_pixtral_sizes("mistral", len(vocab)), image_token_index=vocab["[IMG]"], spatial_merge_size=2, vision_feature_layer=-1)
     model = transformers.Mistral3ForConditionalGeneration(config).eval()
     model.save_pretrained(directory)
     _save_pixtral_processor(directory, "PixtralProcessor")
     return model
+
+
+def _pixtral_sizes(text_type: str, vocab: int) -> dict[str, dict]:
+    """The sub-configs of a Pixtral tower (64-pixel images in 8x8 patches) and a tiny text model of
+    ``text_type``."""
+    return {"vision_config": dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                  num_attention_heads=4, image_size=64, patch_size=8, head_dim=8),
+            "text_config": dict(model_type=text_type, vocab_size=vocab, hidden_size=32, intermediate_size=64,
+                                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0)}
 
 
 def _save_pixtral_processor(directory: str, processor_class: str) -> None:
@@ -418,12 +423,7 @@ def write_lighton_ocr(directory: str) -> torch.nn.Module:
     torch.manual_seed(0)
     vocab = write_tokenizer(directory, tuple(PIXTRAL_TOKENS))
     config = transformers.LightOnOcrConfig(
-        vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=4, image_size=64, patch_size=8, head_dim=8),
-        text_config=dict(model_type="qwen3", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
-        image_token_id=vocab["[IMG]"], spatial_merge_size=2)
+        **_pixtral_sizes("qwen3", len(vocab)), image_token_id=vocab["[IMG]"], spatial_merge_size=2)
     model = transformers.LightOnOcrForConditionalGeneration(config).eval()
     spread(model)
     model.save_pretrained(directory)
