@@ -274,8 +274,8 @@ def _fix_rope(d: dict[str, Any]) -> None:
         if not isinstance(holder, dict) or not head:
             continue
         sec = holder.get("mrope_section")
-        if sec is None and re.search(r"vl|v_text|omni|glm4v|glm46v|glm_image|video", mtype):
-            sec = [16, 24, 24]  # the modeling code's default when the config names none
+        if sec is None and re.search(r"vl|v_text|omni|glm4v|glm46v|glm_image|glm_ocr|video", mtype):
+            sec = [8, 12, 12] if "glm_ocr" in mtype else [16, 24, 24]  # the modeling code's default
         if isinstance(sec, list) and sec:
             prf = holder.get("partial_rotary_factor", d.get("partial_rotary_factor"))
             half = int(head * (prf if isinstance(prf, float) else 1.0)) // 2

@@ -113,6 +113,36 @@ def fit_feature_layers(config: Any) -> dict[str, list[Any]]:
     return changed
 
 
+# Widths that shrinking leaves at their defaults while the widths they must agree with shrink, by type: a config
+# key path (``vision_config.x``) and the value it takes, or the key path whose value it copies.
+WIDTHS = {
+    "florence2": {"vision_config.projection_dim": "text_config.d_model"},  # the projector's output: the text width
+    # the pixel shuffle (ratio 0.5) gives 4x the tower's 64 channels to the adapter, whose output the projector reads
+    "llama4": {"vision_config.intermediate_size": 256, "vision_config.projector_input_dim": 64,
+               "vision_config.projector_output_dim": 64, "vision_config.vision_output_dim": 64},
+    "muse_glimmer": {"out_hidden_size": 256, "projector_hidden_size": 64},  # 64 channels x merge 2 x 2, in
+}
+
+
+def fit_widths(config: Any) -> dict[str, list[Any]]:
+    """The type's ``WIDTHS`` set on ``config``; the changes."""
+    def holder_and_key(path: str) -> tuple[Any, str]:
+        *parents, key = path.split(".")
+        holder = config
+        for name in parents:
+            holder = getattr(holder, name)
+        return holder, key
+
+    changed = {}
+    for path, value in WIDTHS.get(config.model_type, {}).items():
+        holder, key = holder_and_key(path)
+        new = getattr(*holder_and_key(value)) if isinstance(value, str) else value
+        if getattr(holder, key, None) != new:
+            changed[path] = [getattr(holder, key, None), new]
+            setattr(holder, key, new)
+    return changed
+
+
 def add_vision_config(config: Any) -> Any:
     """A config whose defaults hold no vision config (Gemma 4's): built again with its vision sub-config's class's
     defaults, shrunk as the rest."""
@@ -136,6 +166,9 @@ def build(model_type: str, class_name: str, row: dict[str, Any]) -> tuple[Any, A
     if getattr(config, "vision_config", "absent") is None:
         config = add_vision_config(config)
         row["vision_config_added"] = getattr(config, "vision_config", None) is not None
+    widths = fit_widths(config)
+    if widths:
+        row["widths_set"] = widths
     layers = fit_feature_layers(config)
     if layers:
         row["feature_layers_set"] = layers
@@ -318,7 +351,9 @@ def feature_rows(model: Any, given: dict[str, Any]) -> int:
 
     with torch.no_grad():
         out = model.get_image_features(**_feature_kwargs(model, given))
-    out = getattr(out, "pooler_output", None) if not isinstance(out, (torch.Tensor, list, tuple)) else out
+    if not isinstance(out, (torch.Tensor, list, tuple)):  # the projected rows, or (projected after) the tower's
+        pooled = getattr(out, "pooler_output", None)
+        out = pooled if pooled is not None else getattr(out, "last_hidden_state", None)
     if out is None:
         raise TypeError("get_image_features returned no pooler_output")
     return int(image_rows(out).shape[0])
@@ -409,7 +444,8 @@ def eager_generate(model: Any, inputs: dict[str, Any], new: int) -> dict[str, An
 
     own = model.generation_config
     model.generation_config = GenerationConfig(bos_token_id=own.bos_token_id, eos_token_id=own.eos_token_id,
-                                               pad_token_id=own.pad_token_id)
+                                               pad_token_id=own.pad_token_id,
+                                               decoder_start_token_id=own.decoder_start_token_id)
     try:
         with torch.no_grad():
             out = model.generate(**generation_inputs(model, inputs), do_sample=False, num_beams=1,

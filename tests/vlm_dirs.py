@@ -487,3 +487,58 @@ def gemma4_inputs(model: torch.nn.Module, directory: str, texts: list[str],
     image = tokenizer.convert_tokens_to_ids("<|image|>")
     return {**tokens, "mm_token_type_ids": (tokens["input_ids"] == image).to(torch.int64),
             "pixel_values": pixels["pixel_values"], "image_position_ids": pixels["image_position_ids"]}
+
+
+def token_inputs(directory: str, texts: list[str], image_token: str, rows: list[int]) -> dict[str, torch.Tensor]:
+    """The directory's tokenizer on ``texts``, the i-th ``image_token`` of the prompts (in order) repeated
+    ``rows[i]`` times, as a processor expands an image's placeholder to its rows of features; padded."""
+    counts = iter(rows)
+    prompts = []
+    for text in texts:
+        pieces = text.split(image_token)
+        prompts.append(pieces[0] + "".join(image_token * next(counts) + rest for rest in pieces[1:]))
+    return dict(transformers.AutoTokenizer.from_pretrained(directory)(prompts, return_tensors="pt", padding=True))
+
+
+def write_llama4(directory: str) -> torch.nn.Module:
+    """A random Llama 4 (its vision tower on 32x32 tiles in 8x8 patches, pixel-shuffled to 4 rows a tile, which
+    its forward projects after get_image_features; a Llama 4 text model of a dense and a mixture-of-experts
+    layer). Its image processor needs torchvision: tests feed tiles of pixels (``token_inputs``)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, ("<|image|>",))
+    config = transformers.Llama4Config(
+        vision_config=dict(hidden_size=32, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=8, vision_output_dim=32, projector_input_dim=32,
+                           projector_output_dim=32, pixel_shuffle_ratio=0.5),
+        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, intermediate_size_mlp=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                         num_local_experts=2, interleave_moe_layer_step=2, max_position_embeddings=256,
+                         bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_index=vocab["<|image|>"])
+    model = transformers.Llama4ForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    return model
+
+
+def write_video_llava(directory: str) -> torch.nn.Module:
+    """A random Video-LLaVA (CLIP towers on 32x32 images in 8x8 patches, a Llama text model) and its image
+    processor, which names its output ``pixel_values_images`` (its processor needs torchvision for videos:
+    tests tokenize with ``token_inputs``, 16 rows an image)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, ("<image>", "<video>"))
+    tower = dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                 num_attention_heads=4, image_size=32, patch_size=8)
+    config = transformers.VideoLlavaConfig(
+        vision_config=tower,
+        text_config=dict(model_type="llama", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_index=vocab["<image>"], video_token_index=vocab["<video>"], vision_feature_layer=-2,
+        vision_feature_select_strategy="default")
+    model = transformers.VideoLlavaForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    transformers.VideoLlavaImageProcessor(size={"shortest_edge": 32},
+                                          crop_size={"height": 32, "width": 32}).save_pretrained(directory)
+    return model

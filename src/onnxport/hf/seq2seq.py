@@ -24,7 +24,7 @@ from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.program import OnnxProgram
 from onnxport.serial import serialized
 
-__all__ = ["Seq2SeqPrograms", "decoder_of", "export_seq2seq"]
+__all__ = ["Seq2SeqPrograms", "decoder_of", "decoder_start_token", "export_seq2seq"]
 
 PAST, NEW = 3, 2  # the with-past decoder is captured from a step of NEW tokens after PAST
 # The ONNX dims, named as optimum names them.
@@ -151,12 +151,24 @@ def _embedded(embed: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
 
 
 def _start_token(model: torch.nn.Module) -> int:
-    start = getattr(model.generation_config, "decoder_start_token_id", None)
-    start = start if start is not None else getattr(model.config, "decoder_start_token_id", None)
+    start = decoder_start_token(model.generation_config, model.config)
     if start is None:
         raise InvalidInputError(f"{type(model).__name__} has no decoder_start_token_id",
                                 fix="set model.generation_config.decoder_start_token_id")
-    return int(start[0] if isinstance(start, (list, tuple)) else start)
+    return start
+
+
+def decoder_start_token(generation: Any, config: Any) -> int | None:
+    """The token an encoder-decoder's decoder starts from, as transformers' ``generate`` picks it: the generation
+    config's ``decoder_start_token_id``, else the model config's (or its decoder's), else the beginning-of-sequence
+    token of the same (T5Gemma 2 names no start token: its decoder starts from its ``bos_token_id``)."""
+    decoder = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    for name in ("decoder_start_token_id", "bos_token_id"):
+        for holder in (generation, config, decoder):
+            value = getattr(holder, name, None)
+            if value is not None:
+                return int(value[0] if isinstance(value, (list, tuple)) else value)
+    return None
 
 
 def _ids(model: torch.nn.Module, batch: int, length: int, seed: int = 0) -> torch.Tensor:

@@ -36,7 +36,8 @@ import torch
 from onnxport.hf.multimodal.families import Family, per_layer_model
 from onnxport.hf.signature import cache_argument
 
-__all__ = ["IMAGE_INPUTS", "FeatureMerge", "ImageEncoder", "TokenEmbedding", "WideDecoder", "image_rows"]
+__all__ = ["IMAGE_INPUTS", "IMAGE_INPUT_ALIASES", "FeatureMerge", "ImageEncoder", "TokenEmbedding", "WideDecoder",
+           "as_image_inputs", "image_rows"]
 
 
 def image_rows(pieces: Any) -> torch.Tensor:
@@ -72,6 +73,9 @@ class ImageEncoder(torch.nn.Module):
             return _one_image_rows(self.model, pixel_values)
         out = self.model.get_image_features(pixel_values=pixel_values, return_dict=True, **given)
         pieces = getattr(out, "pooler_output", out)
+        if self.family is not None and self.family.projector:  # projected after the call (Family.projector)
+            base = getattr(self.model, "model", self.model)
+            pieces = getattr(base, self.family.projector)(image_rows(out.last_hidden_state))
         rows = image_rows(pieces)
         per_image = pieces.shape[:2] if self.batched and isinstance(pieces, torch.Tensor) and pieces.dim() == 3 \
             else None
@@ -114,6 +118,17 @@ IMAGE_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "image
                 "image_attention_mask", "image_position_ids", "pixel_mask", "pixel_values_local", "num_local_patches",
                 "image_grid_hw", "image_grids", "patches_grid", "image_token_pooling", "batch_num_images",
                 "image_merge_sizes", "qformer_input_ids", "qformer_attention_mask", "target_sizes")
+# Older names a processor may still give them by (Video-LLaVA's image processor: pixel_values_images).
+IMAGE_INPUT_ALIASES = {"pixel_values_images": "pixel_values"}
+
+
+def as_image_inputs(given: dict[str, Any]) -> dict[str, Any]:
+    """A processor's outputs with the older names of :data:`IMAGE_INPUTS` (``IMAGE_INPUT_ALIASES``) renamed."""
+    renamed = dict(given)
+    for old, new in IMAGE_INPUT_ALIASES.items():
+        if old in renamed and new not in renamed:
+            renamed[new] = renamed.pop(old)
+    return renamed
 
 
 class TokenEmbedding(torch.nn.Module):

@@ -24,7 +24,7 @@ import torch
 
 from onnxport.hf import stream
 from onnxport.hf.examples import EXAMPLE_BATCH, NEW, PAST, image_size, token_ids
-from onnxport.hf.multimodal.components import IMAGE_INPUTS
+from onnxport.hf.multimodal.components import IMAGE_INPUTS, as_image_inputs
 from onnxport.hf.multimodal.families import Family
 from onnxport.hf.signature import cache_argument, cache_of
 
@@ -71,7 +71,8 @@ def image_sets(model: torch.nn.Module, config: Any, directory: str | None, per_i
             for seed, prompts in enumerate(groups):  # by prompt: a processor may batch a prompt's pictures
                 given = processor([pictures(sizes, seed + i) for i, sizes in enumerate(prompts)], return_tensors="pt",
                                   **called)
-                sets.append({k: v for k, v in given.items() if k in taken and isinstance(v, torch.Tensor)})
+                sets.append({k: v for k, v in as_image_inputs(given).items()
+                             if k in taken and isinstance(v, torch.Tensor)})
             return sets
     vision = config.vision_config
     height, width = image_size(vision) or (224, 224)

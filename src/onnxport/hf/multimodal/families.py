@@ -19,6 +19,9 @@ otherwise a fact of its type, kept here.
 - ``per_layer``: the width of the per-layer embeddings its decoder takes beside the token embeddings (Gemma 3n's
   and Gemma 4's: ``get_per_layer_inputs`` of the token ids, an image token's those of the pad token), carried
   as more columns, or apart where a consumer takes them so (``Layout.per_layer_apart``);
+- ``projector``: the module its forward projects ``get_image_features``' rows with, after the call (Llama 4's
+  ``multi_modal_projector``, applied to the vision model's ``last_hidden_state``), or None where
+  ``get_image_features`` gives the projected rows itself;
 - ``per_image``: whether its image encoder takes one image at a time, of any height and width (Mistral 3's
   Pixtral tower; onnxruntime-genai runs it once per image), rather than a batch of them as the processor gives.
 
@@ -40,8 +43,8 @@ import torch
 from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.positions import rope_index_of
 
-__all__ = ["BIDIRECTIONAL_IMAGES", "IMAGE_TOKEN_AS", "PER_IMAGE", "PREFIX_BOTH_WAYS", "Family", "image_token_id",
-           "per_layer_model"]
+__all__ = ["BIDIRECTIONAL_IMAGES", "IMAGE_TOKEN_AS", "PER_IMAGE", "PREFIX_BOTH_WAYS", "PROJECTED_AFTER", "Family",
+           "image_token_id", "per_layer_model"]
 
 # The types whose image tokens attend to each other both ways (their forward reads token_type_ids).
 BIDIRECTIONAL_IMAGES = ("gemma3",)
@@ -56,6 +59,9 @@ IMAGE_TOKEN_AS = {"gemma4": "pad", "gemma4_unified": "pad", "kimi_k25": 0, "muse
 # Pixtral: the patches of an image cut to its size by values of image_sizes, which a batch of images cannot take
 # symbolically).
 PER_IMAGE = ("mistral3", "lighton_ocr", "mistral_large4")
+# The types whose forward projects the rows get_image_features gives (its last_hidden_state) with a module of its
+# own, after the call: the module's attribute name on the model's base model.
+PROJECTED_AFTER = {"llama4": "multi_modal_projector"}
 
 
 def image_token_id(config: Any) -> int:
@@ -85,6 +91,7 @@ class Family:
     per_layer: int = 0
     flag_argument: str = "token_type_ids"
     image_token_as: int | None = None
+    projector: str | None = None
 
     @property
     def plain(self) -> bool:
@@ -115,7 +122,7 @@ class Family:
         return cls(kind, image, text.hidden_size,
                    "rope-index" if rope_index_of(model) is not None else "counted", deepstack, flag,
                    kind in PER_IMAGE, kind in PREFIX_BOTH_WAYS, bool(getattr(config, "is_encoder_decoder", False)),
-                   per_layer, argument, taken_as)
+                   per_layer, argument, taken_as, PROJECTED_AFTER.get(kind))
 
 
 def per_layer_model(model: torch.nn.Module) -> Any:

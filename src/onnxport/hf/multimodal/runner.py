@@ -19,6 +19,7 @@ import torch
 
 from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
+from onnxport.hf.multimodal.components import as_image_inputs
 from onnxport.hf.multimodal.consumers import ONNXRUNTIME
 from onnxport.hf.multimodal.families import image_token_id
 from onnxport.hf.multimodal.positions import RopeIndex
@@ -62,7 +63,8 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
     if inputs is None:
         processor = transformers.AutoProcessor.from_pretrained(folder)
         inputs = processor(text=text, images=images, return_tensors="np", padding=True)
-    batch = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v) for k, v in inputs.items()}
+    batch = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+             for k, v in as_image_inputs(dict(inputs)).items()}
     batch.setdefault("attention_mask", np.ones_like(batch["input_ids"]))
     vision, merge = (ort.InferenceSession(os.path.join(folder, name), providers=["CPUExecutionProvider"])
                      for name in files[:2])
@@ -84,10 +86,11 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
 
     ids, mask = batch["input_ids"].astype(np.int64), batch["attention_mask"].astype(np.int64)
     if seq2seq:  # the prompt through the encoder; the decoder from the model's start token
-        start = transformers.GenerationConfig.from_pretrained(folder).decoder_start_token_id \
+        from onnxport.hf.seq2seq import decoder_start_token
+
+        generation = transformers.GenerationConfig.from_pretrained(folder) \
             if os.path.isfile(os.path.join(folder, "generation_config.json")) else None
-        if start is None:
-            start = transformers.AutoConfig.from_pretrained(folder).get_text_config().decoder_start_token_id
+        start = decoder_start_token(generation, transformers.AutoConfig.from_pretrained(folder))
         paths = [os.path.join(folder, name) for name in files[2:]]
         return generate_seq2seq(*paths, torch.from_numpy(embed(ids, True)), torch.from_numpy(mask),
                                 decoder_start_token_id=start, max_new_tokens=max_new_tokens,

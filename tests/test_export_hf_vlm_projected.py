@@ -1,0 +1,52 @@
+"""export-hf's image-text-to-text for the families whose image rows are not get_image_features' output as the
+processor names it: Llama 4 (its forward projects the vision model's rows after get_image_features:
+``Family.projector``) and Video-LLaVA (its image processor names the pixels ``pixel_values_images``:
+``IMAGE_INPUT_ALIASES``). Each folder generates transformers' tokens in onnxport's runner on one image and on a
+padded batch of prompts of one and two images."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from onnxport.hf import export_hf
+from onnxport.hf.multimodal import generate_vlm
+
+transformers = pytest.importorskip("transformers")
+
+from tests.vlm_dirs import images, token_inputs, write_llama4, write_video_llava  # noqa: E402
+
+pytestmark = [pytest.mark.transformers, pytest.mark.sweep]
+
+TEXTS = ["user: <image> what is in this picture ? assistant:", "<image> a cat <image> describe it"]
+
+
+def _generates_as_transformers(model: torch.nn.Module, out: str, inputs: dict[str, torch.Tensor]) -> None:
+    with torch.no_grad():
+        expected = model.generate(**inputs, do_sample=False, max_new_tokens=6)
+    got = generate_vlm(out, inputs={k: v.numpy() for k, v in inputs.items()}, max_new_tokens=6)
+    assert expected.shape[1] > inputs["input_ids"].shape[1]  # new tokens past the prompt
+    assert torch.equal(got, expected)
+
+
+def test_llama4_folder_projects_its_rows_after_get_image_features(tmp_path):
+    directory, out = str(tmp_path / "llama4"), str(tmp_path / "onnx")
+    model = write_llama4(directory)
+    export_hf(directory, "image-text-to-text", out)
+    pixels = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(0))  # one tile per image
+    for texts, tiles in (([TEXTS[0]], pixels[:1]), (TEXTS, pixels)):
+        inputs = token_inputs(directory, [t.replace("<image>", "<|image|>") for t in texts], "<|image|>",
+                              [4] * len(tiles))
+        _generates_as_transformers(model, out, {**inputs, "pixel_values": tiles})
+
+
+def test_video_llava_folder_takes_its_processors_pixel_values_images(tmp_path):
+    directory, out = str(tmp_path / "video_llava"), str(tmp_path / "onnx")
+    model = write_video_llava(directory)
+    export_hf(directory, "image-text-to-text", out)
+    processor = transformers.VideoLlavaImageProcessor.from_pretrained(directory)
+    for texts, sizes in (([TEXTS[0]], [(40, 48)]), (TEXTS, [(40, 48), (32, 64), (56, 40)])):
+        pixels = processor(images(*sizes), return_tensors="pt")
+        assert "pixel_values_images" in pixels  # the name its forward takes, and get_image_features' older one
+        inputs = token_inputs(directory, texts, "<image>", [16] * len(sizes))
+        _generates_as_transformers(model, out, {**inputs, "pixel_values_images": pixels["pixel_values_images"]})
