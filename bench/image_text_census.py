@@ -97,7 +97,9 @@ def prepare(model_type: str, class_name: str, row: dict[str, Any], save, directo
     save()
     try:
         write_tokenizer(directory, config)
-        takes_grid = "image_grid_thw" in inspect.signature(getattr(model, "get_image_features", lambda: None)).parameters
+        from onnxport.hf.multimodal.components import image_features
+
+        takes_grid = "image_grid_thw" in inspect.signature(image_features(model)).parameters
         row["processor"] = write_image_processor(directory, model_type, config, takes_grid)
         processor = load_processor(directory)
         cases = {}

@@ -36,6 +36,7 @@ import numpy as np
 from export_hf_census import set_token_ids
 from export_hf_census_common import MAX_PARAMS
 from export_hf_census_images import SIDE, config_size, write_processor
+from onnxport.hf.multimodal.components import image_features
 from onnxport.hf.multimodal.families import PREFIX_BOTH_WAYS
 
 WORDS = [5, 17, 33, 8, 42, 7, 12, 9, 21, 30]
@@ -143,6 +144,19 @@ def fit_widths(config: Any) -> dict[str, list[Any]]:
     return changed
 
 
+def fit_global_layers(config: Any) -> dict[str, list[Any]]:
+    """A SAM-style tower's global-attention layers (``global_attn_indexes``, [2, 5, 8, 11]) that a 2-layer tower
+    lacks, moved onto the layers it has (DeepSeek-VL hybrid reads the hidden states after the first)."""
+    changed = {}
+    for name in ("vision_config", "high_res_vision_config"):
+        sub = getattr(config, name, None)
+        indexes, layers = getattr(sub, "global_attn_indexes", None), getattr(sub, "num_hidden_layers", None)
+        if isinstance(indexes, list) and isinstance(layers, int) and any(i >= layers for i in indexes):
+            sub.global_attn_indexes = sorted({min(i, layers - 1) for i in indexes[:layers]})
+            changed[name] = [indexes, sub.global_attn_indexes]
+    return changed
+
+
 def add_vision_config(config: Any) -> Any:
     """A config whose defaults hold no vision config (Gemma 4's): built again with its vision sub-config's class's
     defaults, shrunk as the rest."""
@@ -166,7 +180,7 @@ def build(model_type: str, class_name: str, row: dict[str, Any]) -> tuple[Any, A
     if getattr(config, "vision_config", "absent") is None:
         config = add_vision_config(config)
         row["vision_config_added"] = getattr(config, "vision_config", None) is not None
-    widths = fit_widths(config)
+    widths = {**fit_widths(config), **fit_global_layers(config)}
     if widths:
         row["widths_set"] = widths
     layers = fit_feature_layers(config)
@@ -294,6 +308,9 @@ def write_image_processor(directory: str, model_type: str, config: Any, takes_gr
             changes["size"] = {"shortest_edge": low, "longest_edge": high}
     if isinstance(settings.get("max_image_size"), dict) and "longest_edge" in settings["max_image_size"]:
         changes["max_image_size"] = {"longest_edge": side}  # the side of a tile (Idefics 3)
+    high = getattr(getattr(config, "high_res_vision_config", None), "image_size", None)
+    if isinstance(settings.get("high_res_size"), dict) and isinstance(high, int):  # DeepSeek-VL hybrid's second tower
+        changes["high_res_size"] = {"height": high, "width": high}
     if "image_grid_pinpoints" in settings and isinstance(getattr(config, "image_grid_pinpoints", None), list):
         changes["image_grid_pinpoints"] = config.image_grid_pinpoints  # as fit_grid_pinpoints set them
     for key in ("max_patches", "max_image_tiles", "max_num_tiles", "max_crops"):
@@ -334,7 +351,7 @@ def _processed(processor: Any, per_prompt: list[list[Any]]) -> dict[str, Any]:
 
 
 def _feature_kwargs(model: Any, given: dict[str, Any]) -> dict[str, Any]:
-    params = inspect.signature(model.get_image_features).parameters
+    params = inspect.signature(image_features(model)).parameters
     forward = inspect.signature(model.forward).parameters
     takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
     keep = {k: v for k, v in given.items() if k in params or (takes_any and k in forward and k != "input_ids")}
@@ -350,7 +367,7 @@ def feature_rows(model: Any, given: dict[str, Any]) -> int:
     from onnxport.hf.multimodal.components import image_rows
 
     with torch.no_grad():
-        out = model.get_image_features(**_feature_kwargs(model, given))
+        out = image_features(model)(**_feature_kwargs(model, given))
     if not isinstance(out, (torch.Tensor, list, tuple)):  # the projected rows, or (projected after) the tower's
         pooled = getattr(out, "pooler_output", None)
         out = pooled if pooled is not None else getattr(out, "last_hidden_state", None)

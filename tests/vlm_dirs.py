@@ -542,3 +542,27 @@ def write_video_llava(directory: str) -> torch.nn.Module:
     transformers.VideoLlavaImageProcessor(size={"shortest_edge": 32},
                                           crop_size={"height": 32, "width": 32}).save_pretrained(directory)
     return model
+
+
+def write_deepseek_vl_hybrid(directory: str) -> torch.nn.Module:
+    """A random DeepSeek-VL hybrid (a SigLIP tower on 32x32 images and a SAM tower on 64x64 ones, both in 8x8
+    patches; a Llama text model) and its image processor, which gives ``pixel_values`` and
+    ``high_res_pixel_values``; its model for generation has no ``get_image_features`` (its base model has)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    config = transformers.DeepseekVLHybridConfig(
+        vision_config=dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=2, num_attention_heads=4, image_size=32, patch_size=8),
+        high_res_vision_config=dict(model_type="sam_vision_model", hidden_size=32, mlp_dim=64, num_hidden_layers=2,
+                                    num_attention_heads=4, image_size=64, patch_size=8, output_channels=32,
+                                    global_attn_indexes=[1], window_size=4, num_pos_feats=16),
+        text_config=dict(model_type="llama", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_id=vocab["<image>"])
+    model = transformers.DeepseekVLHybridForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    transformers.DeepseekVLHybridImageProcessorPil(size={"height": 32, "width": 32},
+                                                   high_res_size={"height": 64, "width": 64}).save_pretrained(directory)
+    return model

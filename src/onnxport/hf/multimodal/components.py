@@ -33,11 +33,25 @@ from typing import Any
 
 import torch
 
+from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.families import Family, per_layer_model
 from onnxport.hf.signature import cache_argument
 
 __all__ = ["IMAGE_INPUTS", "IMAGE_INPUT_ALIASES", "FeatureMerge", "ImageEncoder", "TokenEmbedding", "WideDecoder",
-           "as_image_inputs", "image_rows"]
+           "as_image_inputs", "image_features", "image_rows"]
+
+
+def image_features(model: torch.nn.Module) -> Any:
+    """The model's ``get_image_features``, or its base model's where the model for generation lacks one (DeepSeek-VL,
+    Fuyu)."""
+    method = getattr(model, "get_image_features", None)
+    if method is None:
+        method = getattr(getattr(model, "model", None), "get_image_features", None)
+    if method is None:
+        raise InvalidInputError(f"{type(model).__name__} has no get_image_features to make its image rows",
+                                fix="export its language model for text-generation, or the model with "
+                                    "onnxport.export")
+    return method
 
 
 def image_rows(pieces: Any) -> torch.Tensor:
@@ -67,11 +81,12 @@ class ImageEncoder(torch.nn.Module):
                 patches_grid: torch.Tensor | None = None, image_token_pooling: torch.Tensor | None = None,
                 batch_num_images: torch.Tensor | None = None, image_merge_sizes: torch.Tensor | None = None,
                 qformer_input_ids: torch.Tensor | None = None, qformer_attention_mask: torch.Tensor | None = None,
-                target_sizes: torch.Tensor | None = None) -> torch.Tensor:
+                target_sizes: torch.Tensor | None = None, high_res_pixel_values: torch.Tensor | None = None
+                ) -> torch.Tensor:
         given = {name: value for name, value in locals().items() if name in IMAGE_INPUTS[1:] and value is not None}
         if self.family is not None and self.family.per_image:
             return _one_image_rows(self.model, pixel_values)
-        out = self.model.get_image_features(pixel_values=pixel_values, return_dict=True, **given)
+        out = image_features(self.model)(pixel_values=pixel_values, return_dict=True, **given)
         pieces = getattr(out, "pooler_output", out)
         if self.family is not None and self.family.projector:  # projected after the call (Family.projector)
             base = getattr(self.model, "model", self.model)
@@ -117,7 +132,8 @@ def _one_image_rows(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch
 IMAGE_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "image_sizes", "spatial_shapes",
                 "image_attention_mask", "image_position_ids", "pixel_mask", "pixel_values_local", "num_local_patches",
                 "image_grid_hw", "image_grids", "patches_grid", "image_token_pooling", "batch_num_images",
-                "image_merge_sizes", "qformer_input_ids", "qformer_attention_mask", "target_sizes")
+                "image_merge_sizes", "qformer_input_ids", "qformer_attention_mask", "target_sizes",
+                "high_res_pixel_values")
 # Older names a processor may still give them by (Video-LLaVA's image processor: pixel_values_images).
 IMAGE_INPUT_ALIASES = {"pixel_values_images": "pixel_values"}
 

@@ -24,7 +24,7 @@ import torch
 
 from onnxport.hf import stream
 from onnxport.hf.examples import EXAMPLE_BATCH, NEW, PAST, image_size, token_ids
-from onnxport.hf.multimodal.components import IMAGE_INPUTS, as_image_inputs
+from onnxport.hf.multimodal.components import IMAGE_INPUTS, as_image_inputs, image_features
 from onnxport.hf.multimodal.families import Family
 from onnxport.hf.signature import cache_argument, cache_of
 
@@ -112,7 +112,7 @@ def _call_settings(directory: str | None) -> dict[str, Any]:
 
 def _taken(model: torch.nn.Module) -> set[str]:
     """The processor outputs the model's ``get_image_features`` takes (of those an image encoder can)."""
-    parameters = inspect.signature(model.get_image_features).parameters
+    parameters = inspect.signature(image_features(model)).parameters
     inner = getattr(getattr(model, "model", None), "get_image_features", None)
     if inner is not None:
         parameters = {**parameters, **inspect.signature(inner).parameters}

@@ -13,7 +13,8 @@ from typing import Any, NamedTuple
 import torch
 
 from onnxport.hf import stream
-from onnxport.hf.multimodal.components import FeatureMerge, ImageEncoder, TokenEmbedding, WideDecoder, image_rows
+from onnxport.hf.multimodal.components import FeatureMerge, ImageEncoder, TokenEmbedding, WideDecoder, image_features, \
+    image_rows
 from onnxport.hf.multimodal.consumers import ONNXRUNTIME, Layout
 from onnxport.hf.multimodal.examples import ImageSets, decoder_inputs, image_sets, prompt_ids
 from onnxport.hf.multimodal.families import Family
@@ -71,7 +72,7 @@ class _FeaturesOf(torch.nn.Module):
         self.model = model
 
     def forward(self, **inputs: Any) -> Any:
-        return self.model.get_image_features(**inputs, return_dict=True)
+        return image_features(self.model)(**inputs, return_dict=True)
 
 
 def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None, layout: Layout = ONNXRUNTIME,

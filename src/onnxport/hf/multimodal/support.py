@@ -16,7 +16,8 @@ TESTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "
 # Right in the census (one image; a padded batch of prompts of one and two images of other sizes):
 CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v", "glm4v", "glm4v_moe", "glmga",
           "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling", "minimax_m3_vl", "ovis2",
-          "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "llama4", "video_llava")
+          "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "llama4", "video_llava", "deepseek_vl",
+          "deepseek_vl_hybrid")
 SUPPORTED = (*TESTED, *CENSUS)
 _ANYRES = ("its get_image_features tiles each image by its size (any-resolution grid pinpoints) and unpads the rows "
            "by that size in a Python loop over the images: the rows an image gives follow values of image_sizes, which "

@@ -1,7 +1,8 @@
-"""export-hf's image-text-to-text for the families whose image rows are not get_image_features' output as the
-processor names it: Llama 4 (its forward projects the vision model's rows after get_image_features:
-``Family.projector``) and Video-LLaVA (its image processor names the pixels ``pixel_values_images``:
-``IMAGE_INPUT_ALIASES``). Each folder generates transformers' tokens in onnxport's runner on one image and on a
+"""export-hf's image-text-to-text for the families whose image rows are not the model's get_image_features of the
+processor's outputs as they are named: Llama 4 (its forward projects the vision model's rows after
+get_image_features: ``Family.projector``), Video-LLaVA (its image processor names the pixels
+``pixel_values_images``: ``IMAGE_INPUT_ALIASES``) and DeepSeek-VL hybrid (two towers, and get_image_features on its
+base model only). Each folder generates transformers' tokens in onnxport's runner on one image and on a
 padded batch of prompts of one and two images."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from onnxport.hf.multimodal import generate_vlm
 
 transformers = pytest.importorskip("transformers")
 
-from tests.vlm_dirs import images, token_inputs, write_llama4, write_video_llava  # noqa: E402
+from tests.vlm_dirs import images, token_inputs, write_deepseek_vl_hybrid, write_llama4, write_video_llava  # noqa: E402,I001
 
 pytestmark = [pytest.mark.transformers, pytest.mark.sweep]
 
@@ -50,3 +51,16 @@ def test_video_llava_folder_takes_its_processors_pixel_values_images(tmp_path):
         assert "pixel_values_images" in pixels  # the name its forward takes, and get_image_features' older one
         inputs = token_inputs(directory, texts, "<image>", [16] * len(sizes))
         _generates_as_transformers(model, out, {**inputs, "pixel_values_images": pixels["pixel_values_images"]})
+
+
+def test_deepseek_vl_hybrid_folder_takes_both_towers_pixels(tmp_path):
+    directory, out = str(tmp_path / "deepseek"), str(tmp_path / "onnx")
+    model = write_deepseek_vl_hybrid(directory)
+    export_hf(directory, "image-text-to-text", out)
+    processor = transformers.DeepseekVLHybridImageProcessorPil.from_pretrained(directory)
+    rows = int(model.model.get_image_features(**processor(images((40, 48)), return_tensors="pt"),
+                                              return_dict=True).pooler_output[0].shape[0])
+    for texts, sizes in (([TEXTS[0]], [(40, 48)]), (TEXTS, [(40, 48), (32, 64), (56, 40)])):
+        pixels = processor(images(*sizes), return_tensors="pt")
+        inputs = token_inputs(directory, texts, "<image>", [rows] * len(sizes))
+        _generates_as_transformers(model, out, {**inputs, **pixels})
