@@ -52,23 +52,26 @@ test-no-vnni: $(VENV)/.installed
 	qemu-x86_64 -cpu Haswell $(BIN)/python -m pytest -n 0 -p no:cacheprovider -m "not slow" \
 		tests/test_quantize_activations.py tests/test_quantize_kinds.py tests/ops/test_quantized.py
 
-# The transformers-dependent tests (marked `transformers`) again, against the other end of the supported
-# range: requirements-test.txt pins the oldest transformers supported, $(TF_PINS) the newest (and whatever
-# it needs in other versions), in .venv-tf (layered on .venv, below).
-# The sweeps are left out (`make test-sweep` runs them), and so are the runs of folders in other runtimes
-# (transformers.js in Node, onnxruntime-genai), the diffusers pipelines and the zoo (models built once from
-# their configs, whose export-hf paths the other tests take), which make test runs at the oldest transformers:
-# CI's budget holds one run of them.
+# The tests of the paths transformers' own code takes (marked `transformers`: capture with the cache, the
+# decoders, encoder-decoders, the vision-language split, the task heads, the packed vision towers, the layers
+# captured once), again, against the other end of the supported range: requirements-test.txt pins the oldest
+# transformers supported, $(TF_PINS) the newest (and whatever it needs in other versions), in .venv-tf
+# (layered on .venv, below). The sweeps are left out (`make test-sweep` runs them), and so are the transformers
+# tests of onnxport's own machinery on a transformers model (quantization, streamed weights, checkpoints' files,
+# the CLI, threads and workers), the runs of folders in other runtimes, the diffusers pipelines and the zoo,
+# which make test runs at the oldest transformers: CI's budget holds one run of them.
 TF_VENV := .venv-tf
 TF_PINS := requirements-transformers-newest.txt
-TF_LEFT_OUT := tests/test_transformers_js.py tests/test_transformers_js_vlm.py tests/test_export_hf_vlm_genai.py \
-	tests/test_export_hf_diffusion.py tests/zoo
+TF_TESTS := tests/test_export_hf.py tests/test_llm_cache.py tests/test_hf.py tests/test_cache_layers.py \
+	tests/test_seq2seq_cache.py tests/test_export_hf_vlm.py tests/test_export_hf_vlm_qwen.py \
+	tests/test_export_hf_tasks.py tests/test_export_hf_vision_tasks.py tests/test_packed_attention.py \
+	tests/test_delta_rule.py tests/test_selective_scan.py tests/test_joined_pieces.py tests/test_blocks.py \
+	tests/capture/test_transformers_patch.py
 
 .PHONY: test-transformers
 test-transformers: $(TF_VENV)/.installed
 	$(TF_VENV)/bin/python -c "import importlib.metadata as m; print(*(f'{p}=={m.version(p)}' for p in ('torch', 'transformers', 'huggingface_hub', 'tokenizers')))"
-	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m "transformers and not slow and not sweep" \
-		$(addprefix --ignore=,$(TF_LEFT_OUT))
+	$(TF_VENV)/bin/python -m pytest -n auto --dist loadfile -m "transformers and not slow and not sweep" $(TF_TESTS)
 
 # .venv-tf is layered on .venv instead of a second copy of it (torch alone is 6 GB): its own site-packages holds
 # only $(TF_PINS)'s packages, installed without dependencies (a pin that needs another release of a package

@@ -65,7 +65,7 @@ def test_int8_folder_generates_the_float_tokens_in_onnxruntimegenai_greedy(llama
     assert _cosine(logits, eager) > 0.999
 
 
-@pytest.mark.parametrize("target", [None, "onnxruntime>=1.26"])
+@pytest.mark.parametrize("target", [None, pytest.param("onnxruntime>=1.26", marks=pytest.mark.sweep)])
 def test_int4_folder_loads_and_generates_in_onnxruntimegenai_greedy(llama_dir, tmp_path, target) -> None:
     directory, model = llama_dir
     export_hf(directory, "text-generation", tmp_path / "float", target=target)
