@@ -265,6 +265,10 @@ def _fix_consistency(orig: dict[str, Any], out: dict[str, Any]) -> None:
         out["backbone"] = None
 
 
+# The modeling code's mrope sections where the config names none (by a part of the model type), else [16, 24, 24].
+_MROPE_DEFAULTS = {"glm_ocr": [8, 12, 12], "ernie4_5_vl": [22, 22, 20]}
+
+
 def _fix_rope(d: dict[str, Any]) -> None:
     """mrope sections sum to half the head dim: scale them to the new head dim."""
     head = d.get("head_dim") or (d["hidden_size"] // d["num_attention_heads"]
@@ -275,13 +279,13 @@ def _fix_rope(d: dict[str, Any]) -> None:
             continue
         sec = holder.get("mrope_section")
         if sec is None and re.search(r"vl|v_text|omni|glm4v|glm46v|glm_image|glm_ocr|video", mtype):
-            sec = [8, 12, 12] if "glm_ocr" in mtype else [16, 24, 24]  # the modeling code's default
+            sec = next((v for k, v in _MROPE_DEFAULTS.items() if k in mtype), [16, 24, 24])
         if isinstance(sec, list) and sec:
             prf = holder.get("partial_rotary_factor", d.get("partial_rotary_factor"))
             half = int(head * (prf if isinstance(prf, float) else 1.0)) // 2
             total = sum(sec)
             new = [max(1, v * half // total) for v in sec]
-            new[0] += half - sum(new)
+            new[-1 if sec[0] == sec[1] else 0] += half - sum(new)  # ERNIE's [h, w, t] keeps h and w alike
             holder["mrope_section"] = new
         if isinstance(holder.get("partial_rotary_factor"), float):
             pass

@@ -122,6 +122,8 @@ WIDTHS = {
     "llama4": {"vision_config.intermediate_size": 256, "vision_config.projector_input_dim": 64,
                "vision_config.projector_output_dim": 64, "vision_config.vision_output_dim": 64},
     "muse_glimmer": {"out_hidden_size": 256, "projector_hidden_size": 64},  # 64 channels x merge 2 x 2, in
+    # its processor takes images of 490 or 980 pixels, and its projector 35 x 35 or 70 x 70 patches: 490 in 14s
+    "aria": {"vision_config.image_size": 490, "vision_config.patch_size": 14},
 }
 
 
@@ -308,6 +310,8 @@ def write_image_processor(directory: str, model_type: str, config: Any, takes_gr
             changes["size"] = {"shortest_edge": low, "longest_edge": high}
     if isinstance(settings.get("max_image_size"), dict) and "longest_edge" in settings["max_image_size"]:
         changes["max_image_size"] = {"longest_edge": side}  # the side of a tile (Idefics 3)
+    elif isinstance(settings.get("max_image_size"), int) and settings["max_image_size"] > side:  # Aria's: 490
+        changes["max_image_size"] = side
     high = getattr(getattr(config, "high_res_vision_config", None), "image_size", None)
     if isinstance(settings.get("high_res_size"), dict) and isinstance(high, int):  # DeepSeek-VL hybrid's second tower
         changes["high_res_size"] = {"height": high, "width": high}

@@ -228,7 +228,7 @@ def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anyt
     config = transformers.BlipConfig()
     config.architectures = ["BlipForConditionalGeneration"]
     config.save_pretrained(tmp_path / "blip")
-    with pytest.raises(InvalidInputError, match="blip models .* not tested to generate as transformers does"):
+    with pytest.raises(InvalidInputError, match="blip models .* otherwise than as rows at the image tokens"):
         export_hf(tmp_path / "blip", "image-text-to-text", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

@@ -17,14 +17,25 @@ TESTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "
 CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v", "glm4v", "glm4v_moe", "glmga",
           "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling", "minimax_m3_vl", "ovis2",
           "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "llama4", "video_llava", "deepseek_vl",
-          "deepseek_vl_hybrid")
+          "deepseek_vl_hybrid", "aria")
 SUPPORTED = (*TESTED, *CENSUS)
 _ANYRES = ("its get_image_features tiles each image by its size (any-resolution grid pinpoints) and unpads the rows "
            "by that size in a Python loop over the images: the rows an image gives follow values of image_sizes, which "
            "one graph for every image cannot hold")
 _PER_GRID = ("its vision tower resizes its learned positions (or convolves) per image at the grid read from "
              "image_grid_thw's values, in a Python loop over the images")
+_NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than as rows at the image tokens of the "
+                   "prompt (as a prefix, through cross-attention, at positions a mask marks, or as the input of its "
+                   "encoder), which onnxport's split into image encoder, embedding and decoder does not take yet")
 _WHY_NOT = {
+    "blip": _NO_IMAGE_TOKEN, "git": _NO_IMAGE_TOKEN, "idefics": _NO_IMAGE_TOKEN, "kosmos-2": _NO_IMAGE_TOKEN,
+    "kosmos-2.5": _NO_IMAGE_TOKEN, "pix2struct": _NO_IMAGE_TOKEN, "udop": _NO_IMAGE_TOKEN,
+    "vision-encoder-decoder": _NO_IMAGE_TOKEN, "pp_formulanet": _NO_IMAGE_TOKEN,
+    "ernie4_5_vl_moe": "its vision tower lays out each image's frames in a Python loop over image_grid_thw's values",
+    "mistral4": "its image-text-to-text class in transformers (Mistral4ForCausalLM) takes no images: export it for "
+                "text-generation",
+    "instructblip": "its image encoder reads the prompt's text (qformer_input_ids), which onnxport's image encoder is "
+                    "not given yet",
     "llava_next": _ANYRES, "llava_next_video": _ANYRES, "llava_onevision": _ANYRES,
     "cosmos3_edge": _PER_GRID, "hunyuan_vl": _PER_GRID, "lfm3_vl": _PER_GRID, "paddleocr_vl": _PER_GRID,
     "video_llama_3": _PER_GRID,
