@@ -38,7 +38,7 @@ _WHY_NOT = {
                     "not given yet",
     "llava_next": _ANYRES, "llava_next_video": _ANYRES, "llava_onevision": _ANYRES,
     "cosmos3_edge": _PER_GRID, "hunyuan_vl": _PER_GRID, "lfm3_vl": _PER_GRID, "paddleocr_vl": _PER_GRID,
-    "video_llama_3": _PER_GRID,
+    "video_llama_3": _PER_GRID, "muse_glimmer": _PER_GRID,
     "lfm2_vl": "its get_image_features unpads each image's rows to a length read from pixel_attention_mask and shapes "
                "them by spatial_shapes' values, in a Python loop over the images",
     "gemma3n": "its vision tower is a timm model (TimmWrapperModel), which needs timm and torchvision: not tested",
