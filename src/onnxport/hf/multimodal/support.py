@@ -41,6 +41,10 @@ _WHY_NOT = {
     "video_llama_3": _PER_GRID, "muse_glimmer": _PER_GRID,
     "lfm2_vl": "its get_image_features unpads each image's rows to a length read from pixel_attention_mask and shapes "
                "them by spatial_shapes' values, in a Python loop over the images",
+    "shieldgemma2": "its image-text-to-text class (Gemma3ForConditionalGeneration on a ShieldGemma 2 config) saves "
+                    "its weights under names it does not load back (transformers initialises them at random)",
+    "t5gemma2": "the first step of its decoder (sliding-window attention over an encoder-decoder cache) is captured "
+                "by torch.export only up to the window's length, which one graph for every length cannot hold",
     "gemma3n": "its vision tower is a timm model (TimmWrapperModel), which needs timm and torchvision: not tested",
 }
 
