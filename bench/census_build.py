@@ -296,9 +296,11 @@ def config_class(model_type: str) -> type:
     return CONFIG_MAPPING[model_type]
 
 
-def tiny_config(model_type: str, keep_layers: bool = False) -> Any:
+def tiny_config(model_type: str, keep_layers: bool = False, settings: dict[str, Any] | None = None) -> Any:
     """The config class's defaults shrunk; ``keep_layers``: widths only, the layer counts kept (for a model whose
-    heads read fixed layers, such as DPT's neck reading 4 of 12, which 2 layers break)."""
+    heads read fixed layers, such as DPT's neck reading 4 of 12, which 2 layers break); ``settings``: values set
+    on the shrunk dict before the config is built (a dotted path to a sub-config's key: ``vision_config.depth``),
+    for a config class that validates what shrinking breaks."""
     global _KEEP_LAYERS
     cls = config_class(model_type)
     base = cls()
@@ -307,6 +309,12 @@ def tiny_config(model_type: str, keep_layers: bool = False) -> Any:
         d = shrink(base.to_dict())
     finally:
         _KEEP_LAYERS = False
+    for path, value in (settings or {}).items():
+        *parents, key = path.split(".")
+        holder = d
+        for name in parents:
+            holder = holder[name]
+        holder[key] = value
     cfg = cls.from_dict(d)
     for name in ("_attn_implementation",):
         pass

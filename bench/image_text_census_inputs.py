@@ -127,6 +127,13 @@ WIDTHS = {
 }
 
 
+# Settings a config class validates that shrinking breaks, set before the config is built, by type.
+VALID = {
+    "molmo2": {"adapter_config.vision_feature_layer": [-1, -2]},  # its adapter reads 2 layers of a 2-layer tower
+    "muse_spark": {"audio_config.num_hidden_layers": 4},  # one per entry of its audio tower's stage lists
+}
+
+
 def fit_widths(config: Any) -> dict[str, list[Any]]:
     """The type's ``WIDTHS`` set on ``config``; the changes."""
     def holder_and_key(path: str) -> tuple[Any, str]:
@@ -178,7 +185,9 @@ def build(model_type: str, class_name: str, row: dict[str, Any]) -> tuple[Any, A
 
     import census_build as cb
 
-    config = cb.tiny_config(model_type)
+    config = cb.tiny_config(model_type, settings=VALID.get(model_type))
+    if model_type in VALID:
+        row["valid_set"] = VALID[model_type]
     if getattr(config, "vision_config", "absent") is None:
         config = add_vision_config(config)
         row["vision_config_added"] = getattr(config, "vision_config", None) is not None

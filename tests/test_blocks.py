@@ -270,7 +270,9 @@ def _deep_cases() -> list:
         "vit": lambda: _t().ViTModel(_t().ViTConfig(**{**VIS, "num_hidden_layers": 4})),
     }
     cases = {case.name: case for case in ZOO}
-    return [pytest.param(dataclasses.replace(cases[name], build=build), id=name) for name, build in builds.items()]
+    # T5 (an encoder-decoder's two stacks, each captured once) is the costliest: in the sweep
+    return [pytest.param(dataclasses.replace(cases[name], build=build), id=name,
+                         marks=pytest.mark.sweep if name == "t5" else ()) for name, build in builds.items()]
 
 
 @pytest.mark.transformers
