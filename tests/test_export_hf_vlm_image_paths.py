@@ -1,8 +1,9 @@
 """export-hf's image-text-to-text for the families whose image rows are not the model's get_image_features of the
 processor's outputs as they are named: Llama 4 (its forward projects the vision model's rows after
 get_image_features: ``Family.projector``), Video-LLaVA (its image processor names the pixels
-``pixel_values_images``: ``IMAGE_INPUT_ALIASES``) and DeepSeek-VL hybrid (two towers, and get_image_features on its
-base model only). Each folder generates transformers' tokens in onnxport's runner on one image and on a
+``pixel_values_images``: ``IMAGE_INPUT_ALIASES``) DeepSeek-VL hybrid (two towers, and get_image_features on its
+base model only) and PaddleOCR-VL (its projector merges each image's blocks by its grid's values, in a loop:
+``_vision_windows.merged_projector_forward`` during the capture). Each folder generates transformers' tokens in onnxport's runner on one image and on a
 padded batch of prompts of one and two images."""
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from onnxport.hf.multimodal import generate_vlm
 
 transformers = pytest.importorskip("transformers")
 
-from tests.vlm_dirs import images, token_inputs, write_deepseek_vl_hybrid, write_llama4, write_video_llava  # noqa: E402,I001
+from tests.vlm_dirs import (grid_inputs, images, token_inputs, write_deepseek_vl_hybrid, write_llama4,  # noqa: E402
+                            write_paddleocr_vl, write_video_llava)
 
 pytestmark = [pytest.mark.transformers, pytest.mark.sweep]
 
@@ -64,3 +66,15 @@ def test_deepseek_vl_hybrid_folder_takes_both_towers_pixels(tmp_path):
         pixels = processor(images(*sizes), return_tensors="pt")
         inputs = token_inputs(directory, texts, "<image>", [rows] * len(sizes))
         _generates_as_transformers(model, out, {**inputs, **pixels})
+
+
+def test_paddleocr_vl_folder_merges_each_images_blocks_by_its_grid(tmp_path):
+    directory, out = str(tmp_path / "paddleocr_vl"), str(tmp_path / "onnx")
+    model = write_paddleocr_vl(directory)
+    export_hf(directory, "image-text-to-text", out)
+    image = "<|vision_start|><|image_pad|><|vision_end|>"
+    texts = [t.replace("<image>", image) for t in TEXTS]
+    for prompts, sizes in (([texts[0]], [(40, 48)]), (texts, [(40, 48), (32, 64), (56, 40)])):
+        inputs = grid_inputs(directory, prompts, images(*sizes), transformers.PaddleOCRVLImageProcessorPil,
+                             "<|image_pad|>")
+        _generates_as_transformers(model, out, inputs)

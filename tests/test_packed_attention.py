@@ -139,6 +139,24 @@ def test_interpolated_positions_as_transformers_computes_them(options) -> None:
         torch.testing.assert_close(got[1], expected[1], atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("grid", [[[1, 4, 4], [1, 4, 4]], [[1, 16, 12], [2, 8, 20], [1, 2, 2]], [[3, 14, 6]]])
+def test_merged_projector_as_transformers_computes_it(grid) -> None:
+    """PaddleOCR-VL's projector with every image's blocks gathered at once equals its loop over the images."""
+    from transformers import PaddleOCRVLConfig
+    from transformers.models.paddleocr_vl.modeling_paddleocr_vl import PaddleOCRProjector
+
+    from onnxport.hf._vision_windows import merged_projector_forward
+
+    torch.manual_seed(0)
+    config = PaddleOCRVLConfig(vision_config=dict(hidden_size=8, spatial_merge_size=2), text_config=dict(hidden_size=16))
+    projector = PaddleOCRProjector(config).eval()
+    grid_thw = torch.tensor(grid)
+    features = torch.randn(int(grid_thw.prod(-1).sum()), 8)
+    with torch.no_grad():
+        torch.testing.assert_close(merged_projector_forward(projector, features, grid_thw),
+                                   projector(features, grid_thw), atol=1e-6, rtol=1e-6)
+
+
 def test_same_as_splitting_per_sequence() -> None:
     """Three sequences (one of a single token) with grouped key/value heads: the masked attention equals
     attending within each piece alone."""

@@ -566,3 +566,26 @@ def write_deepseek_vl_hybrid(directory: str) -> torch.nn.Module:
     transformers.DeepseekVLHybridImageProcessorPil(size={"height": 32, "width": 32},
                                                    high_res_size={"height": 64, "width": 64}).save_pretrained(directory)
     return model
+
+
+def write_paddleocr_vl(directory: str) -> torch.nn.Module:
+    """A random PaddleOCR-VL (its vision tower on 8x8 patches, positions interpolated per image, each image's 2x2
+    blocks merged by its projector; an ERNIE text model with multimodal RoPE) and its image processor (images of
+    16x16 to 64x64 pixels, rounded to 16)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, QWEN_TOKENS)
+    config = transformers.PaddleOCRVLConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=8, spatial_merge_size=2),
+        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+                         rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0},
+                         bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        image_token_id=vocab["<|image_pad|>"], video_token_id=vocab["<|video_pad|>"],
+        vision_start_token_id=vocab["<|vision_start|>"], vision_end_token_id=vocab["<|vision_end|>"])
+    model = transformers.PaddleOCRVLForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    transformers.PaddleOCRVLImageProcessorPil(size={"shortest_edge": 16 * 16, "longest_edge": 64 * 64}, patch_size=8,
+                                              merge_size=2, temporal_patch_size=1).save_pretrained(directory)
+    return model

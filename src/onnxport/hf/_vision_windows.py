@@ -20,6 +20,12 @@ by ``W - side % W``, a whole empty window where the side divides). Sorting the p
 column within it) gives the order; counting the patches before each window gives the window bounds. Empty
 windows give equal bounds, which the attention (onnxport's packed attention during the capture) takes as
 empty sequences; transformers' ``unique_consecutive`` drops them, to the same effect.
+
+PaddleOCR-VL's projector merges each image's ``m x m`` blocks of patches into one row, in a Python loop over the
+images that reshapes each by its grid's values. During the capture :func:`merged_projector_forward` gathers
+every image's blocks at once instead (:func:`merged_block_index`): the row of block ``(f, r, c)`` of an image
+takes, in order, the patches ``(f, r * m + i, c * m + j)`` for ``i, j < m``, as the loop's reshape and
+transpose lay them out.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ import torch
 
 from onnxport.hf.attribute_swap import swapped
 
-__all__ = ["interpolation_indices_and_weights", "layout_as_tensors", "position_ids", "window_index"]
+__all__ = ["interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index", "merged_projector_forward",
+           "position_ids", "window_index"]
 
 _REPLACED = ("get_vision_window_index", "get_vision_position_ids",  # transformers' helpers, by name
              "get_vision_interpolation_indices_and_weights")
@@ -124,10 +131,41 @@ def window_index(grid_thw: torch.Tensor, spatial_merge_size: int, window_size: i
     return order, (bounds * unit).to(torch.int32)
 
 
+def merged_block_index(grid_thw: torch.Tensor, merge_h: int, merge_w: int) -> torch.Tensor:
+    """``[blocks, merge_h * merge_w]``: for each ``merge_h x merge_w`` block of patches of every image (frame by
+    frame, the blocks row by row), the indices of its patches in the patches of all images, row-major."""
+    grid = grid_thw.to(torch.int64)
+    frames, rows, cols = grid.unbind(1)
+    down, across = rows // merge_h, cols // merge_w
+    image, local = _image_of_each(frames * down * across)
+    first = torch.cumsum(frames * rows * cols, 0) - frames * rows * cols  # each image's first patch
+    per_frame = down[image] * across[image]
+    frame, at = local // per_frame, local % per_frame
+    width = cols[image]
+    corner = first[image] + frame * rows[image] * width + (at // across[image]) * merge_h * width \
+        + (at % across[image]) * merge_w
+    inside = (torch.arange(merge_h, device=grid.device)[:, None] * width[:, None, None]
+              + torch.arange(merge_w, device=grid.device)[None, None, :])
+    return (corner[:, None, None] + inside).reshape(corner.shape[0], merge_h * merge_w)
+
+
+def merged_projector_forward(self: torch.nn.Module, image_features: torch.Tensor,
+                             image_grid_thw: torch.Tensor) -> torch.Tensor:
+    """PaddleOCR-VL's projector (``PaddleOCRProjector.forward``) with every image's blocks gathered at once."""
+    normed = self.pre_norm(image_features.reshape(-1, image_features.shape[-1]))
+    index = merged_block_index(image_grid_thw, *self.merge_kernel_size)
+    merged = normed[index].reshape(index.shape[0], -1)
+    return self.linear_2(self.act(self.linear_1(merged)))
+
+
+# Module classes whose forward loops over the images by their grids' values, and onnxport's, by module and name.
+_FORWARDS = {("transformers.models.paddleocr_vl.modeling_paddleocr_vl", "PaddleOCRProjector"): merged_projector_forward}
+
+
 @contextlib.contextmanager
 def layout_as_tensors() -> Iterator[None]:
     """Every loaded transformers module that imported one of the helpers ``_REPLACED`` names uses onnxport's
-    inside the context; restored on exit."""
+    inside the context, and the classes of ``_FORWARDS`` onnxport's forward; restored on exit."""
     ours = {"get_vision_window_index": window_index, "get_vision_position_ids": position_ids,
             "get_vision_interpolation_indices_and_weights": interpolation_indices_and_weights}
     changes = []
@@ -138,5 +176,9 @@ def layout_as_tensors() -> Iterator[None]:
             function = vars(module).get(helper)
             if callable(function) and function is not ours[helper]:
                 changes.append((module, helper, ours[helper]))
+    for (name, cls), forward in _FORWARDS.items():
+        kind = getattr(sys.modules.get(name), cls, None)
+        if kind is not None:
+            changes.append((kind, "forward", forward))
     with swapped(changes):
         yield
