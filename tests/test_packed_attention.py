@@ -157,6 +157,19 @@ def test_merged_projector_as_transformers_computes_it(grid) -> None:
                                    projector(features, grid_thw), atol=1e-6, rtol=1e-6)
 
 
+def test_unshuffled_tower_as_transformers_computes_it() -> None:
+    """VideoLLaMA 3's per-image downsampling by each image's merge size (1 and 2 mixed), for all images at once."""
+    from transformers.models.video_llama_3.modeling_video_llama_3 import VideoLlama3VisionModel
+
+    from onnxport.hf._vision_windows import unshuffled_forward
+
+    torch.manual_seed(0)
+    grid_thw, merges = torch.tensor([[1, 4, 6], [1, 2, 2], [2, 4, 4], [1, 6, 2]]), torch.tensor([2, 1, 2, 1])
+    states = torch.randn(int(grid_thw.prod(-1).sum()), 8)
+    expected = VideoLlama3VisionModel.pixel_unshuffle(None, states, grid_thw, merges)
+    torch.testing.assert_close(unshuffled_forward(None, states, grid_thw, merges), expected, atol=1e-6, rtol=1e-6)
+
+
 def test_same_as_splitting_per_sequence() -> None:
     """Three sequences (one of a single token) with grouped key/value heads: the masked attention equals
     attending within each piece alone."""

@@ -26,6 +26,13 @@ images that reshapes each by its grid's values. During the capture :func:`merged
 every image's blocks at once instead (:func:`merged_block_index`): the row of block ``(f, r, c)`` of an image
 takes, in order, the patches ``(f, r * m + i, c * m + j)`` for ``i, j < m``, as the loop's reshape and
 transpose lay them out.
+
+VideoLLaMA 3's vision tower downsamples each image by its own merge size (``merge_sizes``: 1 for images, 2 for
+video frames, as its processor gives them) with a bilinear resize, in a loop over the images. A bilinear resize
+to half the size (``align_corners=False``) averages each 2x2 block, and to the same size copies: during the
+capture :func:`unshuffled_forward` averages each image's consecutive groups of ``merge * merge`` patches (its
+processor lays a block's patches out one after the other), for every image at once. Another merge size would
+resize otherwise; verification, which runs the model as it is, then refuses the file.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import torch
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index", "merged_projector_forward",
-           "position_ids", "window_index"]
+           "position_ids", "unshuffled_forward", "window_index"]
 
 _REPLACED = ("get_vision_window_index", "get_vision_position_ids",  # transformers' helpers, by name
              "get_vision_interpolation_indices_and_weights")
@@ -158,8 +165,29 @@ def merged_projector_forward(self: torch.nn.Module, image_features: torch.Tensor
     return self.linear_2(self.act(self.linear_1(merged)))
 
 
-# Module classes whose forward loops over the images by their grids' values, and onnxport's, by module and name.
-_FORWARDS = {("transformers.models.paddleocr_vl.modeling_paddleocr_vl", "PaddleOCRProjector"): merged_projector_forward}
+def unshuffled_forward(self: torch.nn.Module, hidden_states: torch.Tensor, grid_thw: torch.Tensor,
+                       merge_sizes: torch.Tensor) -> torch.Tensor:
+    """VideoLLaMA 3's ``pixel_unshuffle``: each image's groups of ``merge * merge`` consecutive patches averaged,
+    for every image at once."""
+    grid = grid_thw.to(torch.int64)
+    merge = merge_sizes.to(torch.int64)
+    patches = grid.prod(-1)
+    groups = patches // (merge * merge)
+    image, local = _image_of_each(patches)
+    group = (torch.cumsum(groups, 0) - groups)[image] + local // (merge * merge)[image]
+    total = torch.zeros(groups.sum().item(), hidden_states.shape[-1], dtype=hidden_states.dtype,
+                        device=hidden_states.device).index_add(0, group, hidden_states)
+    return total / (merge * merge).repeat_interleave(groups)[:, None].to(hidden_states.dtype)
+
+
+# Module classes whose forward (or method) loops over the images by their grids' values, and onnxport's, by module,
+# class and method.
+_FORWARDS = {
+    ("transformers.models.paddleocr_vl.modeling_paddleocr_vl", "PaddleOCRProjector", "forward"):
+        merged_projector_forward,
+    ("transformers.models.video_llama_3.modeling_video_llama_3", "VideoLlama3VisionModel", "pixel_unshuffle"):
+        unshuffled_forward,
+}
 
 
 @contextlib.contextmanager
@@ -176,9 +204,9 @@ def layout_as_tensors() -> Iterator[None]:
             function = vars(module).get(helper)
             if callable(function) and function is not ours[helper]:
                 changes.append((module, helper, ours[helper]))
-    for (name, cls), forward in _FORWARDS.items():
+    for (name, cls, method), forward in _FORWARDS.items():
         kind = getattr(sys.modules.get(name), cls, None)
         if kind is not None:
-            changes.append((kind, "forward", forward))
+            changes.append((kind, method, forward))
     with swapped(changes):
         yield
