@@ -407,6 +407,16 @@ def _words(vocab: int, specials: set[int]) -> list[int]:
     return out
 
 
+def _with_query(model: Any, config: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with the Q-Former prompt an image encoder reads beside the pixels (InstructBLIP's), one per image,
+    as export-hf makes its examples (``multimodal.examples.with_query_prompts``)."""
+    from onnxport.hf.multimodal.examples import required_image_inputs, with_query_prompts
+
+    if "qformer_input_ids" not in required_image_inputs(model):
+        return given
+    return with_query_prompts(model, config, [given])[0]
+
+
 def case_inputs(model: Any, config: Any, processor: Any, case: str) -> dict[str, Any]:
     """A case's processor-like inputs (see the module): torch tensors."""
     import torch
@@ -420,8 +430,9 @@ def case_inputs(model: Any, config: Any, processor: Any, case: str) -> dict[str,
     per_prompt_sizes = CASES[case]
     per_prompt = [pictures(sizes, seed=i) for i, sizes in enumerate(per_prompt_sizes)]
     if processor is not None:
-        given = _processed(processor, per_prompt)
-        counts = [feature_rows(model, _processed(processor, [[p]])) for prompt in per_prompt for p in prompt]
+        given = _with_query(model, config, _processed(processor, per_prompt))
+        counts = [feature_rows(model, _with_query(model, config, _processed(processor, [[p]])))
+                  for prompt in per_prompt for p in prompt]
     else:
         flat = [s for sizes in per_prompt_sizes for s in sizes]
         given = _random_pixels(config, flat)

@@ -3,7 +3,8 @@ processor's outputs as they are named: Llama 4 (its forward projects the vision 
 get_image_features: ``Family.projector``), Video-LLaVA (its image processor names the pixels
 ``pixel_values_images``: ``IMAGE_INPUT_ALIASES``) DeepSeek-VL hybrid (two towers, and get_image_features on its
 base model only) and PaddleOCR-VL (its projector merges each image's blocks by its grid's values, in a loop:
-``_vision_windows.merged_projector_forward`` during the capture). Each folder generates transformers' tokens in onnxport's runner on one image and on a
+``_vision_windows.merged_projector_forward`` during the capture) and InstructBLIP (its Q-Former reads a text prompt
+beside each image: ``qformer_input_ids``). Each folder generates transformers' tokens in onnxport's runner on one image and on a
 padded batch of prompts of one and two images."""
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from onnxport.hf.multimodal import generate_vlm
 
 transformers = pytest.importorskip("transformers")
 
-from tests.vlm_dirs import (grid_inputs, images, token_inputs, write_deepseek_vl_hybrid, write_llama4,  # noqa: E402
-                            write_paddleocr_vl, write_video_llava)
+from tests.vlm_dirs import (grid_inputs, images, token_inputs, write_deepseek_vl_hybrid,  # noqa: E402
+                            write_instructblip, write_llama4, write_paddleocr_vl, write_video_llava)
 
 pytestmark = [pytest.mark.transformers, pytest.mark.sweep]
 
@@ -77,4 +78,18 @@ def test_paddleocr_vl_folder_merges_each_images_blocks_by_its_grid(tmp_path):
     for prompts, sizes in (([texts[0]], [(40, 48)]), (texts, [(40, 48), (32, 64), (56, 40)])):
         inputs = grid_inputs(directory, prompts, images(*sizes), transformers.PaddleOCRVLImageProcessorPil,
                              "<|image_pad|>")
+        _generates_as_transformers(model, out, inputs)
+
+
+def test_instructblip_folder_reads_each_images_query_prompt(tmp_path):
+    directory, out = str(tmp_path / "instructblip"), str(tmp_path / "onnx")
+    model = write_instructblip(directory)
+    export_hf(directory, "image-text-to-text", out)
+    processor = transformers.BlipImageProcessorPil.from_pretrained(directory)
+    texts = ["user: <image> what is in this picture ? assistant:", "<image> describe it"]  # an image a prompt
+    for prompts, sizes in (([texts[0]], [(40, 48)]), (texts, [(40, 48), (32, 64)])):
+        queries = torch.randint(3, 64, (len(sizes), 5), generator=torch.Generator().manual_seed(len(sizes)))
+        inputs = {**token_inputs(directory, prompts, "<image>", [4] * len(sizes)),
+                  **processor(images(*sizes), return_tensors="pt"), "qformer_input_ids": queries,
+                  "qformer_attention_mask": torch.ones_like(queries)}
         _generates_as_transformers(model, out, inputs)

@@ -589,3 +589,24 @@ def write_paddleocr_vl(directory: str) -> torch.nn.Module:
     transformers.PaddleOCRVLImageProcessorPil(size={"shortest_edge": 16 * 16, "longest_edge": 64 * 64}, patch_size=8,
                                               merge_size=2, temporal_patch_size=1).save_pretrained(directory)
     return model
+
+
+def write_instructblip(directory: str) -> torch.nn.Module:
+    """A random InstructBLIP (a BLIP tower on 32x32 images in 8x8 patches, a Q-Former of 4 queries that reads the
+    prompt's text beside the image, a Llama text model; 4 image tokens an image) and its image processor."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    config = transformers.InstructBlipConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=8),
+        qformer_config=dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                            num_attention_heads=4, encoder_hidden_size=32, max_position_embeddings=64),
+        text_config=dict(model_type="llama", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        num_query_tokens=4, image_token_index=vocab["<image>"])
+    model = transformers.InstructBlipForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    transformers.BlipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(directory)
+    return model

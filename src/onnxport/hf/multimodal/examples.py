@@ -6,7 +6,8 @@ images, padded): three pictures of different sizes in two prompts for the captur
 one, for verification (the processor's sizes, tiles and grids, whatever they are, are inputs the model is meant
 to take). A dim whose size differs between those is dynamic. A model whose encoder takes one image at a time of its own
 size (``Family.per_image``) gets one picture per set. A directory without an image processor gets pixels of the
-vision config's ``image_size`` instead.
+vision config's ``image_size`` instead. An encoder that reads a text prompt beside each image (InstructBLIP's
+Q-Former) gets made-up prompts of its vocabulary, of another length in each set.
 
 The token embedding's are a batch of two prompts holding image tokens; the merge's those and their rows of image
 features; the decoder's a step of three tokens on a four-token past, three positions per token for a
@@ -28,7 +29,8 @@ from onnxport.hf.multimodal.components import IMAGE_INPUTS, as_image_inputs, ima
 from onnxport.hf.multimodal.families import Family
 from onnxport.hf.signature import cache_argument, cache_of
 
-__all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "image_sets", "pictures", "prompt_ids"]
+__all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "image_sets", "pictures", "prompt_ids",
+           "required_image_inputs", "with_query_prompts"]
 
 # Made-up pictures (height, width), by prompt: the capture's two prompts (the first of two pictures), then one
 # picture, and three prompts of one, for verification.
@@ -60,7 +62,34 @@ def dynamic_dims(sets: list[dict[str, torch.Tensor]]) -> dict[str, dict[int, Any
 
 
 def image_sets(model: torch.nn.Module, config: Any, directory: str | None, per_image: bool) -> ImageSets:
-    """The image encoder's inputs (see the module)."""
+    """The image encoder's inputs (see the module), with the prompt text it reads where it reads one
+    (:func:`with_query_prompts`)."""
+    sets = _pixel_sets(model, config, directory, per_image)
+    return with_query_prompts(model, config, sets) if "qformer_input_ids" in required_image_inputs(model) else sets
+
+
+def required_image_inputs(model: torch.nn.Module) -> set[str]:
+    """The parameters of the model's ``get_image_features`` that have no default."""
+    parameters = inspect.signature(image_features(model)).parameters
+    return {name for name, p in parameters.items() if p.default is inspect.Parameter.empty
+            and p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)}
+
+
+def with_query_prompts(model: torch.nn.Module, config: Any, sets: ImageSets) -> ImageSets:
+    """``sets`` with the text prompt an image encoder reads beside the pixels (InstructBLIP's Q-Former:
+    ``qformer_input_ids`` and their mask, one prompt per image, as its processor gives them): ids of its Q-Former's
+    vocabulary, of other lengths in each set (any prompt's length is one the model takes)."""
+    vocab = config.qformer_config.vocab_size
+    generator = torch.Generator().manual_seed(2)
+    out = ImageSets()
+    for i, given in enumerate(sets):
+        images = next(iter(given.values())).shape[0]
+        ids = torch.randint(3, vocab, (images, 5 + i), generator=generator)
+        out.append({**given, "qformer_input_ids": ids, "qformer_attention_mask": torch.ones_like(ids)})
+    return out
+
+
+def _pixel_sets(model: torch.nn.Module, config: Any, directory: str | None, per_image: bool) -> ImageSets:
     processor = _image_processor(directory)
     called = _call_settings(directory)
     taken = {"pixel_values"} if per_image else _taken(model)  # one image's size is its tensor's

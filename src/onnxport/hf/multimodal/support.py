@@ -17,7 +17,7 @@ TESTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "
 CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v", "glm4v", "glm4v_moe", "glmga",
           "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling", "minimax_m3_vl", "ovis2",
           "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "llama4", "video_llava", "deepseek_vl",
-          "deepseek_vl_hybrid", "aria", "paddleocr_vl", "video_llama_3")
+          "deepseek_vl_hybrid", "aria", "paddleocr_vl", "video_llama_3", "instructblip")
 SUPPORTED = (*TESTED, *CENSUS)
 _ANYRES = ("its get_image_features tiles each image by its size (any-resolution grid pinpoints) and unpads the rows "
            "by that size in a Python loop over the images: the rows an image gives follow values of image_sizes, which "
@@ -34,8 +34,6 @@ _WHY_NOT = {
     "ernie4_5_vl_moe": "its vision tower lays out each image's frames in a Python loop over image_grid_thw's values",
     "mistral4": "its image-text-to-text class in transformers (Mistral4ForCausalLM) takes no images: export it for "
                 "text-generation",
-    "instructblip": "its image encoder reads the prompt's text (qformer_input_ids), which onnxport's image encoder is "
-                    "not given yet",
     "llava_next": _ANYRES, "llava_next_video": _ANYRES, "llava_onevision": _ANYRES,
     "cosmos3_edge": _PER_GRID, "hunyuan_vl": _PER_GRID, "lfm3_vl": _PER_GRID,
     "muse_glimmer": _PER_GRID,
