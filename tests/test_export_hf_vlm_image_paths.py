@@ -4,8 +4,8 @@ get_image_features: ``Family.projector``), Video-LLaVA (its image processor name
 ``pixel_values_images``: ``IMAGE_INPUT_ALIASES``) DeepSeek-VL hybrid (two towers, and get_image_features on its
 base model only) and PaddleOCR-VL (its projector merges each image's blocks by its grid's values, in a loop:
 ``_vision_windows.merged_projector_forward`` during the capture) and InstructBLIP (its Q-Former reads a text prompt
-beside each image: ``qformer_input_ids``). Each folder generates transformers' tokens in onnxport's runner on one image and on a
-padded batch of prompts of one and two images."""
+beside each image: ``qformer_input_ids``). Each folder generates transformers' tokens in onnxport's runner on one
+image and on a padded batch of prompts of one and two images."""
 
 from __future__ import annotations
 
@@ -17,8 +17,16 @@ from onnxport.hf.multimodal import generate_vlm
 
 transformers = pytest.importorskip("transformers")
 
-from tests.vlm_dirs import (grid_inputs, images, token_inputs, write_deepseek_vl_hybrid,  # noqa: E402
-                            write_instructblip, write_llama4, write_paddleocr_vl, write_video_llava)
+from tests.vlm_dirs import (  # noqa: E402
+    grid_inputs,
+    images,
+    token_inputs,
+    write_deepseek_vl_hybrid,
+    write_instructblip,
+    write_llama4,
+    write_paddleocr_vl,
+    write_video_llava,
+)
 
 pytestmark = [pytest.mark.transformers, pytest.mark.sweep]
 

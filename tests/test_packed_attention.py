@@ -148,7 +148,8 @@ def test_merged_projector_as_transformers_computes_it(grid) -> None:
     from onnxport.hf._vision_windows import merged_projector_forward
 
     torch.manual_seed(0)
-    config = PaddleOCRVLConfig(vision_config=dict(hidden_size=8, spatial_merge_size=2), text_config=dict(hidden_size=16))
+    config = PaddleOCRVLConfig(vision_config=dict(hidden_size=8, spatial_merge_size=2),
+                               text_config=dict(hidden_size=16))
     projector = PaddleOCRProjector(config).eval()
     grid_thw = torch.tensor(grid)
     features = torch.randn(int(grid_thw.prod(-1).sum()), 8)

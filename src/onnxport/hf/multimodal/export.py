@@ -13,8 +13,14 @@ from typing import Any, NamedTuple
 import torch
 
 from onnxport.hf import stream
-from onnxport.hf.multimodal.components import FeatureMerge, ImageEncoder, TokenEmbedding, WideDecoder, image_features, \
-    image_rows
+from onnxport.hf.multimodal.components import (
+    FeatureMerge,
+    ImageEncoder,
+    TokenEmbedding,
+    WideDecoder,
+    image_features,
+    image_rows,
+)
 from onnxport.hf.multimodal.consumers import ONNXRUNTIME, Layout
 from onnxport.hf.multimodal.examples import ImageSets, decoder_inputs, image_sets, prompt_ids
 from onnxport.hf.multimodal.families import Family

@@ -12,12 +12,13 @@ __all__ = ["CENSUS", "SUPPORTED", "TESTED", "check_supported"]
 
 # Tested in tests/test_export_hf_vlm*.py and tests/test_transformers_js_vlm.py, with their processors' prompts:
 TESTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5",
-          "qwen3_5_moe", "idefics3", "smolvlm", "paligemma", "florence2", "glm_ocr", "lighton_ocr", "gemma4")
+          "qwen3_5_moe", "idefics3", "smolvlm", "paligemma", "florence2", "glm_ocr", "lighton_ocr", "gemma4", "llama4",
+          "video_llava", "deepseek_vl_hybrid", "paddleocr_vl", "instructblip")
 # Right in the census (one image; a padded batch of prompts of one and two images of other sizes):
 CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v", "glm4v", "glm4v_moe", "glmga",
           "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling", "minimax_m3_vl", "ovis2",
-          "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "llama4", "video_llava", "deepseek_vl",
-          "deepseek_vl_hybrid", "aria", "paddleocr_vl", "video_llama_3", "instructblip")
+          "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "deepseek_vl", "aria",
+          "video_llama_3")
 SUPPORTED = (*TESTED, *CENSUS)
 _ANYRES = ("its get_image_features tiles each image by its size (any-resolution grid pinpoints) and unpads the rows "
            "by that size in a Python loop over the images: the rows an image gives follow values of image_sizes, which "
