@@ -171,6 +171,27 @@ def test_unshuffled_tower_as_transformers_computes_it() -> None:
     torch.testing.assert_close(unshuffled_forward(None, states, grid_thw, merges), expected, atol=1e-6, rtol=1e-6)
 
 
+def test_grid_convolution_as_transformers_computes_it() -> None:
+    """LFM3-VL's gated depthwise convolution over each frame's grid (patches in 2x2 blocks), for frames of three
+    sizes at once, equals its loop over the images."""
+    from transformers import Lfm3VlConfig
+    from transformers.models.lfm3_vl.modeling_lfm3_vl import Lfm3VlVisionShortConv
+
+    from onnxport.hf._grid_convolution import grid_convolution
+
+    config = Lfm3VlConfig().vision_config
+    config.hidden_size = 8
+    torch.manual_seed(0)
+    conv = Lfm3VlVisionShortConv(config, 0).eval()
+    grid = torch.tensor([[1, 4, 6], [2, 2, 2], [1, 6, 4]])
+    states = torch.randn(int(grid.prod(-1).sum()), 8)
+    with torch.no_grad():
+        gate, out_gate, conv_in = conv.in_proj(states).chunk(3, dim=-1)
+        got = conv.out_proj(out_gate * grid_convolution(gate * conv_in, grid, conv.spatial_merge_size,
+                                                        conv.spatial_conv))
+        torch.testing.assert_close(got, conv(states, grid.tolist()), atol=1e-6, rtol=1e-6)
+
+
 def test_same_as_splitting_per_sequence() -> None:
     """Three sequences (one of a single token) with grouped key/value heads: the masked attention equals
     attending within each piece alone."""
