@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from onnxport.hf._vision_windows import _image_of_each
+from onnxport.hf._vision_windows import image_of_each
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["grid_convolution", "grid_convolution_on"]
@@ -37,7 +37,7 @@ def grid_convolution(states: torch.Tensor, grid_thw: torch.Tensor, merge: int, c
     patches ``states`` ``[patches, channels]``, in blocks of ``merge x merge``; ``[patches, channels]``."""
     grid = grid_thw.to(torch.int64)
     frames, rows, cols = grid.unbind(1)
-    image, local = _image_of_each(frames * rows * cols)
+    image, local = image_of_each(frames * rows * cols)
     height, width = rows[image], cols[image]
     at = local % (height * width)
     frame_start = torch.arange(local.shape[0], device=states.device) - at

@@ -45,14 +45,14 @@ import torch
 
 from onnxport.hf.attribute_swap import swapped
 
-__all__ = ["interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index", "merged_projector_forward",
-           "position_ids", "unshuffled_forward", "window_index"]
+__all__ = ["image_of_each", "interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index",
+           "merged_projector_forward", "position_ids", "unshuffled_forward", "window_index"]
 
 _REPLACED = ("get_vision_window_index", "get_vision_position_ids",  # transformers' helpers, by name
              "get_vision_interpolation_indices_and_weights")
 
 
-def _image_of_each(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def image_of_each(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """For ``counts[i]`` items of each image ``i``, one after the other: each item's image and its index
     among its image's items."""
     image = torch.repeat_interleave(torch.arange(counts.shape[0], device=counts.device), counts)
@@ -98,7 +98,7 @@ def _layout(grid_thw: torch.Tensor, spatial_merge_size: int | torch.Tensor, incl
     grid = grid_thw.to(torch.int64)
     frames, rows, cols = grid.unbind(1)
     merge = torch.as_tensor(spatial_merge_size, device=grid.device).to(torch.int64).expand(grid.shape[0])
-    image, local = _image_of_each(frames * rows * cols)
+    image, local = image_of_each(frames * rows * cols)
     per_frame = rows[image] * cols[image]
     frame, at = local // per_frame, local % per_frame
     m = merge[image]
@@ -126,7 +126,7 @@ def window_index(grid_thw: torch.Tensor, spatial_merge_size: int, window_size: i
     windows = frames * (rows // side + 1) * across  # per image, the padding windows counted
     first_window = torch.cumsum(windows, 0) - windows
 
-    image, local = _image_of_each(patches)
+    image, local = image_of_each(patches)
     per_frame = rows[image] * cols[image]
     frame, at = local // per_frame, local % per_frame
     row, col = at // cols[image], at % cols[image]
@@ -144,7 +144,7 @@ def merged_block_index(grid_thw: torch.Tensor, merge_h: int, merge_w: int) -> to
     grid = grid_thw.to(torch.int64)
     frames, rows, cols = grid.unbind(1)
     down, across = rows // merge_h, cols // merge_w
-    image, local = _image_of_each(frames * down * across)
+    image, local = image_of_each(frames * down * across)
     first = torch.cumsum(frames * rows * cols, 0) - frames * rows * cols  # each image's first patch
     per_frame = down[image] * across[image]
     frame, at = local // per_frame, local % per_frame
@@ -173,7 +173,7 @@ def unshuffled_forward(self: torch.nn.Module, hidden_states: torch.Tensor, grid_
     merge = merge_sizes.to(torch.int64)
     patches = grid.prod(-1)
     groups = patches // (merge * merge)
-    image, local = _image_of_each(patches)
+    image, local = image_of_each(patches)
     group = (torch.cumsum(groups, 0) - groups)[image] + local // (merge * merge)[image]
     total = torch.zeros(groups.sum().item(), hidden_states.shape[-1], dtype=hidden_states.dtype,
                         device=hidden_states.device).index_add(0, group, hidden_states)
