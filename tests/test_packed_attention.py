@@ -139,59 +139,6 @@ def test_interpolated_positions_as_transformers_computes_them(options) -> None:
         torch.testing.assert_close(got[1], expected[1], atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("grid", [[[1, 4, 4], [1, 4, 4]], [[1, 16, 12], [2, 8, 20], [1, 2, 2]], [[3, 14, 6]]])
-def test_merged_projector_as_transformers_computes_it(grid) -> None:
-    """PaddleOCR-VL's projector with every image's blocks gathered at once equals its loop over the images."""
-    from transformers import PaddleOCRVLConfig
-    from transformers.models.paddleocr_vl.modeling_paddleocr_vl import PaddleOCRProjector
-
-    from onnxport.hf._vision_windows import merged_projector_forward
-
-    torch.manual_seed(0)
-    config = PaddleOCRVLConfig(vision_config=dict(hidden_size=8, spatial_merge_size=2),
-                               text_config=dict(hidden_size=16))
-    projector = PaddleOCRProjector(config).eval()
-    grid_thw = torch.tensor(grid)
-    features = torch.randn(int(grid_thw.prod(-1).sum()), 8)
-    with torch.no_grad():
-        torch.testing.assert_close(merged_projector_forward(projector, features, grid_thw),
-                                   projector(features, grid_thw), atol=1e-6, rtol=1e-6)
-
-
-def test_unshuffled_tower_as_transformers_computes_it() -> None:
-    """VideoLLaMA 3's per-image downsampling by each image's merge size (1 and 2 mixed), for all images at once."""
-    from transformers.models.video_llama_3.modeling_video_llama_3 import VideoLlama3VisionModel
-
-    from onnxport.hf._vision_windows import unshuffled_forward
-
-    torch.manual_seed(0)
-    grid_thw, merges = torch.tensor([[1, 4, 6], [1, 2, 2], [2, 4, 4], [1, 6, 2]]), torch.tensor([2, 1, 2, 1])
-    states = torch.randn(int(grid_thw.prod(-1).sum()), 8)
-    expected = VideoLlama3VisionModel.pixel_unshuffle(None, states, grid_thw, merges)
-    torch.testing.assert_close(unshuffled_forward(None, states, grid_thw, merges), expected, atol=1e-6, rtol=1e-6)
-
-
-def test_grid_convolution_as_transformers_computes_it() -> None:
-    """LFM3-VL's gated depthwise convolution over each frame's grid (patches in 2x2 blocks), for frames of three
-    sizes at once, equals its loop over the images."""
-    from transformers import Lfm3VlConfig
-    from transformers.models.lfm3_vl.modeling_lfm3_vl import Lfm3VlVisionShortConv
-
-    from onnxport.hf._grid_convolution import grid_convolution
-
-    config = Lfm3VlConfig().vision_config
-    config.hidden_size = 8
-    torch.manual_seed(0)
-    conv = Lfm3VlVisionShortConv(config, 0).eval()
-    grid = torch.tensor([[1, 4, 6], [2, 2, 2], [1, 6, 4]])
-    states = torch.randn(int(grid.prod(-1).sum()), 8)
-    with torch.no_grad():
-        gate, out_gate, conv_in = conv.in_proj(states).chunk(3, dim=-1)
-        got = conv.out_proj(out_gate * grid_convolution(gate * conv_in, grid, conv.spatial_merge_size,
-                                                        conv.spatial_conv))
-        torch.testing.assert_close(got, conv(states, grid.tolist()), atol=1e-6, rtol=1e-6)
-
-
 def test_same_as_splitting_per_sequence() -> None:
     """Three sequences (one of a single token) with grouped key/value heads: the masked attention equals
     attending within each piece alone."""

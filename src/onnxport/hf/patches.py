@@ -25,8 +25,8 @@ Vision towers that pack every image's patches in one sequence (Qwen2-VL and the 
 split it per image by sizes that are data (``torch.split(t, lengths.tolist())``); during the capture they
 attend once, with a mask that keeps each image to itself (:mod:`onnxport.hf._packed_attention`); Qwen2.5-VL's
 window order and every tower's patch positions are computed with tensor ops instead of a Python loop over the
-images (:mod:`onnxport.hf._vision_windows`), and LFM3-VL's convolutions over each frame's grid for every image at
-once (:mod:`onnxport.hf._grid_convolution`); a multimodal model's per-image list of features, of a count that is
+images (:mod:`onnxport.hf._vision_windows`), LFM3-VL's convolutions over each frame's grid for every image at
+once (:mod:`onnxport.hf._grid_convolution`) and HunYuan-VL's tower likewise (:mod:`onnxport.hf._hunyuan_vision`); a multimodal model's per-image list of features, of a count that is
 data, is captured as the one tensor they join into (:mod:`onnxport.hf._joined_pieces`).
 
 Sinusoid position tables that a forward grows in Python (M2M100, Speech2Text, XGLM, ...) are made in the graph
@@ -51,6 +51,7 @@ import torch
 
 from onnxport.hf import cache as _cache
 from onnxport.hf._grid_convolution import grid_convolution_on
+from onnxport.hf._hunyuan_vision import hunyuan_tower_on
 from onnxport.hf._joined_pieces import joined_pieces
 from onnxport.hf._packed_attention import packed_attention_on
 from onnxport.hf._sinusoid_tables import tables_of_any_length
@@ -84,7 +85,7 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
     try:
         with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
                 _scans_swapped(model), packed_attention_on(model), layout_as_tensors(), grid_convolution_on(), \
-                _joined_in(model), tables_of_any_length(model):
+                hunyuan_tower_on(), _joined_in(model), tables_of_any_length(model):
             yield
     finally:
         for config, value in saved:
