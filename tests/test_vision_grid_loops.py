@@ -86,5 +86,6 @@ def test_hunyuan_tower_as_transformers_computes_it() -> None:
         grid = torch.tensor([[1, 4, 6], [1, 2, 2], [1, 6, 4]])
         pixels = torch.randn(int(grid.prod(-1).sum()), 3 * 8 * 8)
         expected, got = tower(pixels, grid), tower_forward(tower, pixels, grid)
-    assert got.pooler_output.shape == expected.pooler_output.shape == (1, (2 * 4 + 2) + (1 * 2 + 2) + (3 * 3 + 2), 48)  # 2x3, 1x1, 3x2 blocks
+    rows = (2 * 4 + 2) + (1 * 2 + 2) + (3 * 3 + 2)  # 2x3, 1x1 and 3x2 blocks, a newline a row, begin and end
+    assert got.pooler_output.shape == expected.pooler_output.shape == (1, rows, 48)
     torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=1e-5)
