@@ -1,6 +1,6 @@
 """The rewrites of vision towers' Python loops over the images (by their grids' values) that run during the
 capture, each against the loop it stands for, on images of several sizes at once: PaddleOCR-VL's merging
-projector and VideoLLaMA 3's downsampling (``_vision_windows``), LFM3-VL's grid convolution
+projector, Muse Glimmer's pixel-shuffle order and VideoLLaMA 3's downsampling (``_vision_windows``), LFM3-VL's grid convolution
 (``_grid_convolution``) and HunYuan-VL's tower (``_hunyuan_vision``)."""
 
 from __future__ import annotations
@@ -89,3 +89,13 @@ def test_hunyuan_tower_as_transformers_computes_it() -> None:
     rows = (2 * 4 + 2) + (1 * 2 + 2) + (3 * 3 + 2)  # 2x3, 1x1 and 3x2 blocks, a newline a row, begin and end
     assert got.pooler_output.shape == expected.pooler_output.shape == (1, rows, 48)
     torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=1e-5)
+
+
+def test_pixel_shuffle_order_as_transformers_computes_it() -> None:
+    """Muse Glimmer's order of each image's 2x2 blocks (frames of videos included)."""
+    from transformers.models.muse_glimmer.modeling_muse_glimmer import get_vision_pixel_shuffle_index
+
+    from onnxport.hf._vision_windows import pixel_shuffle_index
+
+    grid = torch.tensor([[1, 4, 6], [2, 2, 2], [1, 6, 4]])
+    assert torch.equal(pixel_shuffle_index(grid, 2), get_vision_pixel_shuffle_index(grid, 2))

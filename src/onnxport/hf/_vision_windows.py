@@ -21,6 +21,9 @@ column within it) gives the order; counting the patches before each window gives
 windows give equal bounds, which the attention (onnxport's packed attention during the capture) takes as
 empty sequences; transformers' ``unique_consecutive`` drops them, to the same effect.
 
+Muse Glimmer's ``get_vision_pixel_shuffle_index`` orders each image's ``m x m`` blocks the same way in a loop over
+the images: :func:`pixel_shuffle_index` gives the same order from :func:`merged_block_index`.
+
 PaddleOCR-VL's projector merges each image's ``m x m`` blocks of patches into one row, in a Python loop over the
 images that reshapes each by its grid's values. During the capture :func:`merged_projector_forward` gathers
 every image's blocks at once instead (:func:`merged_block_index`): the row of block ``(f, r, c)`` of an image
@@ -46,10 +49,10 @@ import torch
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["image_of_each", "interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index",
-           "merged_projector_forward", "position_ids", "unshuffled_forward", "window_index"]
+           "merged_projector_forward", "pixel_shuffle_index", "position_ids", "unshuffled_forward", "window_index"]
 
 _REPLACED = ("get_vision_window_index", "get_vision_position_ids",  # transformers' helpers, by name
-             "get_vision_interpolation_indices_and_weights")
+             "get_vision_interpolation_indices_and_weights", "get_vision_pixel_shuffle_index")
 
 
 def image_of_each(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -156,6 +159,14 @@ def merged_block_index(grid_thw: torch.Tensor, merge_h: int, merge_w: int) -> to
     return (corner[:, None, None] + inside).reshape(corner.shape[0], merge_h * merge_w)
 
 
+def pixel_shuffle_index(grid_thw: torch.Tensor, merge_size: int, kwargs: dict | None = None) -> torch.Tensor:
+    """Muse Glimmer's ``get_vision_pixel_shuffle_index``: the patches of every image, each ``merge x merge`` block's
+    after one another (:func:`merged_block_index`, flat)."""
+    if kwargs is not None and (given := kwargs.pop("pixel_shuffle_index", None)) is not None:
+        return given
+    return merged_block_index(grid_thw, merge_size, merge_size).reshape(-1)
+
+
 def merged_projector_forward(self: torch.nn.Module, image_features: torch.Tensor,
                              image_grid_thw: torch.Tensor) -> torch.Tensor:
     """PaddleOCR-VL's projector (``PaddleOCRProjector.forward``) with every image's blocks gathered at once."""
@@ -195,7 +206,8 @@ def layout_as_tensors() -> Iterator[None]:
     """Every loaded transformers module that imported one of the helpers ``_REPLACED`` names uses onnxport's
     inside the context, and the classes of ``_FORWARDS`` onnxport's forward; restored on exit."""
     ours = {"get_vision_window_index": window_index, "get_vision_position_ids": position_ids,
-            "get_vision_interpolation_indices_and_weights": interpolation_indices_and_weights}
+            "get_vision_interpolation_indices_and_weights": interpolation_indices_and_weights,
+            "get_vision_pixel_shuffle_index": pixel_shuffle_index}
     changes = []
     for name, module in list(sys.modules.items()):
         if not name.startswith("transformers.") or module is None:
