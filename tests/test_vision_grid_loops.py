@@ -1,6 +1,7 @@
 """The rewrites of vision towers' Python loops over the images (by their grids' values) that run during the
 capture, each against the loop it stands for, on images of several sizes at once: PaddleOCR-VL's merging
-projector, Muse Glimmer's pixel-shuffle order and VideoLLaMA 3's downsampling (``_vision_windows``), LFM3-VL's grid convolution
+projector, Muse Glimmer's pixel-shuffle order, ERNIE-VL's frame pairs and VideoLLaMA 3's downsampling
+(``_vision_windows``), LFM3-VL's grid convolution
 (``_grid_convolution``) and HunYuan-VL's tower (``_hunyuan_vision``)."""
 
 from __future__ import annotations
@@ -99,3 +100,19 @@ def test_pixel_shuffle_order_as_transformers_computes_it() -> None:
 
     grid = torch.tensor([[1, 4, 6], [2, 2, 2], [1, 6, 4]])
     assert torch.equal(pixel_shuffle_index(grid, 2), get_vision_pixel_shuffle_index(grid, 2))
+
+
+def test_frame_pairs_as_transformers_computes_them() -> None:
+    """ERNIE-VL's resampler's even and odd frames side by side, for images and videos of 2, 3 and 4 frames."""
+    import types
+
+    from transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe import (
+        Ernie4_5_VLMoeVariableResolutionResamplerModel as Resampler,
+    )
+
+    from onnxport.hf._vision_windows import temporal_slicing
+
+    resampler = types.SimpleNamespace(spatial_merge_size=2)
+    grid = torch.tensor([[1, 4, 6], [2, 2, 2], [4, 2, 4], [3, 2, 2], [1, 6, 4]])
+    states = torch.randn(int((grid.prod(-1) // 4).sum()), 5)
+    assert torch.equal(temporal_slicing(resampler, states, grid), Resampler._temporal_slicing(resampler, states, grid))

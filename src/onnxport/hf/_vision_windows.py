@@ -30,6 +30,9 @@ every image's blocks at once instead (:func:`merged_block_index`): the row of bl
 takes, in order, the patches ``(f, r * m + i, c * m + j)`` for ``i, j < m``, as the loop's reshape and
 transpose lay them out.
 
+ERNIE-VL's resampler puts each video's even frames beside its odd ones (an image's frame beside itself) in a loop
+over the images; :func:`temporal_slicing` gathers both for every image at once.
+
 VideoLLaMA 3's vision tower downsamples each image by its own merge size (``merge_sizes``: 1 for images, 2 for
 video frames, as its processor gives them) with a bilinear resize, in a loop over the images. A bilinear resize
 to half the size (``align_corners=False``) averages each 2x2 block, and to the same size copies: during the
@@ -49,7 +52,8 @@ import torch
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["image_of_each", "interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index",
-           "merged_projector_forward", "pixel_shuffle_index", "position_ids", "unshuffled_forward", "window_index"]
+           "merged_projector_forward", "pixel_shuffle_index", "position_ids", "temporal_slicing", "unshuffled_forward",
+           "window_index"]
 
 _REPLACED = ("get_vision_window_index", "get_vision_position_ids",  # transformers' helpers, by name
              "get_vision_interpolation_indices_and_weights", "get_vision_pixel_shuffle_index")
@@ -191,6 +195,21 @@ def unshuffled_forward(self: torch.nn.Module, hidden_states: torch.Tensor, grid_
     return total / (merge * merge).repeat_interleave(groups)[:, None].to(hidden_states.dtype)
 
 
+def temporal_slicing(self: torch.nn.Module, hidden_states: torch.Tensor, grid_thw: torch.Tensor) -> torch.Tensor:
+    """ERNIE-VL's resampler's ``_temporal_slicing``: each image's (or video's) rows of even frames beside those of
+    the odd frames that follow them (an image, one frame: its rows beside themselves), for every image at once."""
+    grid = grid_thw.to(torch.int64)
+    frames = grid[:, 0]
+    spatial = grid[:, 1] * grid[:, 2] // (self.spatial_merge_size ** 2)  # rows a frame, merged
+    pairs = torch.where(frames > 1, frames // 2, torch.ones_like(frames))
+    image, local = image_of_each(pairs * spatial)
+    first_row = torch.cumsum(frames * spatial, 0) - frames * spatial
+    pair, at = local // spatial[image], local % spatial[image]
+    even = first_row[image] + 2 * pair * spatial[image] + at
+    odd = torch.where(frames[image] > 1, even + spatial[image], even)
+    return torch.cat([hidden_states[even], hidden_states[odd]], dim=-1)
+
+
 # Module classes whose forward (or method) loops over the images by their grids' values, and onnxport's, by module,
 # class and method.
 _FORWARDS = {
@@ -198,6 +217,8 @@ _FORWARDS = {
         merged_projector_forward,
     ("transformers.models.video_llama_3.modeling_video_llama_3", "VideoLlama3VisionModel", "pixel_unshuffle"):
         unshuffled_forward,
+    ("transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe", "Ernie4_5_VLMoeVariableResolutionResamplerModel",
+     "_temporal_slicing"): temporal_slicing,
 }
 
 

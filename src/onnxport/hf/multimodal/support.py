@@ -18,7 +18,7 @@ TESTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "
 CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v", "glm4v", "glm4v_moe", "glmga",
           "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling", "minimax_m3_vl", "ovis2",
           "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "deepseek_vl", "aria",
-          "video_llama_3", "lfm3_vl", "hunyuan_vl", "muse_glimmer")
+          "video_llama_3", "lfm3_vl", "hunyuan_vl", "muse_glimmer", "ernie4_5_vl_moe")
 SUPPORTED = (*TESTED, *CENSUS)
 _ANYRES = ("its get_image_features tiles each image by its size (any-resolution grid pinpoints) and unpads the rows "
            "by that size in a Python loop over the images: the rows an image gives follow values of image_sizes, which "
@@ -32,7 +32,6 @@ _WHY_NOT = {
     "blip": _NO_IMAGE_TOKEN, "git": _NO_IMAGE_TOKEN, "idefics": _NO_IMAGE_TOKEN, "kosmos-2": _NO_IMAGE_TOKEN,
     "kosmos-2.5": _NO_IMAGE_TOKEN, "pix2struct": _NO_IMAGE_TOKEN, "udop": _NO_IMAGE_TOKEN,
     "vision-encoder-decoder": _NO_IMAGE_TOKEN, "pp_formulanet": _NO_IMAGE_TOKEN,
-    "ernie4_5_vl_moe": "its vision tower lays out each image's frames in a Python loop over image_grid_thw's values",
     "mistral4": "its image-text-to-text class in transformers (Mistral4ForCausalLM) takes no images: export it for "
                 "text-generation",
     "llava_next": _ANYRES, "llava_next_video": _ANYRES, "llava_onevision": _ANYRES,
