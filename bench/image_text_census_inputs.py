@@ -131,6 +131,7 @@ WIDTHS = {
 VALID = {
     "molmo2": {"adapter_config.vision_feature_layer": [-1, -2]},  # its adapter reads 2 layers of a 2-layer tower
     "muse_spark": {"audio_config.num_hidden_layers": 4},  # one per entry of its audio tower's stage lists
+    "deepseek_ocr2": {"text_config.mlp_layer_types": ["dense", "sparse"]},  # a checkpoint's: one per layer
 }
 
 
