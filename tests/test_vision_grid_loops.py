@@ -1,7 +1,7 @@
 """The rewrites of vision towers' Python loops over the images (by their grids' values) that run during the
 capture, each against the loop it stands for, on images of several sizes at once: PaddleOCR-VL's merging
-projector, Muse Glimmer's pixel-shuffle order, ERNIE-VL's frame pairs and VideoLLaMA 3's downsampling
-(``_vision_windows``), LFM3-VL's grid convolution
+projector, Muse Glimmer's pixel-shuffle order, ERNIE-VL's frame pairs, Cosmos3 Edge's antialiased positions and
+VideoLLaMA 3's downsampling (``_vision_windows``), LFM3-VL's grid convolution
 (``_grid_convolution``) and HunYuan-VL's tower (``_hunyuan_vision``)."""
 
 from __future__ import annotations
@@ -116,3 +116,17 @@ def test_frame_pairs_as_transformers_computes_them() -> None:
     grid = torch.tensor([[1, 4, 6], [2, 2, 2], [4, 2, 4], [3, 2, 2], [1, 6, 4]])
     states = torch.randn(int((grid.prod(-1) // 4).sum()), 5)
     assert torch.equal(temporal_slicing(resampler, states, grid), Resampler._temporal_slicing(resampler, states, grid))
+
+
+def test_antialiased_positions_as_transformers_computes_them() -> None:
+    """Cosmos3 Edge's table of positions resized to grids smaller (antialiased) and larger than it, and a video's."""
+    from transformers.models.cosmos3_edge.modeling_cosmos3_edge import Cosmos3EdgeVisionEmbeddings
+
+    from onnxport.hf._vision_windows import resized_positions
+
+    torch.manual_seed(0)
+    table = torch.randn(8, 8, 5)
+    grid = torch.tensor([[1, 4, 6], [2, 2, 2], [1, 12, 16], [1, 8, 8]])
+    torch.testing.assert_close(resized_positions(table, grid, 2),
+                               Cosmos3EdgeVisionEmbeddings.resize_positional_embeddings(table, grid, 2),
+                               atol=1e-5, rtol=1e-5)

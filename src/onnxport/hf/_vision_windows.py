@@ -30,6 +30,10 @@ every image's blocks at once instead (:func:`merged_block_index`): the row of bl
 takes, in order, the patches ``(f, r * m + i, c * m + j)`` for ``i, j < m``, as the loop's reshape and
 transpose lay them out.
 
+Cosmos3 Edge resizes its learned table of positions to each image's grid with an antialiased bilinear resize, in a
+loop over the images: :func:`resized_positions` weighs the table's rows and columns for every patch at once by
+torch's own antialiasing rule (a triangle as wide as the scale where the table shrinks).
+
 ERNIE-VL's resampler puts each video's even frames beside its odd ones (an image's frame beside itself) in a loop
 over the images; :func:`temporal_slicing` gathers both for every image at once.
 
@@ -52,8 +56,8 @@ import torch
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["image_of_each", "interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index",
-           "merged_projector_forward", "pixel_shuffle_index", "position_ids", "temporal_slicing", "unshuffled_forward",
-           "window_index"]
+           "merged_projector_forward", "pixel_shuffle_index", "position_ids", "resized_positions", "temporal_slicing",
+           "unshuffled_forward", "window_index"]
 
 _REPLACED = ("get_vision_window_index", "get_vision_position_ids",  # transformers' helpers, by name
              "get_vision_interpolation_indices_and_weights", "get_vision_pixel_shuffle_index")
@@ -210,6 +214,34 @@ def temporal_slicing(self: torch.nn.Module, hidden_states: torch.Tensor, grid_th
     return torch.cat([hidden_states[even], hidden_states[odd]], dim=-1)
 
 
+def _antialiased_taps(index: torch.Tensor, size: torch.Tensor, side: int) -> torch.Tensor:
+    """``[items, side]``: each item's weights on the ``side`` entries of an axis that ``F.interpolate(mode=
+    "bilinear", antialias=True, align_corners=False)`` resizes to ``size`` entries, for output entry ``index``:
+    a triangle as wide as the scale where it shrinks (1 where it grows), over the entries within its reach, summing
+    to 1 (torch's own rule, written for every item at once)."""
+    scale = side / size.to(torch.float64)
+    support = torch.where(scale >= 1, scale, torch.ones_like(scale))
+    center = scale * (index.to(torch.float64) + 0.5)
+    low = (center - support + 0.5).trunc().clamp(min=0)
+    high = (center + support + 0.5).trunc().clamp(max=side)
+    entry = torch.arange(side, device=index.device, dtype=torch.float64)[None]
+    weights = (1 - ((entry - center[:, None] + 0.5) / support[:, None]).abs()).clamp(min=0)
+    weights = weights * ((entry >= low[:, None]) & (entry < high[:, None]))
+    return (weights / weights.sum(-1, keepdim=True)).to(torch.float32)
+
+
+def resized_positions(positional_embeddings: torch.Tensor, grid_thw: torch.Tensor,
+                      spatial_merge_size: int) -> torch.Tensor:
+    """Cosmos3 Edge's ``resize_positional_embeddings``: the learned ``[side, side, hidden]`` table resized to each
+    image's grid (antialiased bilinear), each patch's row taken in the processor's block order, every frame."""
+    rows_cols, heights, widths = _layout(grid_thw, spatial_merge_size, False)
+    side = positional_embeddings.shape[0]
+    down = _antialiased_taps(rows_cols[:, 0], heights, side)
+    across = _antialiased_taps(rows_cols[:, 1], widths, side)
+    table = positional_embeddings.float()
+    return torch.einsum("pa,pb,abc->pc", down, across, table).to(positional_embeddings.dtype)
+
+
 # Module classes whose forward (or method) loops over the images by their grids' values, and onnxport's, by module,
 # class and method.
 _FORWARDS = {
@@ -219,6 +251,8 @@ _FORWARDS = {
         unshuffled_forward,
     ("transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe", "Ernie4_5_VLMoeVariableResolutionResamplerModel",
      "_temporal_slicing"): temporal_slicing,
+    ("transformers.models.cosmos3_edge.modeling_cosmos3_edge", "Cosmos3EdgeVisionEmbeddings",
+     "resize_positional_embeddings"): staticmethod(resized_positions),
 }
 
 

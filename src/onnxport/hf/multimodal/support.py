@@ -18,13 +18,12 @@ TESTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "
 CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v", "glm4v", "glm4v_moe", "glmga",
           "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling", "minimax_m3_vl", "ovis2",
           "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "deepseek_vl", "aria",
-          "video_llama_3", "lfm3_vl", "hunyuan_vl", "muse_glimmer", "ernie4_5_vl_moe")
+          "video_llama_3", "lfm3_vl", "hunyuan_vl", "muse_glimmer", "ernie4_5_vl_moe",
+          "cosmos3_edge")
 SUPPORTED = (*TESTED, *CENSUS)
 _ANYRES = ("its get_image_features tiles each image by its size (any-resolution grid pinpoints) and unpads the rows "
            "by that size in a Python loop over the images: the rows an image gives follow values of image_sizes, which "
            "one graph for every image cannot hold")
-_PER_GRID = ("its vision tower resizes its learned positions (or convolves) per image at the grid read from "
-             "image_grid_thw's values, in a Python loop over the images")
 _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than as rows at the image tokens of the "
                    "prompt (as a prefix, through cross-attention, at positions a mask marks, or as the input of its "
                    "encoder), which onnxport's split into image encoder, embedding and decoder does not take yet")
@@ -35,7 +34,6 @@ _WHY_NOT = {
     "mistral4": "its image-text-to-text class in transformers (Mistral4ForCausalLM) takes no images: export it for "
                 "text-generation",
     "llava_next": _ANYRES, "llava_next_video": _ANYRES, "llava_onevision": _ANYRES,
-    "cosmos3_edge": _PER_GRID,
     "lfm2_vl": "its get_image_features unpads each image's rows to a length read from pixel_attention_mask and shapes "
                "them by spatial_shapes' values, in a Python loop over the images",
     "shieldgemma2": "its image-text-to-text class (Gemma3ForConditionalGeneration on a ShieldGemma 2 config) saves "
