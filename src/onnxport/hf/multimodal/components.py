@@ -5,7 +5,10 @@ Every ``*ForConditionalGeneration`` that reads images and text computes, in its 
 - :class:`ImageEncoder`: the processor's image inputs (``pixel_values``, and what else its processor gives:
   ``image_grid_thw``, ``pixel_attention_mask``, ``image_sizes``, ...) to the rows of features its image tokens
   take, every image's rows one after the other, ``[rows, width]``; through the model's own
-  ``get_image_features``, whose per-image pieces are joined (``torch.cat``, as the forward joins them);
+  ``get_image_features`` (its base model's where the model has none), whose per-image pieces are joined
+  (``torch.cat``, as the forward joins them), then, for a model whose forward projects them after that call, its
+  projector (``Family.projector``: Llama 4's); a processor's older names of these inputs are taken too
+  (``IMAGE_INPUT_ALIASES``);
 - :class:`TokenEmbedding`: token ids to their embeddings (``get_input_embeddings``), an image token's as the
   model's forward looks it up (``Family.image_token_as``): a consumer writes the image rows over it in a prompt,
   and a token generated as an image token keeps it;
@@ -42,8 +45,8 @@ __all__ = ["IMAGE_INPUTS", "IMAGE_INPUT_ALIASES", "FeatureMerge", "ImageEncoder"
 
 
 def image_features(model: torch.nn.Module) -> Any:
-    """The model's ``get_image_features``, or its base model's where the model for generation lacks one (DeepSeek-VL,
-    Fuyu)."""
+    """The model's ``get_image_features``, or its base model's where the model for generation lacks one
+    (DeepSeek-VL)."""
     method = getattr(model, "get_image_features", None)
     if method is None:
         method = getattr(getattr(model, "model", None), "get_image_features", None)
