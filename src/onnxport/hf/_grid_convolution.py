@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from onnxport.hf._vision_windows import image_of_each
+from onnxport.hf._vision_windows import patch_layout
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["grid_convolution", "grid_convolution_on"]
@@ -35,29 +35,26 @@ _GRIDS: contextvars.ContextVar[torch.Tensor | None] = contextvars.ContextVar("on
 def grid_convolution(states: torch.Tensor, grid_thw: torch.Tensor, merge: int, conv: torch.nn.Conv2d) -> torch.Tensor:
     """``conv`` (depthwise, odd square kernel, zero padding of half of it, no bias) over each frame's grid of the
     patches ``states`` ``[patches, channels]``, in blocks of ``merge x merge``; ``[patches, channels]``."""
-    grid = grid_thw.to(torch.int64)
-    frames, rows, cols = grid.unbind(1)
-    image, local = image_of_each(frames * rows * cols)
-    height, width = rows[image], cols[image]
-    at = local % (height * width)
-    frame_start = torch.arange(local.shape[0], device=states.device) - at
-    block, place = at // (merge * merge), at % (merge * merge)
-    row = (block // (width // merge)) * merge + place // merge
-    col = (block % (width // merge)) * merge + place % merge
+    rows_cols, height, width = patch_layout(grid_thw, merge, False)
+    row, col = rows_cols.unbind(1)
+    frame_start = torch.arange(row.shape[0], device=states.device) - _in_frame(row, col, width, merge)
     side = conv.kernel_size[0]
     steps = torch.arange(side, device=states.device) - side // 2
     near_row = (row[:, None, None] + steps[None, :, None]).expand(-1, side, side)
     near_col = (col[:, None, None] + steps[None, None, :]).expand(-1, side, side)
     inside = (near_row >= 0) & (near_row < height[:, None, None]) & (near_col >= 0) & (near_col < width[:, None, None])
-    near_row, near_col = near_row.clamp(min=0), near_col.clamp(min=0)
-    near_row = torch.minimum(near_row, height[:, None, None] - 1)
-    near_col = torch.minimum(near_col, width[:, None, None] - 1)
-    index = frame_start[:, None, None] + ((near_row // merge) * (width[:, None, None] // merge)
-                                          + near_col // merge) * merge * merge \
-        + (near_row % merge) * merge + near_col % merge
+    near_row = near_row.clamp(min=0).minimum(height[:, None, None] - 1)  # outside: any patch, weighed 0
+    near_col = near_col.clamp(min=0).minimum(width[:, None, None] - 1)
+    index = frame_start[:, None, None] + _in_frame(near_row, near_col, width[:, None, None], merge)
     taps = states[index.reshape(index.shape[0], -1)] * inside.reshape(index.shape[0], -1, 1).to(states.dtype)
     kernel = conv.weight.reshape(conv.weight.shape[0], side * side).t()  # [taps, channels]
     return (taps * kernel[None]).sum(1)
+
+
+def _in_frame(row: torch.Tensor, col: torch.Tensor, width: torch.Tensor, merge: int) -> torch.Tensor:
+    """The index within its frame of the patch at ``row``, ``col`` of a frame ``width`` patches wide, its patches in
+    blocks of ``merge x merge`` (see the module)."""
+    return ((row // merge) * (width // merge) + col // merge) * merge * merge + (row % merge) * merge + col % merge
 
 
 def _short_conv_forward(self: torch.nn.Module, hidden_states: torch.Tensor, grid_thw: Any, **kwargs: Any

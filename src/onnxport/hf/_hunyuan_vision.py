@@ -9,7 +9,8 @@ rows. One graph for any number and size of images cannot hold either loop. Durin
 
 - positions: each patch's taps into the table and their weights, from its row and column
   (``_vision_windows.interpolation_indices_and_weights``, transformers' own formula for ``F.interpolate``);
-- the merger: each block's patches gathered (row ``r * m + i``, column ``c * m + j`` of its image, raster order),
+- the merger: each block's patches gathered (row ``r * m + i``, column ``c * m + j`` of its image, raster order:
+  ``_vision_windows.merged_block_index``),
   the convolution as the matrix product it is on them, then every image's rows laid out at once: row ``k`` of
   an image ``w / m`` blocks wide is its begin row for ``k == 0``, its end row for the last, and otherwise, for
   ``k - 1 = q * (w / m + 1) + p``, the newline where ``p == w / m`` and block ``(q, p)`` elsewhere.
@@ -24,7 +25,7 @@ from typing import Any
 
 import torch
 
-from onnxport.hf._vision_windows import image_of_each, interpolation_indices_and_weights
+from onnxport.hf._vision_windows import image_of_each, interpolation_indices_and_weights, merged_block_index
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["hunyuan_tower_on", "merged_rows", "tower_forward"]
@@ -55,14 +56,8 @@ def merged_rows(merger: torch.nn.Module, states: torch.Tensor, grid_thw: torch.T
     rows, cols = grid[:, 1], grid[:, 2]
     down, across = rows // m, cols // m
     normed = merger.before_rms(states[0])
-    # each block's patches, (i, j) row-major, as the convolution's kernel lays them out
-    image, local = image_of_each(down * across)
-    first = torch.cumsum(rows * cols, 0) - rows * cols
-    width = cols[image]
-    corner = first[image] + (local // across[image]) * m * width + (local % across[image]) * m
-    inside = torch.arange(m, device=grid.device)[:, None] * width[:, None, None] \
-        + torch.arange(m, device=grid.device)[None, None, :]
-    blocks = normed[(corner[:, None, None] + inside).reshape(corner.shape[0], m * m)]  # [blocks, m * m, hidden]
+    # each block's patches, (i, j) row-major, as the convolution's kernel lays them out: [blocks, m * m, hidden]
+    blocks = normed[merged_block_index(grid, m, m)]
     conv = merger.proj_conv
     kernel = conv.weight.permute(0, 2, 3, 1).reshape(conv.weight.shape[0], -1)
     merged = merger.proj_act(blocks.reshape(blocks.shape[0], -1) @ kernel.t() + conv.bias)

@@ -56,8 +56,8 @@ import torch
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["image_of_each", "interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index",
-           "merged_projector_forward", "pixel_shuffle_index", "position_ids", "resized_positions", "temporal_slicing",
-           "unshuffled_forward", "window_index"]
+           "merged_projector_forward", "patch_layout", "pixel_shuffle_index", "position_ids", "resized_positions",
+           "temporal_slicing", "unshuffled_forward", "window_index"]
 
 _REPLACED = ("get_vision_window_index", "get_vision_position_ids",  # transformers' helpers, by name
              "get_vision_interpolation_indices_and_weights", "get_vision_pixel_shuffle_index")
@@ -77,7 +77,7 @@ def position_ids(grid_thw: torch.Tensor, spatial_merge_size: int | torch.Tensor,
     transformers' ``get_vision_position_ids`` returns them."""
     if kwargs is not None and (given := kwargs.pop("position_ids", None)) is not None:
         return given
-    return _layout(grid_thw, spatial_merge_size, include_temporal)[0]
+    return patch_layout(grid_thw, spatial_merge_size, include_temporal)[0]
 
 
 def interpolation_indices_and_weights(grid_thw: torch.Tensor, num_grid_per_side: int, mode: str = "bilinear",
@@ -93,7 +93,7 @@ def interpolation_indices_and_weights(grid_thw: torch.Tensor, num_grid_per_side:
         indices, weights = kwargs.pop("interp_indices", None), kwargs.pop("interp_weights", None)
         if indices is not None and weights is not None:
             return indices, weights
-    (rows_cols, heights, widths) = _layout(grid_thw, spatial_merge_size, False)
+    (rows_cols, heights, widths) = patch_layout(grid_thw, spatial_merge_size, False)
     axis = vision_utils._interpolation_axis_taps_weights
     h_taps, h_weights = axis(rows_cols[:, 0], heights, num_grid_per_side, mode, align_corners, padding)
     w_taps, w_weights = axis(rows_cols[:, 1], widths, num_grid_per_side, mode, align_corners, padding)
@@ -103,8 +103,8 @@ def interpolation_indices_and_weights(grid_thw: torch.Tensor, num_grid_per_side:
     return indices, weights
 
 
-def _layout(grid_thw: torch.Tensor, spatial_merge_size: int | torch.Tensor, include_temporal: bool
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def patch_layout(grid_thw: torch.Tensor, spatial_merge_size: int | torch.Tensor, include_temporal: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each patch's (frame,) row and column, and its image's height and width, in patches."""
     grid = grid_thw.to(torch.int64)
     frames, rows, cols = grid.unbind(1)
@@ -234,7 +234,7 @@ def resized_positions(positional_embeddings: torch.Tensor, grid_thw: torch.Tenso
                       spatial_merge_size: int) -> torch.Tensor:
     """Cosmos3 Edge's ``resize_positional_embeddings``: the learned ``[side, side, hidden]`` table resized to each
     image's grid (antialiased bilinear), each patch's row taken in the processor's block order, every frame."""
-    rows_cols, heights, widths = _layout(grid_thw, spatial_merge_size, False)
+    rows_cols, heights, widths = patch_layout(grid_thw, spatial_merge_size, False)
     side = positional_embeddings.shape[0]
     down = _antialiased_taps(rows_cols[:, 0], heights, side)
     across = _antialiased_taps(rows_cols[:, 1], widths, side)
