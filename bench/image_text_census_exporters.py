@@ -13,6 +13,10 @@ In transformers 5.23 ``generate`` encodes the images before its first forward (`
 prefill call it captures never runs the image encoder or the projector: a multimodal split holds ``language_model``,
 ``lm_head`` and ``decode`` alone, with no image path (the row says so).
 
+An encoder-decoder whose encoder reads the images (a VisionEncoderDecoder) gets ``prefill`` and ``decode`` alike,
+both taking ``encoder_outputs``: generate runs the encoder before the first forward, so the files hold no encoder
+and the images never enter them (the row says so).
+
 Run: only a ``prefill``/``decode`` split (a model it does not split by modality) is run, by a greedy loop here over
 the components' onnxruntime sessions (``ExportedModel.from_pretrained``'s runners, fed the captured calls' kwargs);
 a multimodal split is "exported, not run": its files hold no token embedding, and the merge (and what the model does
@@ -104,6 +108,9 @@ def run_loop(out: str, inputs: dict[str, Any], eager: dict[str, Any]) -> str:
 
     exported = ExportedModel.from_pretrained(out, device="cpu")
     prefill, decode = exported.runners["prefill"], exported.runners["decode"]
+    if "encoder_outputs" in prefill.metadata.kwargs and "encoder_outputs" not in inputs:
+        return ("exported, not run: no encoder among its files: its prefill takes encoder_outputs (generate runs the "
+                "encoder before its first forward), so the images never enter them")
     taken = set(decode.metadata.kwargs)
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
     first = prefill(**{k: v for k, v in inputs.items() if k in set(prefill.metadata.kwargs)})

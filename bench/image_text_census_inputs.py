@@ -21,7 +21,9 @@ type's transformers processor (most need torchvision, which is not installed her
   own ``get_image_features`` on that image alone, and ``input_ids`` of a few words, that many image tokens per
   image, a few words, left-padded; ``attention_mask``; ``mm_token_type_ids``/``token_type_ids`` = image tokens
   where the forward takes them (a prompt that is a prefix attending both ways, PaliGemma's: 0 throughout, as its
-  processor marks it). A type with no usable processor gets random ``pixel_values`` of the config's size.
+  processor marks it). A type with no usable processor gets random ``pixel_values`` of the config's size. A type
+  whose encoder reads the images (a VisionEncoderDecoder, Pix2Struct: ``images_encoded``) takes no prompt: each
+  case's first image of each prompt, through its processor, and generation from the decoder's start token.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import numpy as np
 from export_hf_census import set_token_ids
 from export_hf_census_common import MAX_PARAMS
 from export_hf_census_images import SIDE, config_size, write_processor
-from onnxport.hf.multimodal.components import image_features
+from onnxport.hf.multimodal.components import image_features, images_encoded
 from onnxport.hf.multimodal.families import PREFIX_BOTH_WAYS
 
 WORDS = [5, 17, 33, 8, 42, 7, 12, 9, 21, 30]
@@ -132,6 +134,7 @@ VALID = {
     "molmo2": {"adapter_config.vision_feature_layer": [-1, -2]},  # its adapter reads 2 layers of a 2-layer tower
     "muse_spark": {"audio_config.num_hidden_layers": 4},  # one per entry of its audio tower's stage lists
     "deepseek_ocr2": {"text_config.mlp_layer_types": ["dense", "sparse"]},  # a checkpoint's: one per layer
+    "pix2struct": {"vision_config.patch_embed_hidden_size": 768},  # a 16x16 RGB patch, as its processor cuts it
 }
 
 
@@ -424,6 +427,8 @@ def case_inputs(model: Any, config: Any, processor: Any, case: str) -> dict[str,
 
     from onnxport.hf.multimodal.families import image_token_id
 
+    if images_encoded(model, config):
+        return _encoded_case(model, config, processor, case)
     image = image_token_id(config)
     text = text_config(config)
     specials = set(special_names(config)) | {0, 1, 2}
@@ -462,6 +467,18 @@ def case_inputs(model: Any, config: Any, processor: Any, case: str) -> dict[str,
         inputs["token_type_ids"] = torch.zeros_like(input_ids)
     inputs.update(given)
     return {"inputs": inputs, "rows_per_image": counts}
+
+
+def _encoded_case(model: Any, config: Any, processor: Any, case: str) -> dict[str, Any]:
+    """A case of a model whose encoder reads the images (``images_encoded``): its processor's image inputs (a patch
+    mask as int64) or random pixels, one image a prompt (each prompt's first), no text."""
+    sizes = [prompt[0] for prompt in CASES[case]]
+    if processor is None:
+        return {"inputs": _random_pixels(config, sizes), "rows_per_image": None}
+    given = processor(pictures(sizes, seed=0), return_tensors="pt")
+    taken = (model.main_input_name, "attention_mask")
+    return {"inputs": {k: v.long() if k == "attention_mask" else v for k, v in given.items() if k in taken},
+            "rows_per_image": None}
 
 
 def generation_inputs(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:

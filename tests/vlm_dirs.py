@@ -610,3 +610,59 @@ def write_instructblip(directory: str) -> torch.nn.Module:
     model.save_pretrained(directory)
     transformers.BlipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(directory)
     return model
+
+
+def write_vision_encoder_decoder(directory: str) -> torch.nn.Module:
+    """A random VisionEncoderDecoder as TrOCR and Donut are built (a ViT encoder on 32x32 images in 8x8 patches; a
+    BERT decoder with cross-attention, whose learned positions bound its length; no start token of its own, so
+    generation starts from its bos) and its ViT image processor."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    encoder = transformers.ViTConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                     image_size=32, patch_size=8)
+    decoder = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
+                                      is_decoder=True, add_cross_attention=True, bos_token_id=1, eos_token_id=2,
+                                      pad_token_id=0)
+    config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+    model = transformers.VisionEncoderDecoderModel(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    transformers.ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(directory)
+    return model
+
+
+def write_pix2struct(directory: str) -> torch.nn.Module:
+    """A random Pix2Struct (its encoder reads up to 24 patches of 16x16 pixels, flattened with their row and column,
+    and their mask; a T5-style decoder) and its image processor."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    config = transformers.Pix2StructConfig(
+        vision_config=dict(hidden_size=32, patch_embed_hidden_size=768, d_ff=64, d_kv=8, num_hidden_layers=2,
+                           num_attention_heads=4),
+        text_config=dict(vocab_size=len(vocab), hidden_size=32, d_ff=64, d_kv=8, num_layers=2, num_heads=4,
+                         decoder_start_token_id=0, pad_token_id=0, eos_token_id=2))
+    model = transformers.Pix2StructForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    transformers.Pix2StructImageProcessorPil(max_patches=24).save_pretrained(directory)
+    return model
+
+
+def write_pp_formulanet(directory: str) -> torch.nn.Module:
+    """A random PP-FormulaNet (a SAM-style tower on 64x64 images whose decoder reads its pooler_output, an MBart-style
+    decoder), with no image processor (its own needs torchvision): the export's images are pixels of its size."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    config = transformers.PPFormulaNetConfig(
+        vision_config=dict(hidden_size=32, output_channels=16, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=64, patch_size=8, mlp_dim=64, global_attn_indexes=[1], window_size=4,
+                           post_conv_in_channels=16, post_conv_mid_channels=16, post_conv_out_channels=32,
+                           decoder_hidden_size=32),
+        text_config=dict(vocab_size=len(vocab), d_model=32, decoder_layers=2, decoder_attention_heads=4,
+                         decoder_ffn_dim=64, max_position_embeddings=64, bos_token_id=0, eos_token_id=2,
+                         pad_token_id=1, decoder_start_token_id=2, forced_eos_token_id=None))
+    model = transformers.PPFormulaNetForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    return model

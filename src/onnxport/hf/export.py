@@ -57,6 +57,7 @@ from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
 from onnxport.hf.examples import TASKS, Task, caching, read_config
 from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless, warn_states_genai_does_not_feed
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
+from onnxport.hf.multimodal.components import images_encoded
 from onnxport.hf.multimodal.consumers import (
     TRANSFORMERS_JS_REFUSED,
     TRANSFORMERS_JS_TYPES,
@@ -223,7 +224,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         task, spec = "image-text-to-text", TASKS["image-text-to-text"]
     if spec.vlm:  # a vision-language model's files follow its config (encoder-decoder or not)
         layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME
-        stems = tuple(layout.files_of(bool(getattr(config, "is_encoder_decoder", False))).values())
+        encoded = _images_encoded(_model_class(spec.auto, config), config)
+        stems = tuple(layout.files_of(bool(getattr(config, "is_encoder_decoder", False)), encoded).values())
         check_output_folder(out, transformers_js.file_names(stems, dtypes) if engine is not None
                             else [f"{stem}.onnx" for stem in stems])
     if task == "text-generation" or spec.seq2seq or spec.vlm:
@@ -280,7 +282,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if spec.vlm:  # an image encoder, an embedding, decoders; the decoders' linear layers are what quantize rounds
         made = export_multimodal(model, config, model_dir, layout, opset=opset, progress=progress, weights=weights,
                                  target=target, quantize=quantize)
-        result = VlmPrograms.of(made, layout, bool(getattr(config, "is_encoder_decoder", False)))
+        result = VlmPrograms.of(made, layout, bool(getattr(config, "is_encoder_decoder", False)),
+                                images_encoded(model, config))
         files = made if engine is not None else {f"{stem}.onnx": prog for stem, prog in made.items()}
     elif spec.seq2seq:
         inputs = spec.inputs(model, config)
@@ -371,6 +374,17 @@ def _model_class(auto: str, config: Any) -> str:
     known = {name for entry in names for name in ((entry,) if isinstance(entry, str) else entry)}
     named = next((name for name in getattr(config, "architectures", None) or () if name in known), None)
     return named if named is not None and hasattr(transformers, named) else auto
+
+
+def _images_encoded(auto: str, config: Any) -> bool:
+    """Whether the class ``auto`` loads for ``config`` reads its images as its encoder's input (its folder is then
+    a seq2seq one: ``multimodal.components.images_encoded``), told before the model is loaded."""
+    import transformers
+
+    cls = getattr(transformers, auto, None)
+    with contextlib.suppress(KeyError, AttributeError, ValueError):
+        cls = cls._model_mapping[type(config)]
+    return images_encoded(cls, config)
 
 
 def _load(cls: Any, directory: str, config: Any, built: dict[str, Any]) -> torch.nn.Module:

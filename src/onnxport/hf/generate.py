@@ -111,9 +111,11 @@ def generate_seq2seq(
     eos_token_id: int | None = None,
     pad_token_id: int | None = None,
     output_logits: bool = False,
+    decoder_input_ids: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
     """Greedy decoding with an exported encoder-decoder: ``(batch, 1 + new)`` decoder tokens, the start token
-    first (as transformers returns them).
+    first (as transformers returns them); or, given ``decoder_input_ids`` (a decoder prompt, the start token first,
+    as long in every row: Donut's task prompt), ``(batch, prompt + new)``.
 
     The three models are ``OnnxProgram`` objects or paths (``export_seq2seq``'s result unpacks into them).
     ``inputs`` is what the encoder takes first: ``input_ids`` or ``inputs_embeds`` (with ``attention_mask``, default
@@ -131,14 +133,15 @@ def generate_seq2seq(
     states = next(iter(_run(sessions[0], feed).values()))
     batch = states.shape[0]
     step = {"encoder_hidden_states": states, "encoder_attention_mask": mask}
-    tokens = np.full((batch, 1), decoder_start_token_id, dtype=np.int64)
+    tokens = np.full((batch, 1), decoder_start_token_id, dtype=np.int64) if decoder_input_ids is None else \
+        decoder_input_ids.cpu().numpy().astype(np.int64)
     past: dict[str, np.ndarray] = {}
     finished = np.zeros(batch, dtype=bool)
     scores = []
     pad = eos_token_id if pad_token_id is None else pad_token_id
     for i in range(max_new_tokens):
         session = sessions[1] if i == 0 else sessions[2]
-        outputs = _run(session, {"input_ids": tokens[:, -1:], **step, **past})
+        outputs = _run(session, {"input_ids": tokens if i == 0 else tokens[:, -1:], **step, **past})
         chosen = _pick(outputs["logits"], scores, finished, eos_token_id, pad)
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
         past = {name.replace("present.", "past_key_values.", 1): value for name, value in outputs.items()

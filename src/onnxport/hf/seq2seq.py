@@ -26,6 +26,11 @@ from onnxport.serial import serialized
 
 __all__ = ["Seq2SeqPrograms", "decoder_of", "decoder_start_token", "export_seq2seq"]
 
+# The encoder inputs whose sizes past the batch are the example's: a spectrogram's, an image's.
+FIXED_SIZE_INPUTS = ("input_features", "pixel_values")
+# The types whose decoder reads another output of the encoder than its last_hidden_state (PP-FormulaNet's: the
+# pooler_output, its vision tower's map projected to rows), which the encoder model gives as last_hidden_state.
+POOLED_STATES = {"pp_formulanet": "pooler_output"}
 PAST, NEW = 3, 2  # the with-past decoder is captured from a step of NEW tokens after PAST
 # The ONNX dims, named as optimum names them.
 BATCH = torch.export.Dim("batch_size")
@@ -48,15 +53,20 @@ class EncoderPart(torch.nn.Module):
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.encoder = model.get_encoder()
+        self.states = POOLED_STATES.get(model.config.model_type, "last_hidden_state")
 
     def forward(self, input_ids: Any = None, attention_mask: Any = None, input_features: Any = None,
-                inputs_embeds: Any = None) -> dict[str, Any]:
+                inputs_embeds: Any = None, pixel_values: Any = None, flattened_patches: Any = None
+                ) -> dict[str, Any]:
         """``input_ids``/``attention_mask`` for text, ``input_features`` for speech, ``inputs_embeds`` (with
-        ``attention_mask``) for a vision-language model's prompt, its image rows merged in."""
+        ``attention_mask``) for a vision-language model's prompt, its image rows merged in; ``pixel_values`` for
+        an encoder of images (a VisionEncoderDecoder's), ``flattened_patches`` with their ``attention_mask`` for
+        Pix2Struct's."""
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "input_features": input_features,
-                  "inputs_embeds": inputs_embeds}
+                  "inputs_embeds": inputs_embeds, "pixel_values": pixel_values,
+                  "flattened_patches": flattened_patches}
         out = self.encoder(**{k: v for k, v in inputs.items() if v is not None}, return_dict=True)
-        return {"last_hidden_state": out.last_hidden_state}
+        return {"last_hidden_state": getattr(out, self.states)}
 
 
 class DecoderPart(torch.nn.Module):
@@ -73,7 +83,7 @@ class DecoderPart(torch.nn.Module):
         embeddings (``inputs_embeds``: a consumer that embeds them itself, transformers.js's Florence-2), which go
         to the model's decoder and its output embeddings (the head): Florence-2's forward makes a start token of
         its own when it is given no ids."""
-        from transformers.modeling_outputs import BaseModelOutput
+        from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPooling
 
         if inputs_embeds is not None:
             decoder = decoder_of(self.model)
@@ -81,8 +91,12 @@ class DecoderPart(torch.nn.Module):
                           encoder_attention_mask=encoder_attention_mask, use_cache=True, return_dict=True,
                           **{cache_argument(decoder): past_key_values})
             return {"logits": self.model.get_output_embeddings()(out.last_hidden_state), "present": cache_of(out)}
-        out = self.model(decoder_input_ids=input_ids, attention_mask=encoder_attention_mask,
-                         encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden_states), use_cache=True,
+        states = BaseModelOutput(last_hidden_state=encoder_hidden_states)
+        if self.model.config.model_type in POOLED_STATES:
+            states = BaseModelOutputWithPooling(last_hidden_state=encoder_hidden_states,
+                                                pooler_output=encoder_hidden_states)
+        out = self.model(decoder_input_ids=input_ids, attention_mask=encoder_attention_mask, encoder_outputs=states,
+                         use_cache=True,
                          return_dict=True,
                          **{cache_argument(self.model): past_key_values})
         return {"logits": out.logits, "present": cache_of(out)}
@@ -94,11 +108,13 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
                    dtype: torch.dtype | None = None, decoder_embeds: bool = False) -> Seq2SeqPrograms:
     """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past.
 
-    ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}``, ``{"input_features"}`` or
-    ``{"inputs_embeds", "attention_mask"}``, batch 2 or more. Batch, lengths and past lengths are dynamic in all
-    three models. ``opset``, ``verify``, ``progress``, ``target`` and ``dtype`` are ``onnxport.export``'s, passed
-    to the three exports. ``decoder_embeds``: the decoders take the new tokens' embeddings (``inputs_embeds``)
-    instead of their ids.
+    ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}``, ``{"input_features"}``,
+    ``{"inputs_embeds", "attention_mask"}``, ``{"pixel_values"}`` or ``{"flattened_patches", "attention_mask"}``,
+    batch 2 or more (an image's or a spectrogram's sizes are the example's; a patch count is dynamic). Batch,
+    lengths and past lengths are dynamic in all three models, up to the decoder's table of learned positions where it
+    reads one (a BERT decoder's). ``opset``, ``verify``, ``progress``, ``target`` and ``dtype`` are
+    ``onnxport.export``'s, passed to the three exports. ``decoder_embeds``: the decoders take the new tokens'
+    embeddings (``inputs_embeds``) instead of their ids.
     """
     from onnxport.api import export
 
@@ -107,7 +123,7 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
     encoder, decoder = EncoderPart(model), DecoderPart(model)
     kw = dict(opset=opset, verify=verify, progress=progress, target=target, dtype=dtype)
     text = {0: BATCH, 1: ENCODER}
-    shapes = {name: text if name != "input_features" else {0: BATCH} for name in inputs}
+    shapes = {name: {0: BATCH} if name in FIXED_SIZE_INPUTS else text for name in inputs}
     encoder_prog = export(encoder, (), inputs, dynamic_shapes=shapes, **kw)
     with torch.no_grad():
         states = encoder(**inputs)["last_hidden_state"]
@@ -119,8 +135,10 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
     step["encoder_hidden_states"] = states  # inputs in optimum's order
     # The first step has one token: torch.export would fix a length of 1, so it is captured with PAST.
     first = dict(step, input_ids=_ids(model, batch, PAST))
-    shapes = {"input_ids": {0: BATCH, 1: DECODER}, "encoder_hidden_states": text, "encoder_attention_mask": text,
-              "inputs_embeds": {0: BATCH, 1: DECODER}}
+    longest = _longest_decoder(model)
+    decoder_dim = DECODER if longest is None else torch.export.Dim(DECODER.__name__, max=longest)
+    shapes = {"input_ids": {0: BATCH, 1: decoder_dim}, "encoder_hidden_states": text, "encoder_attention_mask": text,
+              "inputs_embeds": {0: BATCH, 1: decoder_dim}}
     embed = decoder_of(model).get_input_embeddings() if decoder_embeds else None
     if decoder_embeds:
         first = {"inputs_embeds": _embedded(embed, first.pop("input_ids")), **first}
@@ -130,7 +148,11 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
     with_past = dict(step, input_ids=_ids(model, batch, NEW, seed=1), past_key_values=cache)
     if decoder_embeds:
         with_past = {"inputs_embeds": _embedded(embed, with_past.pop("input_ids")), **with_past}
-    layer = ({0: BATCH, 2: PAST_DECODER},) * 2 + ({0: BATCH, 2: ENCODER},) * 2
+    if longest is not None:  # the past and the new tokens each at most all positions but NEW (their sum, all)
+        past_dim = torch.export.Dim(PAST_DECODER.__name__, max=longest - NEW)
+        decoder_dim = torch.export.Dim(DECODER.__name__, max=longest - NEW)
+        shapes.update(input_ids={0: BATCH, 1: decoder_dim}, inputs_embeds={0: BATCH, 1: decoder_dim})
+    layer = ({0: BATCH, 2: PAST_DECODER if longest is None else past_dim},) * 2 + ({0: BATCH, 2: ENCODER},) * 2
     shapes = dict(shapes, past_key_values=[layer] * len(cache.self_attention_cache.layers))
     past_prog = export(decoder, (), with_past, dynamic_shapes={k: shapes[k] for k in with_past}, **kw)
     return Seq2SeqPrograms(encoder_prog, decoder_prog, past_prog)
@@ -143,6 +165,15 @@ def decoder_of(model: torch.nn.Module) -> torch.nn.Module:
     while hasattr(decoder, "get_decoder") and decoder.get_decoder() is not decoder:
         decoder = decoder.get_decoder()
     return decoder
+
+
+def _longest_decoder(model: torch.nn.Module) -> int | None:
+    """The most tokens the decoder takes where it reads learned positions from a table of that length (a BERT
+    decoder's ``max_position_embeddings``: a VisionEncoderDecoder's, whose capture must bound its lengths by it),
+    else None (any length)."""
+    longest = getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+    tables = (m for m in decoder_of(model).modules() if isinstance(m, torch.nn.Embedding))
+    return longest if any(table.num_embeddings == longest for table in tables) else None
 
 
 def _embedded(embed: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:

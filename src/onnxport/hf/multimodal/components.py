@@ -40,8 +40,8 @@ from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.families import Family, per_layer_model
 from onnxport.hf.signature import cache_argument
 
-__all__ = ["IMAGE_INPUTS", "IMAGE_INPUT_ALIASES", "FeatureMerge", "ImageEncoder", "TokenEmbedding", "WideDecoder",
-           "as_image_inputs", "image_features", "image_rows"]
+__all__ = ["ENCODED_IMAGE_INPUTS", "IMAGE_INPUTS", "IMAGE_INPUT_ALIASES", "FeatureMerge", "ImageEncoder",
+           "TokenEmbedding", "WideDecoder", "as_image_inputs", "image_features", "image_rows", "images_encoded"]
 
 
 def image_features(model: torch.nn.Module) -> Any:
@@ -55,6 +55,20 @@ def image_features(model: torch.nn.Module) -> Any:
                                 fix="export its language model for text-generation, or the model with "
                                     "onnxport.export")
     return method
+
+
+# The main inputs of an encoder-decoder whose encoder reads the images themselves: pixels (a VisionEncoderDecoder's,
+# PP-FormulaNet's), or patches flattened with their row and column (Pix2Struct's, with their attention_mask).
+ENCODED_IMAGE_INPUTS = ("pixel_values", "flattened_patches")
+
+
+def images_encoded(model: Any, config: Any) -> bool:
+    """Whether ``model`` (a model or its class) reads its images as its encoder's input: an encoder-decoder whose
+    main input is an image's (TrOCR's and Donut's VisionEncoderDecoder, Pix2Struct, PP-FormulaNet). No prompt holds
+    image tokens there: the encoder's states are the image's rows, which the decoder reads through cross-attention,
+    and the folder is a seq2seq one (``onnxport.hf.seq2seq``), the image inputs its encoder's."""
+    return bool(getattr(config, "is_encoder_decoder", False)) and \
+        getattr(model, "main_input_name", None) in ENCODED_IMAGE_INPUTS
 
 
 def image_rows(pieces: Any) -> torch.Tensor:

@@ -7,7 +7,9 @@ of ``onnxport.hf.multimodal.genai``'s types, with its ``genai_config.json``:
 - ``vision.onnx`` (the image encoder), ``embedding.onnx`` (token ids and image rows to the decoder's embeddings:
   the merge) and ``model.onnx`` (the decoder with its KV cache, named as text-generation names it);
 - for an encoder-decoder language model (Florence-2), ``encoder_model.onnx``, ``decoder_model.onnx`` and
-  ``decoder_with_past_model.onnx`` in place of ``model.onnx``, as ``onnxport.hf.seq2seq`` writes them;
+  ``decoder_with_past_model.onnx`` in place of ``model.onnx``, as ``onnxport.hf.seq2seq`` writes them; for an
+  encoder-decoder whose encoder reads the images themselves (a VisionEncoderDecoder, Pix2Struct), those three
+  alone, the encoder taking the processor's image inputs;
 - Gemma 3's image rows come per image, ``[images, rows, width]``: onnxruntime-genai counts a Gemma 3's image tokens
   per image only where the image encoder's output has an image dim (``src/models/multi_modal_features.cpp``).
 
@@ -86,8 +88,13 @@ class Layout:
     decoder_embeds: tuple[str, ...] = ()
     per_layer_apart: tuple[str, ...] = ()
 
-    def files_of(self, encoder_decoder: bool) -> Mapping[str, str]:
-        """The pieces and their file stems for a model whose language model is (or is not) an encoder-decoder."""
+    def files_of(self, encoder_decoder: bool, images_encoded: bool = False) -> Mapping[str, str]:
+        """The pieces and their file stems for a model whose language model is (or is not) an encoder-decoder;
+        ``images_encoded``: one whose encoder reads the images themselves (``components.images_encoded``), whose
+        folder holds the encoder and decoders alone."""
+        if images_encoded:
+            return {piece: stem for piece, stem in self.seq2seq_files.items()
+                    if piece not in ("vision", "tokens", "merge")}
         return self.seq2seq_files if encoder_decoder else self.files
 
 

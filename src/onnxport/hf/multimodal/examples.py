@@ -29,8 +29,8 @@ from onnxport.hf.multimodal.components import IMAGE_INPUTS, as_image_inputs, ima
 from onnxport.hf.multimodal.families import Family
 from onnxport.hf.signature import cache_argument, cache_of
 
-__all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "image_sets", "pictures", "prompt_ids",
-           "required_image_inputs", "with_query_prompts"]
+__all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "encoder_image_sets", "image_sets", "pictures",
+           "prompt_ids", "required_image_inputs", "with_query_prompts"]
 
 # Made-up pictures (height, width), by prompt: the capture's two prompts (the first of two pictures), then one
 # picture, and three prompts of one, for verification.
@@ -89,10 +89,25 @@ def with_query_prompts(model: torch.nn.Module, config: Any, sets: ImageSets) -> 
     return out
 
 
-def _pixel_sets(model: torch.nn.Module, config: Any, directory: str | None, per_image: bool) -> ImageSets:
+def encoder_image_sets(model: torch.nn.Module, config: Any, directory: str | None) -> ImageSets:
+    """The encoder's image inputs of a model that reads its images as its encoder's input
+    (``components.images_encoded``), as its image processor gives them (a patch mask as int64, as a text mask is),
+    three pictures, then one, then three, as :func:`image_sets` makes them."""
+    import inspect
+
+    taken = {name for name in inspect.signature(model.get_encoder().forward).parameters
+             if name in (model.main_input_name, "attention_mask")}
+    sets = _pixel_sets(model, config, directory, False, taken)
+    return ImageSets({name: value.long() if name == "attention_mask" else value for name, value in given.items()}
+                     for given in sets)
+
+
+def _pixel_sets(model: torch.nn.Module, config: Any, directory: str | None, per_image: bool,
+                taken: set[str] | None = None) -> ImageSets:
     processor = _image_processor(directory)
     called = _call_settings(directory)
-    taken = {"pixel_values"} if per_image else _taken(model)  # one image's size is its tensor's
+    if taken is None:
+        taken = {"pixel_values"} if per_image else _taken(model)  # one image's size is its tensor's
     groups = [((prompts[0][0],),) for prompts in PICTURES] if per_image else list(PICTURES)
     if processor is not None:
         with contextlib.suppress(Exception):  # a processor that cannot run here (it needs torchvision, ...)
@@ -103,7 +118,7 @@ def _pixel_sets(model: torch.nn.Module, config: Any, directory: str | None, per_
                 sets.append({k: v for k, v in as_image_inputs(given).items()
                              if k in taken and isinstance(v, torch.Tensor)})
             return sets
-    vision = config.vision_config
+    vision = getattr(config, "vision_config", None) or config.encoder  # a VisionEncoderDecoder's is its encoder
     height, width = image_size(vision) or (224, 224)
     channels = getattr(vision, "num_channels", 3)
     generator = torch.Generator().manual_seed(0)

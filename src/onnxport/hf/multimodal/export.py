@@ -3,7 +3,9 @@
 The model is split once (:mod:`.components`, :mod:`.families`); the layout says which pieces become files and
 what they are called. Each piece is exported with ``onnxport.export`` and verified against eager PyTorch: the
 image encoder on the image processor's inputs for two pictures, then one and three (:mod:`.examples`), the
-others on made-up prompts and a decode step on a past.
+others on made-up prompts and a decode step on a past. A model whose encoder reads the images themselves (a
+VisionEncoderDecoder's, Pix2Struct's) is exported as :mod:`onnxport.hf.seq2seq` exports any encoder-decoder, from its
+image processor's inputs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from onnxport.errors import InvalidInputError
 from onnxport.hf import stream
 from onnxport.hf.multimodal.components import (
     FeatureMerge,
@@ -20,9 +23,10 @@ from onnxport.hf.multimodal.components import (
     WideDecoder,
     image_features,
     image_rows,
+    images_encoded,
 )
 from onnxport.hf.multimodal.consumers import ONNXRUNTIME, Layout
-from onnxport.hf.multimodal.examples import ImageSets, decoder_inputs, image_sets, prompt_ids
+from onnxport.hf.multimodal.examples import ImageSets, decoder_inputs, encoder_image_sets, image_sets, prompt_ids
 from onnxport.hf.multimodal.families import Family
 
 __all__ = ["VlmPrograms", "export_multimodal", "split"]
@@ -42,10 +46,12 @@ class VlmPrograms(NamedTuple):
     decoder_with_past: Any = None
 
     @classmethod
-    def of(cls, made: dict[str, Any], layout: Layout, encoder_decoder: bool) -> VlmPrograms:
-        """The programs ``export_multimodal`` made for ``layout``, by piece."""
-        by_piece = {piece: made[stem] for piece, stem in layout.files_of(encoder_decoder).items()}
-        return cls(by_piece["vision"], by_piece.get("merge", by_piece.get("tokens")),
+    def of(cls, made: dict[str, Any], layout: Layout, encoder_decoder: bool, images_encoded: bool = False
+           ) -> VlmPrograms:
+        """The programs ``export_multimodal`` made for ``layout``, by piece (no image encoder nor embedding for a
+        model whose encoder reads the images)."""
+        by_piece = {piece: made[stem] for piece, stem in layout.files_of(encoder_decoder, images_encoded).items()}
+        return cls(by_piece.get("vision"), by_piece.get("merge", by_piece.get("tokens")),
                    by_piece.get("decoder", by_piece.get("merged")), by_piece.get("encoder"),
                    by_piece.get("decoder_with_past"))
 
@@ -90,6 +96,8 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
 
     from onnxport.api import export
 
+    if images_encoded(model, config):
+        return _encoded_pieces(model, config, directory, layout, options)
     family, sets = split(model, config, directory)
     sets = ImageSets({name: value.to(layout.input_types.get(name, value.dtype)) for name, value in given.items()}
                      for given in sets)  # each input of the type the consumer gives
@@ -187,6 +195,30 @@ def _seq2seq_pieces(model: torch.nn.Module, merge: FeatureMerge, ids: torch.Tens
               "decoder_with_past": lambda: made.decoder_with_past,
               "merged": lambda: merge_decoders(made.decoder, made.decoder_with_past)}
     return {stem: pieces[piece]() for piece, stem in files.items() if piece in pieces}
+
+
+def _encoded_pieces(model: torch.nn.Module, config: Any, directory: str | None, layout: Layout,
+                    options: dict[str, Any]) -> dict[str, Any]:
+    """The encoder and decoders of a model whose encoder reads the images (``components.images_encoded``), as
+    ``onnxport.hf.seq2seq`` exports them from the image processor's inputs for three pictures (the two decoders in
+    one for ``merged``); ``quantize`` applies to the decoders alone."""
+    from onnxport.hf.seq2seq import export_seq2seq
+    from onnxport.hf.transformers_js import merge_decoders
+
+    if options.get("weights") is not None:
+        raise InvalidInputError(f"{config.model_type} models are exported with their weights loaded (the decoders' "
+                                "examples come from running the encoder)", fix="pass streaming=False")
+    sets = encoder_image_sets(model, config, directory)
+    made = export_seq2seq(model, sets[0], opset=options.get("opset"), progress=options.get("progress", False),
+                          target=options.get("target"))
+    quantize = options.get("quantize")
+    if quantize is not None:
+        made = type(made)(made.encoder, made.decoder.quantize(quantize), made.decoder_with_past.quantize(quantize))
+    pieces = {"encoder": made.encoder, "decoder": made.decoder, "decoder_with_past": made.decoder_with_past}
+    files = layout.files_of(True, images_encoded=True)
+    if "merged" in files:
+        pieces["merged"] = merge_decoders(made.decoder, made.decoder_with_past)
+    return {stem: pieces[piece] for piece, stem in files.items()}
 
 
 def _renamed(weights: Any, module: torch.nn.Module, model: torch.nn.Module) -> Any:

@@ -5,7 +5,8 @@ its own size from the processor's padded batch), the merge on the prompt's ids a
 each later token runs the merge with no rows (``[0, width]``) and the decoder, fed back its cache. Positions are
 counted over the attention mask, or, for a decoder that takes three per token, the model's own
 ``get_rope_index`` (:mod:`.positions`). An encoder-decoder language model (Florence-2) runs the merged prompt
-through its encoder once, and its decoders from its start token (``onnxport.hf.generate.generate_seq2seq``).
+through its encoder once, and its decoders from its start token (``onnxport.hf.generate.generate_seq2seq``); one
+whose encoder reads the images themselves (a VisionEncoderDecoder, Pix2Struct) runs the image inputs through it.
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ import torch
 
 from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
-from onnxport.hf.multimodal.components import as_image_inputs
+from onnxport.hf.multimodal.components import ENCODED_IMAGE_INPUTS, as_image_inputs
 from onnxport.hf.multimodal.consumers import ONNXRUNTIME
 from onnxport.hf.multimodal.families import image_token_id
 from onnxport.hf.multimodal.positions import RopeIndex
 
-__all__ = ["FILES", "SEQ2SEQ_FILES", "generate_vlm"]
+__all__ = ["ENCODED_FILES", "FILES", "SEQ2SEQ_FILES", "generate_vlm"]
 
 FILES = tuple(f"{stem}.onnx" for stem in ONNXRUNTIME.files.values())
 SEQ2SEQ_FILES = tuple(f"{stem}.onnx" for stem in ONNXRUNTIME.seq2seq_files.values())
+ENCODED_FILES = tuple(f"{stem}.onnx" for stem in ONNXRUNTIME.files_of(True, images_encoded=True).values())
 _NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
           "tensor(int32)": np.int32, "tensor(bool)": np.bool_, "tensor(double)": np.float64}
 
@@ -37,8 +39,9 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
                  pad_token_id: int | None = None) -> torch.Tensor:
     """Greedy generation in onnxruntime from a folder ``export_hf`` wrote for ``image-text-to-text``: the
     prompt's tokens and up to ``max_new_tokens`` new ones, ``(batch, prompt + new)``, as transformers'
-    ``generate(do_sample=False)`` returns them; for a model whose language model is an encoder-decoder (Florence-2),
-    the decoder's tokens, its start token first, ``(batch, 1 + new)``, as transformers returns them.
+    ``generate(do_sample=False)`` returns them; for a model whose language model is an encoder-decoder (Florence-2,
+    or a VisionEncoderDecoder: ``images`` alone, or ``inputs`` with a ``decoder_input_ids`` task prompt), the
+    decoder's tokens, its start token first, ``(batch, 1 + new)``, as transformers returns them.
 
     ``text`` and ``images`` go through the folder's transformers processor as they would for the PyTorch
     model (a prompt holds the processor's image placeholder once per image; a batch of prompts is padded as
@@ -52,17 +55,20 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
 
     folder = as_path(folder, "folder", "pass the folder export-hf wrote")
     seq2seq = os.path.isfile(os.path.join(folder, SEQ2SEQ_FILES[2]))  # an encoder-decoder language model's
-    files = SEQ2SEQ_FILES if seq2seq else FILES
+    encoded = seq2seq and not os.path.isfile(os.path.join(folder, FILES[0]))  # its encoder reads the images
+    files = ENCODED_FILES if encoded else SEQ2SEQ_FILES if seq2seq else FILES
     missing = [name for name in files if not os.path.isfile(os.path.join(folder, name))]
     if missing:
         raise InvalidInputError(f"{folder} has no {', '.join(missing)}",
                                 fix="export the model with export_hf(directory, 'image-text-to-text', folder)")
-    if (inputs is None) == (text is None):
+    if (inputs is None) == (text is None and images is None):
         raise InvalidInputError("generate_vlm takes a prompt (text, and images) or the inputs a processor made, "
                                 "not both or neither", fix="pass text= (and images=), or inputs=")
     if inputs is None:
         processor = transformers.AutoProcessor.from_pretrained(folder)
         inputs = processor(text=text, images=images, return_tensors="np", padding=True)
+    if encoded:
+        return _generate_encoded(folder, files, inputs, max_new_tokens, eos_token_id, pad_token_id)
     batch = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
              for k, v in as_image_inputs(dict(inputs)).items()}
     batch.setdefault("attention_mask", np.ones_like(batch["input_ids"]))
@@ -99,6 +105,39 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
     return generate(os.path.join(folder, files[-1]), torch.from_numpy(ids), torch.from_numpy(mask),
                     max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id, embed=embed,
                     positions=_positions(folder, decoder, ids, mask, batch))
+
+
+def _generate_encoded(folder: str, files: tuple[str, ...], inputs: Mapping[str, Any], max_new_tokens: int,
+                      eos_token_id: int | None, pad_token_id: int | None) -> torch.Tensor:
+    """Greedy generation of a model whose encoder reads the images (a VisionEncoderDecoder's): the processor's image
+    inputs through the encoder, the decoders from the start token, or from ``decoder_input_ids`` (a task prompt)."""
+    import transformers
+
+    from onnxport.hf.generate import generate_seq2seq
+    from onnxport.hf.seq2seq import decoder_start_token
+
+    def tensor(name: str) -> torch.Tensor | None:
+        value = inputs.get(name)
+        if value is None or isinstance(value, torch.Tensor):
+            return value
+        return torch.from_numpy(np.asarray(value))
+
+    main = next((name for name in ENCODED_IMAGE_INPUTS if inputs.get(name) is not None), None)
+    if main is None:
+        raise InvalidInputError(f"the encoder of {folder} takes {' or '.join(ENCODED_IMAGE_INPUTS)}, which the "
+                                "inputs lack", fix="pass the images (images=), or what the model's processor gives "
+                                "for them (inputs=)")
+    generation = transformers.GenerationConfig.from_pretrained(folder) \
+        if os.path.isfile(os.path.join(folder, "generation_config.json")) else None
+    if generation is not None:
+        eos_token_id = generation.eos_token_id if eos_token_id is None else eos_token_id
+        pad_token_id = generation.pad_token_id if pad_token_id is None else pad_token_id
+    if isinstance(eos_token_id, list):
+        eos_token_id = eos_token_id[0]
+    start = decoder_start_token(generation, transformers.AutoConfig.from_pretrained(folder))
+    return generate_seq2seq(*(os.path.join(folder, name) for name in files), tensor(main), tensor("attention_mask"),
+                            decoder_start_token_id=start, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
+                            pad_token_id=pad_token_id, decoder_input_ids=tensor("decoder_input_ids"))
 
 
 def _image_rows(vision: Any, batch: dict[str, np.ndarray]) -> np.ndarray:

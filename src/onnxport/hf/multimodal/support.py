@@ -10,10 +10,12 @@ from onnxport.errors import InvalidInputError
 
 __all__ = ["CENSUS", "SUPPORTED", "TESTED", "check_supported"]
 
-# Tested in tests/test_export_hf_vlm*.py and tests/test_transformers_js_vlm.py, with their processors' prompts:
+# Tested in tests/test_export_hf_vlm*.py and tests/test_transformers_js_vlm.py, with their processors' prompts (or
+# their images alone, for an encoder that reads them: test_export_hf_vlm_encoded.py):
 TESTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5",
           "qwen3_5_moe", "idefics3", "smolvlm", "paligemma", "florence2", "glm_ocr", "lighton_ocr", "gemma4", "llama4",
-          "video_llava", "deepseek_vl_hybrid", "paddleocr_vl", "instructblip")
+          "video_llava", "deepseek_vl_hybrid", "paddleocr_vl", "instructblip", "vision-encoder-decoder", "pix2struct",
+          "pp_formulanet")
 # Right in the census (one image; a padded batch of prompts of one and two images of other sizes):
 CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v", "glm4v", "glm4v_moe", "glmga",
           "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling", "minimax_m3_vl", "ovis2",
@@ -29,8 +31,7 @@ _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than a
                    "encoder), which onnxport's split into image encoder, embedding and decoder does not take yet")
 _WHY_NOT = {
     "blip": _NO_IMAGE_TOKEN, "git": _NO_IMAGE_TOKEN, "idefics": _NO_IMAGE_TOKEN, "kosmos-2": _NO_IMAGE_TOKEN,
-    "kosmos-2.5": _NO_IMAGE_TOKEN, "pix2struct": _NO_IMAGE_TOKEN, "udop": _NO_IMAGE_TOKEN,
-    "vision-encoder-decoder": _NO_IMAGE_TOKEN, "pp_formulanet": _NO_IMAGE_TOKEN,
+    "kosmos-2.5": _NO_IMAGE_TOKEN, "udop": _NO_IMAGE_TOKEN,
     "mistral4": "its image-text-to-text class in transformers (Mistral4ForCausalLM) takes no images: export it for "
                 "text-generation",
     "llava_next": _ANYRES, "llava_next_video": _ANYRES, "llava_onevision": _ANYRES,
