@@ -1,5 +1,6 @@
 """export-hf's image-text-to-text for the encoder-decoders whose encoder reads the images themselves (TrOCR's and
-Donut's VisionEncoderDecoder, Pix2Struct, PP-FormulaNet: ``multimodal.components.images_encoded``): a seq2seq folder
+Donut's VisionEncoderDecoder, Pix2Struct, PP-FormulaNet; BLIP's captioner, whose text decoder cross-attends its vision
+model as theirs does: ``multimodal.components.images_encoded``): a seq2seq folder
 (``encoder_model``, ``decoder_model``, ``decoder_with_past_model``) whose encoder takes the processor's image inputs.
 Each generates transformers' tokens in onnxport's runner on one image and on a batch of two of other sizes, from the
 start token and, where the model takes one, from a task prompt."""
@@ -17,7 +18,13 @@ from onnxport.hf.multimodal.runner import ENCODED_FILES
 
 transformers = pytest.importorskip("transformers")
 
-from tests.vlm_dirs import images, write_pix2struct, write_pp_formulanet, write_vision_encoder_decoder  # noqa: E402
+from tests.vlm_dirs import (  # noqa: E402
+    images,
+    write_blip,
+    write_pix2struct,
+    write_pp_formulanet,
+    write_vision_encoder_decoder,
+)
 
 pytestmark = [pytest.mark.transformers, pytest.mark.sweep]
 
@@ -68,3 +75,19 @@ def test_pp_formulanet_folder_reads_the_pooled_rows_of_its_tower(tmp_path):
     pixels = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
     for batch in (pixels[:1], pixels):
         _generates_as_transformers(model, out, {"pixel_values": batch})
+
+
+def test_blip_folder_captions_from_its_bos_and_from_a_prompt_to_its_sep(tmp_path):
+    directory, out = str(tmp_path / "blip"), str(tmp_path / "onnx")
+    model = write_blip(directory)
+    _exported(directory, out)
+    processor = transformers.BlipImageProcessorPil.from_pretrained(directory)
+    for sizes in ([(40, 48)], [(56, 40), (32, 64)]):
+        _generates_as_transformers(model, out, dict(processor(images(*sizes), return_tensors="pt")))
+    pixels = processor(images((40, 48), (24, 64)), return_tensors="pt")["pixel_values"]
+    prompt = torch.tensor([[1, 7, 9, 3]] * 2)  # "[CLS] a picture [SEP]" as its processor gives it
+    with torch.no_grad():  # BLIP's generate starts from the prompt less its [SEP], [CLS] made its bos
+        expected = model.generate(pixel_values=pixels, input_ids=prompt.clone(), do_sample=False, max_new_tokens=6)
+    got = generate_vlm(out, inputs={"pixel_values": pixels.numpy(), "decoder_input_ids": prompt[:, :-1].numpy()},
+                       max_new_tokens=6)
+    assert expected.shape[1] > 3 and torch.equal(got, expected)

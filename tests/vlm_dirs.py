@@ -666,3 +666,21 @@ def write_pp_formulanet(directory: str) -> torch.nn.Module:
     spread(model)
     model.save_pretrained(directory)
     return model
+
+
+def write_blip(directory: str) -> torch.nn.Module:
+    """A random BLIP captioner (a BLIP vision model on 32x32 images in 8x8 patches; a BERT text decoder that
+    cross-attends its states, from its bos, to its [SEP]) and its image processor."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    config = transformers.BlipConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=8),
+        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, encoder_hidden_size=32, max_position_embeddings=64, bos_token_id=1,
+                         eos_token_id=2, sep_token_id=3, pad_token_id=0))
+    model = transformers.BlipForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    transformers.BlipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(directory)
+    return model

@@ -24,13 +24,18 @@ from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.program import OnnxProgram
 from onnxport.serial import serialized
 
-__all__ = ["Seq2SeqPrograms", "decoder_of", "decoder_start_token", "export_seq2seq"]
+__all__ = ["VISION_TEXT_DECODERS", "Seq2SeqPrograms", "decoder_of", "decoder_start_token", "encoder_of",
+           "export_seq2seq"]
 
 # The encoder inputs whose sizes past the batch are the example's: a spectrogram's, an image's.
 FIXED_SIZE_INPUTS = ("input_features", "pixel_values")
 # The types whose decoder reads another output of the encoder than its last_hidden_state (PP-FormulaNet's: the
 # pooler_output, its vision tower's map projected to rows), which the encoder model gives as last_hidden_state.
 POOLED_STATES = {"pp_formulanet": "pooler_output"}
+# The types whose text decoder cross-attends the states of a vision model with no encoder-decoder config of their
+# own (BLIP's captioner), as an encoder-decoder's decoder does: the attribute names of the two, and the text config's
+# token its generate stops at (BLIP's: its [SEP], not its eos).
+VISION_TEXT_DECODERS = {"blip": ("vision_model", "text_decoder", "sep_token_id")}
 PAST, NEW = 3, 2  # the with-past decoder is captured from a step of NEW tokens after PAST
 # The ONNX dims, named as optimum names them.
 BATCH = torch.export.Dim("batch_size")
@@ -52,7 +57,7 @@ class EncoderPart(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
-        self.encoder = model.get_encoder()
+        self.encoder = encoder_of(model)
         self.states = POOLED_STATES.get(model.config.model_type, "last_hidden_state")
 
     def forward(self, input_ids: Any = None, attention_mask: Any = None, input_features: Any = None,
@@ -85,6 +90,12 @@ class DecoderPart(torch.nn.Module):
         its own when it is given no ids."""
         from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPooling
 
+        if self.model.config.model_type in VISION_TEXT_DECODERS:  # the text decoder alone, on the image's states
+            decoder = decoder_of(self.model)
+            out = decoder(input_ids=input_ids, encoder_hidden_states=encoder_hidden_states,
+                          encoder_attention_mask=encoder_attention_mask, use_cache=True, return_dict=True,
+                          **{cache_argument(decoder): past_key_values})
+            return {"logits": out.logits, "present": cache_of(out)}
         if inputs_embeds is not None:
             decoder = decoder_of(self.model)
             out = decoder(inputs_embeds=inputs_embeds, encoder_hidden_states=encoder_hidden_states,
@@ -158,9 +169,18 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
     return Seq2SeqPrograms(encoder_prog, decoder_prog, past_prog)
 
 
+def encoder_of(model: torch.nn.Module) -> torch.nn.Module:
+    """The encoder of ``model``: ``get_encoder``'s, or the vision model of a :data:`VISION_TEXT_DECODERS` type."""
+    names = VISION_TEXT_DECODERS.get(model.config.model_type)
+    return getattr(model, names[0]) if names else model.get_encoder()
+
+
 def decoder_of(model: torch.nn.Module) -> torch.nn.Module:
     """The decoder stack of ``model`` (``get_decoder``, followed down: Florence-2's gives its language model, an
-    encoder-decoder of its own)."""
+    encoder-decoder of its own), or the text decoder of a :data:`VISION_TEXT_DECODERS` type."""
+    names = VISION_TEXT_DECODERS.get(model.config.model_type)
+    if names:
+        return getattr(model, names[1])
     decoder = model.get_decoder()
     while hasattr(decoder, "get_decoder") and decoder.get_decoder() is not decoder:
         decoder = decoder.get_decoder()

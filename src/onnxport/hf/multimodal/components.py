@@ -64,9 +64,14 @@ ENCODED_IMAGE_INPUTS = ("pixel_values", "flattened_patches")
 
 def images_encoded(model: Any, config: Any) -> bool:
     """Whether ``model`` (a model or its class) reads its images as its encoder's input: an encoder-decoder whose
-    main input is an image's (TrOCR's and Donut's VisionEncoderDecoder, Pix2Struct, PP-FormulaNet). No prompt holds
+    main input is an image's (TrOCR's and Donut's VisionEncoderDecoder, Pix2Struct, PP-FormulaNet), or one whose text
+    decoder cross-attends its vision model's states as such a decoder does (BLIP's captioner). No prompt holds
     image tokens there: the encoder's states are the image's rows, which the decoder reads through cross-attention,
     and the folder is a seq2seq one (``onnxport.hf.seq2seq``), the image inputs its encoder's."""
+    from onnxport.hf.seq2seq import VISION_TEXT_DECODERS
+
+    if config.model_type in VISION_TEXT_DECODERS:  # BLIP's captioner: a vision model, a text decoder on its states
+        return True
     return bool(getattr(config, "is_encoder_decoder", False)) and \
         getattr(model, "main_input_name", None) in ENCODED_IMAGE_INPUTS
 

@@ -95,7 +95,9 @@ def encoder_image_sets(model: torch.nn.Module, config: Any, directory: str | Non
     three pictures, then one, then three, as :func:`image_sets` makes them."""
     import inspect
 
-    taken = {name for name in inspect.signature(model.get_encoder().forward).parameters
+    from onnxport.hf.seq2seq import encoder_of
+
+    taken = {name for name in inspect.signature(encoder_of(model).forward).parameters
              if name in (model.main_input_name, "attention_mask")}
     sets = _pixel_sets(model, config, directory, False, taken)
     return ImageSets({name: value.long() if name == "attention_mask" else value for name, value in given.items()}

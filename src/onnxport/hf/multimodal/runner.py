@@ -96,7 +96,7 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
 
         generation = transformers.GenerationConfig.from_pretrained(folder) \
             if os.path.isfile(os.path.join(folder, "generation_config.json")) else None
-        start = decoder_start_token(generation, transformers.AutoConfig.from_pretrained(folder))
+        start = decoder_start_token(generation, config)
         paths = [os.path.join(folder, name) for name in files[2:]]
         return generate_seq2seq(*paths, torch.from_numpy(embed(ids, True)), torch.from_numpy(mask),
                                 decoder_start_token_id=start, max_new_tokens=max_new_tokens,
@@ -114,7 +114,7 @@ def _generate_encoded(folder: str, files: tuple[str, ...], inputs: Mapping[str, 
     import transformers
 
     from onnxport.hf.generate import generate_seq2seq
-    from onnxport.hf.seq2seq import decoder_start_token
+    from onnxport.hf.seq2seq import VISION_TEXT_DECODERS, decoder_start_token
 
     def tensor(name: str) -> torch.Tensor | None:
         value = inputs.get(name)
@@ -129,12 +129,16 @@ def _generate_encoded(folder: str, files: tuple[str, ...], inputs: Mapping[str, 
                                 "for them (inputs=)")
     generation = transformers.GenerationConfig.from_pretrained(folder) \
         if os.path.isfile(os.path.join(folder, "generation_config.json")) else None
+    config = transformers.AutoConfig.from_pretrained(folder)
+    ends = VISION_TEXT_DECODERS.get(config.model_type)
+    if ends is not None and eos_token_id is None:  # BLIP's generate stops at its [SEP]
+        eos_token_id = getattr(config.get_text_config(), ends[2], None)
     if generation is not None:
         eos_token_id = generation.eos_token_id if eos_token_id is None else eos_token_id
         pad_token_id = generation.pad_token_id if pad_token_id is None else pad_token_id
     if isinstance(eos_token_id, list):
         eos_token_id = eos_token_id[0]
-    start = decoder_start_token(generation, transformers.AutoConfig.from_pretrained(folder))
+    start = decoder_start_token(generation, config)
     return generate_seq2seq(*(os.path.join(folder, name) for name in files), tensor(main), tensor("attention_mask"),
                             decoder_start_token_id=start, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
                             pad_token_id=pad_token_id, decoder_input_ids=tensor("decoder_input_ids"))

@@ -15,13 +15,13 @@ __all__ = ["CENSUS", "SUPPORTED", "TESTED", "check_supported"]
 TESTED = ("llava", "mistral3", "internvl", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5",
           "qwen3_5_moe", "idefics3", "smolvlm", "paligemma", "florence2", "glm_ocr", "lighton_ocr", "gemma4", "llama4",
           "video_llava", "deepseek_vl_hybrid", "paddleocr_vl", "instructblip", "vision-encoder-decoder", "pix2struct",
-          "pp_formulanet")
+          "pp_formulanet", "blip")
 # Right in the census (one image; a padded batch of prompts of one and two images of other sizes):
 CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v", "glm4v", "glm4v_moe", "glmga",
           "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling", "minimax_m3_vl", "ovis2",
           "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "deepseek_vl", "aria",
           "video_llama_3", "lfm3_vl", "hunyuan_vl", "muse_glimmer", "ernie4_5_vl_moe",
-          "cosmos3_edge")
+          "cosmos3_edge", "janus")
 SUPPORTED = (*TESTED, *CENSUS)
 _ANYRES = ("its get_image_features tiles each image by its size (any-resolution grid pinpoints) and unpads the rows "
            "by that size in a Python loop over the images: the rows an image gives follow values of image_sizes, which "
@@ -30,7 +30,7 @@ _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than a
                    "prompt (as a prefix, through cross-attention, at positions a mask marks, or as the input of its "
                    "encoder), which onnxport's split into image encoder, embedding and decoder does not take yet")
 _WHY_NOT = {
-    "blip": _NO_IMAGE_TOKEN, "git": _NO_IMAGE_TOKEN, "idefics": _NO_IMAGE_TOKEN, "kosmos-2": _NO_IMAGE_TOKEN,
+    "git": _NO_IMAGE_TOKEN, "idefics": _NO_IMAGE_TOKEN, "kosmos-2": _NO_IMAGE_TOKEN,
     "kosmos-2.5": _NO_IMAGE_TOKEN, "udop": _NO_IMAGE_TOKEN,
     "mistral4": "its image-text-to-text class in transformers (Mistral4ForCausalLM) takes no images: export it for "
                 "text-generation",
