@@ -91,3 +91,10 @@ def test_blip_folder_captions_from_its_bos_and_from_a_prompt_to_its_sep(tmp_path
     got = generate_vlm(out, inputs={"pixel_values": pixels.numpy(), "decoder_input_ids": prompt[:, :-1].numpy()},
                        max_new_tokens=6)
     assert expected.shape[1] > 3 and torch.equal(got, expected)
+
+
+def test_blip_starts_from_its_text_configs_bos_as_its_generate_does():
+    from onnxport.hf.seq2seq import decoder_start_token
+
+    config = transformers.BlipConfig(text_config=dict(bos_token_id=30522, sep_token_id=102))
+    assert decoder_start_token(transformers.GenerationConfig(bos_token_id=1), config) == 30522

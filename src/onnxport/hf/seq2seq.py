@@ -212,8 +212,11 @@ def _start_token(model: torch.nn.Module) -> int:
 def decoder_start_token(generation: Any, config: Any) -> int | None:
     """The token an encoder-decoder's decoder starts from, as transformers' ``generate`` picks it: the generation
     config's ``decoder_start_token_id``, else the model config's (or its decoder's), else the beginning-of-sequence
-    token of the same (T5Gemma 2 names no start token: its decoder starts from its ``bos_token_id``)."""
+    token of the same (T5Gemma 2 names no start token: its decoder starts from its ``bos_token_id``); for a
+    :data:`VISION_TEXT_DECODERS` type, its text config's ``bos_token_id``, as BLIP's ``generate`` takes it."""
     decoder = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    if getattr(config, "model_type", None) in VISION_TEXT_DECODERS:  # BLIP's generate: its text config's bos
+        return getattr(decoder, "bos_token_id", None)
     for name in ("decoder_start_token_id", "bos_token_id"):
         for holder in (generation, config, decoder):
             value = getattr(holder, name, None)

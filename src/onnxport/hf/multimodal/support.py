@@ -29,6 +29,8 @@ _ANYRES = ("its get_image_features tiles each image by its size (any-resolution 
 _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than as rows at the image tokens of the "
                    "prompt (as a prefix, through cross-attention, at positions a mask marks, or as the input of its "
                    "encoder), which onnxport's split into image encoder, embedding and decoder does not take yet")
+_GRID_LOOP = ("its vision tower and merger read each image's grid of patches (target_sizes) in a Python loop over the "
+              "images (their windows and merged blocks), which onnxport's loop rewrites do not cover yet")
 _WHY_NOT = {
     "git": _NO_IMAGE_TOKEN, "idefics": _NO_IMAGE_TOKEN, "kosmos-2": _NO_IMAGE_TOKEN,
     "kosmos-2.5": _NO_IMAGE_TOKEN, "udop": _NO_IMAGE_TOKEN,
@@ -41,6 +43,7 @@ _WHY_NOT = {
                     "its weights under names it does not load back (transformers initialises them at random)",
     "t5gemma2": "the first step of its decoder (sliding-window attention over an encoder-decoder cache) is captured "
                 "by torch.export only up to the window's length, which one graph for every length cannot hold",
+    "minicpmv4_6": _GRID_LOOP, "minicpmv4_7": _GRID_LOOP,
     "gemma3n": "its vision tower is a timm model (TimmWrapperModel), which needs timm and torchvision: not tested",
 }
 
