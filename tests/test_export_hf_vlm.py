@@ -225,11 +225,11 @@ def test_gemma4_folder_generates_as_transformers_with_its_per_layer_embeddings(b
 
 
 def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anything_is_written(tmp_path):
-    config = transformers.BlipConfig()
-    config.architectures = ["BlipForConditionalGeneration"]
-    config.save_pretrained(tmp_path / "blip")
-    with pytest.raises(InvalidInputError, match="blip models .* otherwise than as rows at the image tokens"):
-        export_hf(tmp_path / "blip", "image-text-to-text", tmp_path / "out")
+    config = transformers.GitConfig()
+    config.architectures = ["GitForCausalLM"]
+    config.save_pretrained(tmp_path / "git")
+    with pytest.raises(InvalidInputError, match="git models .* otherwise than as rows at the image tokens"):
+        export_hf(tmp_path / "git", "image-text-to-text", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

@@ -96,7 +96,7 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
 
         generation = transformers.GenerationConfig.from_pretrained(folder) \
             if os.path.isfile(os.path.join(folder, "generation_config.json")) else None
-        start = decoder_start_token(generation, config)
+        start = decoder_start_token(generation, transformers.AutoConfig.from_pretrained(folder))
         paths = [os.path.join(folder, name) for name in files[2:]]
         return generate_seq2seq(*paths, torch.from_numpy(embed(ids, True)), torch.from_numpy(mask),
                                 decoder_start_token_id=start, max_new_tokens=max_new_tokens,

@@ -27,8 +27,9 @@ _ANYRES = ("its get_image_features tiles each image by its size (any-resolution 
            "by that size in a Python loop over the images: the rows an image gives follow values of image_sizes, which "
            "one graph for every image cannot hold")
 _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than as rows at the image tokens of the "
-                   "prompt (as a prefix, through cross-attention, at positions a mask marks, or as the input of its "
-                   "encoder), which onnxport's split into image encoder, embedding and decoder does not take yet")
+                   "prompt or as its encoder's input (as a prefix, through cross-attention layers of a decoder-only "
+                   "model, at positions a mask marks, or beside layout boxes), which onnxport's split does not take "
+                   "yet")
 _GRID_LOOP = ("its vision tower and merger read each image's grid of patches (target_sizes) in a Python loop over the "
               "images (their windows and merged blocks), which onnxport's loop rewrites do not cover yet")
 _WHY_NOT = {
