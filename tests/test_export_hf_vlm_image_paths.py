@@ -4,7 +4,8 @@ get_image_features: ``Family.projector``), Video-LLaVA (its image processor name
 ``pixel_values_images``: ``IMAGE_INPUT_ALIASES``) DeepSeek-VL hybrid (two towers, and get_image_features on its
 base model only) and PaddleOCR-VL (its projector merges each image's blocks by its grid's values, in a loop:
 ``_vision_windows.merged_projector_forward`` during the capture) and InstructBLIP (its Q-Former reads a text prompt
-beside each image: ``qformer_input_ids``). Each folder generates transformers' tokens in onnxport's runner on one
+beside each image: ``qformer_input_ids``), LLaVA-NeXT and LLaVA-OneVision (each image's tiles laid out and cropped by
+its size: ``_any_resolution``). Each folder generates transformers' tokens in onnxport's runner on one
 image and on a padded batch of prompts of one and two images."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tests.vlm_dirs import (  # noqa: E402
     grid_inputs,
     images,
     token_inputs,
+    write_any_resolution,
     write_deepseek_vl_hybrid,
     write_instructblip,
     write_llama4,
@@ -101,3 +103,18 @@ def test_instructblip_folder_reads_each_images_query_prompt(tmp_path):
                   **processor(images(*sizes), return_tensors="pt"), "qformer_input_ids": queries,
                   "qformer_attention_mask": torch.ones_like(queries)}
         _generates_as_transformers(model, out, inputs)
+
+
+@pytest.mark.parametrize("kind", ["llava_next", "llava_onevision"])
+def test_any_resolution_folder_lays_out_each_images_tiles_by_its_size(tmp_path, kind):
+    directory, out = str(tmp_path / kind), str(tmp_path / "onnx")
+    model = write_any_resolution(directory, kind)
+    export_hf(directory, "image-text-to-text", out)
+    processor = transformers.AutoImageProcessor.from_pretrained(directory)
+    for texts, per_prompt in (([TEXTS[0]], [[(40, 48)]]), (TEXTS, [[(20, 90)], [(64, 64), (33, 33)]])):
+        pixels = dict(processor([images(*sizes) for sizes in per_prompt], return_tensors="pt"))
+        with torch.no_grad():
+            rows = model.model.get_image_features(**pixels, return_dict=True).pooler_output
+        assert len(rows) == 1 or len({r.shape[0] for r in rows}) > 1  # the counts of rows follow the sizes
+        inputs = token_inputs(directory, texts, "<image>", [r.shape[0] for r in rows])
+        _generates_as_transformers(model, out, {**inputs, **pixels})

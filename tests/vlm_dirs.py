@@ -684,3 +684,36 @@ def write_blip(directory: str) -> torch.nn.Module:
     model.save_pretrained(directory)
     transformers.BlipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(directory)
     return model
+
+
+ANY_RESOLUTION_PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
+
+
+def write_any_resolution(directory: str, kind: str = "llava_next") -> torch.nn.Module:
+    """A random LLaVA-NeXT or LLaVA-OneVision (``kind``; a CLIP or SigLIP tower on tiles of 32x32 in 8x8 patches,
+    grid pinpoints of up to 2x2 tiles, a Llama text model) and its any-resolution image processor."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    onevision = kind == "llava_onevision"
+    vision = dict(model_type="siglip_vision_model" if onevision else "clip_vision_model", hidden_size=32,
+                  intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=32, patch_size=8)
+    text = dict(model_type="llama", vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, bos_token_id=1,
+                eos_token_id=2, pad_token_id=0)
+    config_class = transformers.LlavaOnevisionConfig if onevision else transformers.LlavaNextConfig
+    config = config_class(vision_config=vision, text_config=text, image_token_id=vocab["<image>"],
+                          image_grid_pinpoints=ANY_RESOLUTION_PINPOINTS, vision_feature_layer=-1)
+    model_class = transformers.LlavaOnevisionForConditionalGeneration if onevision \
+        else transformers.LlavaNextForConditionalGeneration
+    model = model_class(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    if onevision:
+        processor = transformers.LlavaOnevisionImageProcessorPil(size={"height": 32, "width": 32},
+                                                                 image_grid_pinpoints=ANY_RESOLUTION_PINPOINTS)
+    else:
+        processor = transformers.LlavaNextImageProcessorPil(size={"shortest_edge": 32},
+                                                            crop_size={"height": 32, "width": 32},
+                                                            image_grid_pinpoints=ANY_RESOLUTION_PINPOINTS)
+    processor.save_pretrained(directory)
+    return model

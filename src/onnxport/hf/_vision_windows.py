@@ -43,6 +43,9 @@ to half the size (``align_corners=False``) averages each 2x2 block, and to the s
 capture :func:`unshuffled_forward` averages each image's consecutive groups of ``merge * merge`` patches (its
 processor lays a block's patches out one after the other), for every image at once. Another merge size would
 resize otherwise; verification, which runs the model as it is, then refuses the file.
+
+LLaVA-NeXT's (LLaVA-NeXT-Video's, LLaVA-OneVision's) ``get_image_features`` is :mod:`onnxport.hf._any_resolution`'s
+during the capture: its any-resolution tiles laid out, cropped (and shrunk) and joined for every image at once.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from collections.abc import Iterator
 
 import torch
 
+from onnxport.hf._any_resolution import any_resolution_features
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["image_of_each", "interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index",
@@ -253,6 +257,12 @@ _FORWARDS = {
      "_temporal_slicing"): temporal_slicing,
     ("transformers.models.cosmos3_edge.modeling_cosmos3_edge", "Cosmos3EdgeVisionEmbeddings",
      "resize_positional_embeddings"): staticmethod(resized_positions),
+    ("transformers.models.llava_next.modeling_llava_next", "LlavaNextModel", "get_image_features"):
+        any_resolution_features,
+    ("transformers.models.llava_next_video.modeling_llava_next_video", "LlavaNextVideoModel", "get_image_features"):
+        any_resolution_features,
+    ("transformers.models.llava_onevision.modeling_llava_onevision", "LlavaOnevisionModel", "get_image_features"):
+        any_resolution_features,
 }
 
 

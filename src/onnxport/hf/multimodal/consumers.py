@@ -115,6 +115,9 @@ TRANSFORMERS_JS_TYPES = ("llava", "llava_onevision", "florence2", "qwen2_vl", "q
 
 # The types transformers.js loads with sessions onnxport does not write, and why.
 TRANSFORMERS_JS_REFUSED = {
+    "llava_onevision": "transformers.js 4.3 runs a LLaVA-OneVision as a LLaVA (models/llava_onevision/"
+                       "modeling_llava_onevision.js) on one tile of each image (its plain ImageProcessor), with no "
+                       "any-resolution tiles nor newline rows, so its prompts and image rows are not transformers'",
     "gemma4": "transformers.js 4.3 loads a Gemma 4 with an audio_encoder session too (MODEL_TYPES.ImageAudioTextToText "
               "in models/session_config.js), which onnxport does not write for image-text-to-text",
     "gemma3n": "transformers.js 4.3 loads a Gemma 3n with an audio_encoder session too "

@@ -4,8 +4,9 @@ The image encoder's are what the model's own image processor (the directory's ``
 gives for made-up pictures of prompts (a processor that batches by prompt, Idefics3's, gives a batch of prompts'
 images, padded): three pictures of different sizes in two prompts for the capture, then one, and three prompts of
 one, for verification (the processor's sizes, tiles and grids, whatever they are, are inputs the model is meant
-to take). A dim whose size differs between those is dynamic. A model whose encoder takes one image at a time of its own
-size (``Family.per_image``) gets one picture per set. A directory without an image processor gets pixels of the
+to take; an any-resolution model's tiles padded with an empty one in a set, as a batch pads them). A dim whose
+size differs between those is dynamic. A model whose encoder takes one image at a time of its own size
+(``Family.per_image``) gets one picture per set. A directory without an image processor gets pixels of the
 vision config's ``image_size`` instead. An encoder that reads a text prompt beside each image (InstructBLIP's
 Q-Former) gets made-up prompts of its vocabulary, of another length in each set.
 
@@ -104,6 +105,15 @@ def encoder_image_sets(model: torch.nn.Module, config: Any, directory: str | Non
                      for given in sets)
 
 
+def _padded_tiles(sets: ImageSets) -> ImageSets:
+    """``sets`` with one more empty tile in the second's ``pixel_values`` (``[images, tiles, ...]``), as a processor
+    pads an image's tiles to the most of its batch: the tiles' count is then dynamic, as the images' sizes make it."""
+    out = ImageSets(sets)
+    pixels = out[1]["pixel_values"]
+    out[1] = {**out[1], "pixel_values": torch.cat([pixels, torch.zeros_like(pixels[:, :1])], dim=1)}
+    return out
+
+
 def _pixel_sets(model: torch.nn.Module, config: Any, directory: str | None, per_image: bool,
                 taken: set[str] | None = None) -> ImageSets:
     processor = _image_processor(directory)
@@ -119,7 +129,8 @@ def _pixel_sets(model: torch.nn.Module, config: Any, directory: str | None, per_
                                   **called)
                 sets.append({k: v for k, v in as_image_inputs(given).items()
                              if k in taken and isinstance(v, torch.Tensor)})
-            return sets
+            tiled = getattr(config, "image_grid_pinpoints", None) and sets[0]["pixel_values"].dim() == 5
+            return _padded_tiles(sets) if tiled else sets
     vision = getattr(config, "vision_config", None) or config.encoder  # a VisionEncoderDecoder's is its encoder
     height, width = image_size(vision) or (224, 224)
     channels = getattr(vision, "num_channels", 3)

@@ -21,11 +21,9 @@ CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v",
           "got_ocr2", "hyperclovax_vision_v2", "idefics2", "granite_docling", "minimax_m3_vl", "ovis2",
           "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "deepseek_vl", "aria",
           "video_llama_3", "lfm3_vl", "hunyuan_vl", "muse_glimmer", "ernie4_5_vl_moe",
-          "cosmos3_edge", "janus")
+          "cosmos3_edge", "janus", "llava_next", "llava_next_video",
+          "llava_onevision")
 SUPPORTED = (*TESTED, *CENSUS)
-_ANYRES = ("its get_image_features tiles each image by its size (any-resolution grid pinpoints) and unpads the rows "
-           "by that size in a Python loop over the images: the rows an image gives follow values of image_sizes, which "
-           "one graph for every image cannot hold")
 _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than as rows at the image tokens of the "
                    "prompt or as its encoder's input (as a prefix, through cross-attention layers of a decoder-only "
                    "model, at positions a mask marks, or beside layout boxes), which onnxport's split does not take "
@@ -37,7 +35,6 @@ _WHY_NOT = {
     "kosmos-2.5": _NO_IMAGE_TOKEN, "udop": _NO_IMAGE_TOKEN,
     "mistral4": "its image-text-to-text class in transformers (Mistral4ForCausalLM) takes no images: export it for "
                 "text-generation",
-    "llava_next": _ANYRES, "llava_next_video": _ANYRES, "llava_onevision": _ANYRES,
     "lfm2_vl": "its get_image_features unpads each image's rows to a length read from pixel_attention_mask and shapes "
                "them by spatial_shapes' values, in a Python loop over the images",
     "shieldgemma2": "its image-text-to-text class (Gemma3ForConditionalGeneration on a ShieldGemma 2 config) saves "
