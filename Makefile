@@ -66,7 +66,8 @@ TF_TESTS := tests/test_export_hf.py tests/test_llm_cache.py tests/test_hf.py tes
 	tests/test_seq2seq_cache.py tests/test_export_hf_vlm.py tests/test_export_hf_vlm_qwen.py \
 	tests/test_export_hf_tasks.py tests/test_export_hf_vision_tasks.py tests/test_packed_attention.py \
 	tests/test_delta_rule.py tests/test_selective_scan.py tests/test_joined_pieces.py tests/test_blocks.py \
-	tests/capture/test_transformers_patch.py tests/test_vision_grid_loops.py tests/test_any_resolution.py
+	tests/capture/test_transformers_patch.py tests/test_vision_grid_loops.py tests/test_any_resolution.py \
+	tests/test_naflex.py
 
 .PHONY: test-transformers
 test-transformers: $(TF_VENV)/.installed

@@ -21,7 +21,8 @@ type's transformers processor (most need torchvision, which is not installed her
   own ``get_image_features`` on that image alone, and ``input_ids`` of a few words, that many image tokens per
   image, a few words, left-padded; ``attention_mask``; ``mm_token_type_ids``/``token_type_ids`` = image tokens
   where the forward takes them (a prompt that is a prefix attending both ways, PaliGemma's: 0 throughout, as its
-  processor marks it). A type with no usable processor gets random ``pixel_values`` of the config's size. A type
+  processor marks it). A type with no usable processor gets random ``pixel_values`` of the config's size (NaFlex
+  patches of grids of 16-pixel units for one whose ``get_image_features`` takes ``spatial_shapes``). A type
   whose encoder reads the images (a VisionEncoderDecoder, Pix2Struct: ``images_encoded``) takes no prompt: each
   case's first image of each prompt, through its processor, and generation from the decoder's start token.
 """
@@ -393,8 +394,13 @@ def feature_rows(model: Any, given: dict[str, Any]) -> int:
     return int(image_rows(out).shape[0])
 
 
-def _random_pixels(config: Any, sizes: list[tuple[int, int]]) -> dict[str, Any]:
+def _random_pixels(config: Any, sizes: list[tuple[int, int]], model: Any = None) -> dict[str, Any]:
     import torch
+
+    if model is not None and "spatial_shapes" in inspect.signature(image_features(model)).parameters:
+        from onnxport.hf.multimodal.examples import naflex_pixels  # NaFlex patches, a grid of 16-pixel units
+
+        return naflex_pixels(config, [(max(1, h // 16), max(1, w // 16)) for h, w in sizes], len(sizes))
 
     height, width = config_size(config) or (SIDE, SIDE)
     channels = _config_int(config, "num_channels", "in_channels") or 3
@@ -441,7 +447,7 @@ def case_inputs(model: Any, config: Any, processor: Any, case: str) -> dict[str,
                   for prompt in per_prompt for p in prompt]
     else:
         flat = [s for sizes in per_prompt_sizes for s in sizes]
-        given = _random_pixels(config, flat)
+        given = _random_pixels(config, flat, model)
         counts = [feature_rows(model, {k: v[i:i + 1] for k, v in given.items()}) for i in range(len(flat))]
     bos = getattr(text, "bos_token_id", None)
     prompts, k = [], 0

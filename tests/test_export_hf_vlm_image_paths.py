@@ -5,7 +5,8 @@ get_image_features: ``Family.projector``), Video-LLaVA (its image processor name
 base model only) and PaddleOCR-VL (its projector merges each image's blocks by its grid's values, in a loop:
 ``_vision_windows.merged_projector_forward`` during the capture) and InstructBLIP (its Q-Former reads a text prompt
 beside each image: ``qformer_input_ids``), LLaVA-NeXT and LLaVA-OneVision (each image's tiles laid out and cropped by
-its size: ``_any_resolution``). Each folder generates transformers' tokens in onnxport's runner on one
+its size: ``_any_resolution``) and LFM2-VL (NaFlex patches, each image's blocks merged by its grid: ``_naflex``).
+Each folder generates transformers' tokens in onnxport's runner on one
 image and on a padded batch of prompts of one and two images."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tests.vlm_dirs import (  # noqa: E402
     write_any_resolution,
     write_deepseek_vl_hybrid,
     write_instructblip,
+    write_lfm2_vl,
     write_llama4,
     write_paddleocr_vl,
     write_video_llava,
@@ -117,4 +119,17 @@ def test_any_resolution_folder_lays_out_each_images_tiles_by_its_size(tmp_path, 
             rows = model.model.get_image_features(**pixels, return_dict=True).pooler_output
         assert len(rows) == 1 or len({r.shape[0] for r in rows}) > 1  # the counts of rows follow the sizes
         inputs = token_inputs(directory, texts, "<image>", [r.shape[0] for r in rows])
+        _generates_as_transformers(model, out, {**inputs, **pixels})
+
+
+def test_lfm2_vl_folder_merges_each_images_naflex_blocks_by_its_grid(tmp_path):
+    from onnxport.hf.multimodal.examples import naflex_pixels
+
+    directory, out = str(tmp_path / "lfm2_vl"), str(tmp_path / "onnx")
+    model = write_lfm2_vl(directory)
+    export_hf(directory, "image-text-to-text", out)  # no processor here: NaFlex examples of made-up grids
+    for texts, grids in (([TEXTS[0]], [(2, 3)]), (TEXTS, [(4, 1), (2, 2), (1, 5)])):
+        pixels = naflex_pixels(model.config, grids, seed=3)
+        rows = [h * w for h, w in grids]  # a row per 2x2 block of patches
+        inputs = token_inputs(directory, texts, "<image>", rows)
         _generates_as_transformers(model, out, {**inputs, **pixels})

@@ -717,3 +717,21 @@ def write_any_resolution(directory: str, kind: str = "llava_next") -> torch.nn.M
                                                             image_grid_pinpoints=ANY_RESOLUTION_PINPOINTS)
     processor.save_pretrained(directory)
     return model
+
+
+def write_lfm2_vl(directory: str) -> torch.nn.Module:
+    """A random LFM2-VL (a SigLIP 2 NaFlex tower in 4x4 patches, 2x2 blocks merged per row; an LFM2 text model) with
+    no image processor (its own needs torchvision): its examples and inputs are NaFlex patches of made-up grids."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    config = transformers.Lfm2VlConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           patch_size=4, num_patches=64),
+        text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=len(vocab), layer_types=["full_attention", "conv"],
+                         bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        projector_hidden_size=32, downsample_factor=2, image_token_id=vocab["<image>"])
+    model = transformers.Lfm2VlForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    return model

@@ -46,6 +46,8 @@ resize otherwise; verification, which runs the model as it is, then refuses the 
 
 LLaVA-NeXT's (LLaVA-NeXT-Video's, LLaVA-OneVision's) ``get_image_features`` is :mod:`onnxport.hf._any_resolution`'s
 during the capture: its any-resolution tiles laid out, cropped (and shrunk) and joined for every image at once.
+SigLIP 2's resize of its positions to each image's grid and LFM2-VL's merge of each image's blocks are
+:mod:`onnxport.hf._naflex`'s.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from collections.abc import Iterator
 import torch
 
 from onnxport.hf._any_resolution import any_resolution_features
+from onnxport.hf._naflex import merged_image_features, naflex_positions
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["image_of_each", "interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index",
@@ -263,6 +266,9 @@ _FORWARDS = {
         any_resolution_features,
     ("transformers.models.llava_onevision.modeling_llava_onevision", "LlavaOnevisionModel", "get_image_features"):
         any_resolution_features,
+    ("transformers.models.siglip2.modeling_siglip2", "Siglip2VisionEmbeddings", "resize_positional_embeddings"):
+        staticmethod(naflex_positions),
+    ("transformers.models.lfm2_vl.modeling_lfm2_vl", "Lfm2VlModel", "get_image_features"): merged_image_features,
 }
 
 

@@ -7,7 +7,8 @@ one, for verification (the processor's sizes, tiles and grids, whatever they are
 to take; an any-resolution model's tiles padded with an empty one in a set, as a batch pads them). A dim whose
 size differs between those is dynamic. A model whose encoder takes one image at a time of its own size
 (``Family.per_image``) gets one picture per set. A directory without an image processor gets pixels of the
-vision config's ``image_size`` instead. An encoder that reads a text prompt beside each image (InstructBLIP's
+vision config's ``image_size`` instead (NaFlex patches of made-up grids, for a model that takes
+``spatial_shapes``). An encoder that reads a text prompt beside each image (InstructBLIP's
 Q-Former) gets made-up prompts of its vocabulary, of another length in each set.
 
 The token embedding's are a batch of two prompts holding image tokens; the merge's those and their rows of image
@@ -30,8 +31,8 @@ from onnxport.hf.multimodal.components import IMAGE_INPUTS, as_image_inputs, ima
 from onnxport.hf.multimodal.families import Family
 from onnxport.hf.signature import cache_argument, cache_of
 
-__all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "encoder_image_sets", "image_sets", "pictures",
-           "prompt_ids", "required_image_inputs", "with_query_prompts"]
+__all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "encoder_image_sets", "image_sets",
+           "naflex_pixels", "pictures", "prompt_ids", "required_image_inputs", "with_query_prompts"]
 
 # Made-up pictures (height, width), by prompt: the capture's two prompts (the first of two pictures), then one
 # picture, and three prompts of one, for verification.
@@ -132,11 +133,34 @@ def _pixel_sets(model: torch.nn.Module, config: Any, directory: str | None, per_
             tiled = getattr(config, "image_grid_pinpoints", None) and sets[0]["pixel_values"].dim() == 5
             return _padded_tiles(sets) if tiled else sets
     vision = getattr(config, "vision_config", None) or config.encoder  # a VisionEncoderDecoder's is its encoder
+    if "spatial_shapes" in taken:  # NaFlex patches (LFM2-VL's), whose processor could not run here
+        counts = [sum(map(len, prompts)) for prompts in groups]
+        return ImageSets(naflex_pixels(config, [_GRIDS[(seed + k) % len(_GRIDS)] for k in range(count)], seed)
+                         for seed, count in enumerate(counts))
     height, width = image_size(vision) or (224, 224)
     channels = getattr(vision, "num_channels", 3)
     generator = torch.Generator().manual_seed(0)
     return ImageSets({"pixel_values": torch.randn(sum(map(len, prompts)), channels, height, width,
                                                   generator=generator)} for prompts in groups)
+
+
+# NaFlex grids (rows, columns of patches) in units of the model's downsampling factor, for made-up images.
+_GRIDS = ((3, 4), (1, 8), (4, 2), (2, 2), (2, 5))
+
+
+def naflex_pixels(config: Any, grids: list[tuple[int, int]], seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random NaFlex patches of images whose grids are ``grids`` in units of the config's ``downsample_factor``
+    (LFM2-VL's blocks, which each grid must hold whole): ``pixel_values`` ``[images, most patches, 3 * p * p]``,
+    ``pixel_attention_mask`` and ``spatial_shapes``, as a NaFlex processor pads and gives them."""
+    unit = getattr(config, "downsample_factor", 1) or 1
+    patch = config.vision_config.patch_size
+    shapes = torch.tensor([[h * unit, w * unit] for h, w in grids])
+    counts = shapes.prod(-1)
+    longest = int(counts.max())
+    generator = torch.Generator().manual_seed(seed)
+    mask = (torch.arange(longest)[None] < counts[:, None]).to(torch.int64)
+    pixels = torch.randn(len(grids), longest, 3 * patch * patch, generator=generator) * mask[..., None]
+    return {"pixel_values": pixels, "pixel_attention_mask": mask, "spatial_shapes": shapes}
 
 
 def _image_processor(directory: str | None) -> Any:

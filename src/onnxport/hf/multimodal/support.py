@@ -22,7 +22,7 @@ CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v",
           "pp_chart2table", "qianfan_ocr", "vipllava", "mistral_large4", "blip-2", "deepseek_vl", "aria",
           "video_llama_3", "lfm3_vl", "hunyuan_vl", "muse_glimmer", "ernie4_5_vl_moe",
           "cosmos3_edge", "janus", "llava_next", "llava_next_video",
-          "llava_onevision")
+          "llava_onevision", "lfm2_vl")
 SUPPORTED = (*TESTED, *CENSUS)
 _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than as rows at the image tokens of the "
                    "prompt or as its encoder's input (as a prefix, through cross-attention layers of a decoder-only "
@@ -35,8 +35,6 @@ _WHY_NOT = {
     "kosmos-2.5": _NO_IMAGE_TOKEN, "udop": _NO_IMAGE_TOKEN,
     "mistral4": "its image-text-to-text class in transformers (Mistral4ForCausalLM) takes no images: export it for "
                 "text-generation",
-    "lfm2_vl": "its get_image_features unpads each image's rows to a length read from pixel_attention_mask and shapes "
-               "them by spatial_shapes' values, in a Python loop over the images",
     "shieldgemma2": "its image-text-to-text class (Gemma3ForConditionalGeneration on a ShieldGemma 2 config) saves "
                     "its weights under names it does not load back (transformers initialises them at random)",
     "t5gemma2": "the first step of its decoder (sliding-window attention over an encoder-decoder cache) is captured "
