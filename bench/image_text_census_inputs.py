@@ -22,7 +22,8 @@ type's transformers processor (most need torchvision, which is not installed her
   image, a few words, left-padded; ``attention_mask``; ``mm_token_type_ids``/``token_type_ids`` = image tokens
   where the forward takes them (a prompt that is a prefix attending both ways, PaliGemma's: 0 throughout, as its
   processor marks it). A type with no usable processor gets random ``pixel_values`` of the config's size (NaFlex
-  patches of grids of 16-pixel units for one whose ``get_image_features`` takes ``spatial_shapes``). A type
+  patches of grids of 16-pixel units for one whose ``get_image_features`` takes ``spatial_shapes``; videos of 4
+  frames for a video model, its video token set past the vocabulary as an image token is). A type
   whose encoder reads the images (a VisionEncoderDecoder, Pix2Struct: ``images_encoded``) takes no prompt: each
   case's first image of each prompt, through its processor, and generation from the decoder's start token.
 """
@@ -40,7 +41,7 @@ from export_hf_census import set_token_ids
 from export_hf_census_common import MAX_PARAMS
 from export_hf_census_images import SIDE, config_size, write_processor
 from onnxport.hf.multimodal.components import image_features, images_encoded
-from onnxport.hf.multimodal.families import PREFIX_BOTH_WAYS
+from onnxport.hf.multimodal.families import PREFIX_BOTH_WAYS, VIDEOS_AS_IMAGES
 
 WORDS = [5, 17, 33, 8, 42, 7, 12, 9, 21, 30]
 # The census's two cases: pictures (height, width) per prompt.
@@ -212,7 +213,8 @@ def build(model_type: str, class_name: str, row: dict[str, Any]) -> tuple[Any, A
         side = _config_int(config, "image_size") or SIDE
         row["grid_pinpoints_set"] = [[side, side], [side, 2 * side], [2 * side, side]]
         config.image_grid_pinpoints = row["grid_pinpoints_set"]
-    unset = [name for name in ("image_token_index", "image_token_id") if hasattr(config, name)
+    videos = ("video_token_index",) if model_type in VIDEOS_AS_IMAGES else ()  # its video token stands for rows
+    unset = [name for name in ("image_token_index", "image_token_id", *videos) if hasattr(config, name)
              and getattr(config, name) is None]
     if unset:  # as a checkpoint its processor saved has it (BLIP-2's image tokens for its query outputs)
         setattr(config, unset[0], vocab_of(config) + 1)
@@ -405,7 +407,8 @@ def _random_pixels(config: Any, sizes: list[tuple[int, int]], model: Any = None)
     height, width = config_size(config) or (SIDE, SIDE)
     channels = _config_int(config, "num_channels", "in_channels") or 3
     generator = torch.Generator().manual_seed(len(sizes))
-    return {"pixel_values": torch.randn(len(sizes), channels, height, width, generator=generator)}
+    frames = (4,) if config.model_type in VIDEOS_AS_IMAGES else ()  # a video of 4 frames, as its processor samples
+    return {"pixel_values": torch.randn(len(sizes), *frames, channels, height, width, generator=generator)}
 
 
 def _words(vocab: int, specials: set[int]) -> list[int]:
@@ -447,7 +450,7 @@ def case_inputs(model: Any, config: Any, processor: Any, case: str) -> dict[str,
                   for prompt in per_prompt for p in prompt]
     else:
         flat = [s for sizes in per_prompt_sizes for s in sizes]
-        given = _random_pixels(config, flat, model)
+        given = _with_query(model, config, _random_pixels(config, flat, model))
         counts = [feature_rows(model, {k: v[i:i + 1] for k, v in given.items()}) for i in range(len(flat))]
     bos = getattr(text, "bos_token_id", None)
     prompts, k = [], 0

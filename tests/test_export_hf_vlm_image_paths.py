@@ -5,7 +5,8 @@ get_image_features: ``Family.projector``), Video-LLaVA (its image processor name
 base model only) and PaddleOCR-VL (its projector merges each image's blocks by its grid's values, in a loop:
 ``_vision_windows.merged_projector_forward`` during the capture) and InstructBLIP (its Q-Former reads a text prompt
 beside each image: ``qformer_input_ids``), LLaVA-NeXT and LLaVA-OneVision (each image's tiles laid out and cropped by
-its size: ``_any_resolution``) and LFM2-VL (NaFlex patches, each image's blocks merged by its grid: ``_naflex``).
+its size: ``_any_resolution``) LFM2-VL (NaFlex patches, each image's blocks merged by its grid: ``_naflex``) and InstructBLIP-Video (videos, each
+frame's rows at the video tokens: ``VIDEOS_AS_IMAGES``).
 Each folder generates transformers' tokens in onnxport's runner on one
 image and on a padded batch of prompts of one and two images."""
 
@@ -26,6 +27,7 @@ from tests.vlm_dirs import (  # noqa: E402
     write_any_resolution,
     write_deepseek_vl_hybrid,
     write_instructblip,
+    write_instructblipvideo,
     write_lfm2_vl,
     write_llama4,
     write_paddleocr_vl,
@@ -133,3 +135,18 @@ def test_lfm2_vl_folder_merges_each_images_naflex_blocks_by_its_grid(tmp_path):
         rows = [h * w for h, w in grids]  # a row per 2x2 block of patches
         inputs = token_inputs(directory, texts, "<image>", rows)
         _generates_as_transformers(model, out, {**inputs, **pixels})
+
+
+def test_instructblipvideo_folder_reads_each_frame_of_a_video(tmp_path):
+    directory, out = str(tmp_path / "instructblipvideo"), str(tmp_path / "onnx")
+    model = write_instructblipvideo(directory)
+    export_hf(directory, "image-text-to-text", out)  # no processor here: videos of random frames
+    generator = torch.Generator().manual_seed(4)
+    for texts, frames in (([TEXTS[0]], 4), (TEXTS, 4), (TEXTS, 2)):
+        videos = sum(t.count("<image>") for t in texts)
+        pixels = torch.randn(videos, frames, 3, 32, 32, generator=generator)
+        query = torch.randint(3, 64, (videos, 5), generator=generator)
+        prompts = [t.replace("<image>", "<video>") for t in texts]
+        inputs = token_inputs(directory, prompts, "<video>", [4 * frames] * videos)  # 4 rows a frame
+        _generates_as_transformers(model, out, {**inputs, "pixel_values": pixels, "qformer_input_ids": query,
+                                                "qformer_attention_mask": torch.ones_like(query)})

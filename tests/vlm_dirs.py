@@ -735,3 +735,24 @@ def write_lfm2_vl(directory: str) -> torch.nn.Module:
     spread(model)
     model.save_pretrained(directory)
     return model
+
+
+def write_instructblipvideo(directory: str) -> torch.nn.Module:
+    """A random InstructBLIP-Video (InstructBLIP's modules, :func:`write_instructblip`'s sizes, on videos: each
+    frame's 4 Q-Former rows at the prompt's video tokens), with no processor (its video processor needs
+    torchvision)."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory, ("<video>",))
+    config = transformers.InstructBlipVideoConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=8),
+        qformer_config=dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                            num_attention_heads=4, encoder_hidden_size=32, max_position_embeddings=64),
+        text_config=dict(model_type="llama", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        num_query_tokens=4, video_token_index=vocab["<video>"])
+    model = transformers.InstructBlipVideoForConditionalGeneration(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    return model

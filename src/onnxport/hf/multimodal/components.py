@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from onnxport.errors import InvalidInputError
-from onnxport.hf.multimodal.families import Family, per_layer_model
+from onnxport.hf.multimodal.families import VIDEOS_AS_IMAGES, Family, per_layer_model
 from onnxport.hf.signature import cache_argument
 
 __all__ = ["ENCODED_IMAGE_INPUTS", "IMAGE_INPUTS", "IMAGE_INPUT_ALIASES", "FeatureMerge", "ImageEncoder",
@@ -46,7 +46,9 @@ __all__ = ["ENCODED_IMAGE_INPUTS", "IMAGE_INPUTS", "IMAGE_INPUT_ALIASES", "Featu
 
 def image_features(model: torch.nn.Module) -> Any:
     """The model's ``get_image_features``, or its base model's where the model for generation lacks one
-    (DeepSeek-VL)."""
+    (DeepSeek-VL); a video model's ``get_video_features`` (``families.VIDEOS_AS_IMAGES``)."""
+    if model.config.model_type in VIDEOS_AS_IMAGES:  # a video's frames, read as images
+        return model.get_video_features
     method = getattr(model, "get_image_features", None)
     if method is None:
         method = getattr(getattr(model, "model", None), "get_image_features", None)

@@ -8,7 +8,7 @@ to take; an any-resolution model's tiles padded with an empty one in a set, as a
 size differs between those is dynamic. A model whose encoder takes one image at a time of its own size
 (``Family.per_image``) gets one picture per set. A directory without an image processor gets pixels of the
 vision config's ``image_size`` instead (NaFlex patches of made-up grids, for a model that takes
-``spatial_shapes``). An encoder that reads a text prompt beside each image (InstructBLIP's
+``spatial_shapes``; videos of 4, 2 and 3 frames for a video model). An encoder that reads a text prompt beside each image (InstructBLIP's
 Q-Former) gets made-up prompts of its vocabulary, of another length in each set.
 
 The token embedding's are a batch of two prompts holding image tokens; the merge's those and their rows of image
@@ -28,7 +28,7 @@ import torch
 from onnxport.hf import stream
 from onnxport.hf.examples import EXAMPLE_BATCH, NEW, PAST, image_size, token_ids
 from onnxport.hf.multimodal.components import IMAGE_INPUTS, as_image_inputs, image_features
-from onnxport.hf.multimodal.families import Family
+from onnxport.hf.multimodal.families import VIDEOS_AS_IMAGES, Family
 from onnxport.hf.signature import cache_argument, cache_of
 
 __all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "encoder_image_sets", "image_sets",
@@ -140,8 +140,9 @@ def _pixel_sets(model: torch.nn.Module, config: Any, directory: str | None, per_
     height, width = image_size(vision) or (224, 224)
     channels = getattr(vision, "num_channels", 3)
     generator = torch.Generator().manual_seed(0)
-    return ImageSets({"pixel_values": torch.randn(sum(map(len, prompts)), channels, height, width,
-                                                  generator=generator)} for prompts in groups)
+    frames = (4, 2, 3) if config.model_type in VIDEOS_AS_IMAGES else ()  # a video's frames, another count a set
+    return ImageSets({"pixel_values": torch.randn(sum(map(len, prompts)), *frames[i:i + 1], channels, height, width,
+                                                  generator=generator)} for i, prompts in enumerate(groups))
 
 
 # NaFlex grids (rows, columns of patches) in units of the model's downsampling factor, for made-up images.

@@ -43,8 +43,8 @@ import torch
 from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.positions import rope_index_of
 
-__all__ = ["BIDIRECTIONAL_IMAGES", "IMAGE_TOKEN_AS", "PER_IMAGE", "PREFIX_BOTH_WAYS", "PROJECTED_AFTER", "Family",
-           "image_token_id", "per_layer_model"]
+__all__ = ["BIDIRECTIONAL_IMAGES", "IMAGE_TOKEN_AS", "PER_IMAGE", "PREFIX_BOTH_WAYS", "PROJECTED_AFTER",
+           "VIDEOS_AS_IMAGES", "Family", "image_token_id", "per_layer_model"]
 
 # The types whose image tokens attend to each other both ways (their forward reads token_type_ids).
 BIDIRECTIONAL_IMAGES = ("gemma3",)
@@ -59,6 +59,9 @@ IMAGE_TOKEN_AS = {"gemma4": "pad", "gemma4_unified": "pad", "kimi_k25": 0, "muse
 # Pixtral: the patches of an image cut to its size by values of image_sizes, which a batch of images cannot take
 # symbolically).
 PER_IMAGE = ("mistral3", "lighton_ocr", "mistral_large4")
+# The types whose visual input is a video alone, read as images are (InstructBLIP-Video: get_video_features of
+# pixels [videos, frames, channels, height, width], each frame's Q-Former rows at the prompt's video tokens).
+VIDEOS_AS_IMAGES = ("instructblipvideo",)
 # The types whose forward projects the rows get_image_features gives (its last_hidden_state) with a module of its
 # own, after the call: the module's attribute name on the model's base model.
 PROJECTED_AFTER = {"llama4": "multi_modal_projector"}
@@ -66,8 +69,9 @@ PROJECTED_AFTER = {"llama4": "multi_modal_projector"}
 
 def image_token_id(config: Any) -> int:
     """The id of the token standing for one row of image features in a prompt (``image_token_id``, or the
-    older ``image_token_index``)."""
-    for name in ("image_token_id", "image_token_index"):
+    older ``image_token_index``; a :data:`VIDEOS_AS_IMAGES` type's video token)."""
+    videos = ("video_token_id", "video_token_index") if config.model_type in VIDEOS_AS_IMAGES else ()
+    for name in ("image_token_id", "image_token_index", *videos):
         value = getattr(config, name, None)
         if isinstance(value, int):
             return value
