@@ -1,14 +1,13 @@
 """export-hf's image-text-to-text for the families whose image rows are not the model's get_image_features of the
 processor's outputs as they are named: Llama 4 (its forward projects the vision model's rows after
 get_image_features: ``Family.projector``), Video-LLaVA (its image processor names the pixels
-``pixel_values_images``: ``IMAGE_INPUT_ALIASES``) DeepSeek-VL hybrid (two towers, and get_image_features on its
-base model only) and PaddleOCR-VL (its projector merges each image's blocks by its grid's values, in a loop:
-``_vision_windows.merged_projector_forward`` during the capture) and InstructBLIP (its Q-Former reads a text prompt
-beside each image: ``qformer_input_ids``), LLaVA-NeXT and LLaVA-OneVision (each image's tiles laid out and cropped by
-its size: ``_any_resolution``) LFM2-VL (NaFlex patches, each image's blocks merged by its grid: ``_naflex``) and InstructBLIP-Video (videos, each
-frame's rows at the video tokens: ``VIDEOS_AS_IMAGES``).
-Each folder generates transformers' tokens in onnxport's runner on one
-image and on a padded batch of prompts of one and two images."""
+``pixel_values_images``: ``IMAGE_INPUT_ALIASES``), DeepSeek-VL hybrid (two towers, and get_image_features on its
+base model only), PaddleOCR-VL (its projector merges each image's blocks by its grid's values, in a loop:
+``_vision_windows.merged_projector_forward`` during the capture), InstructBLIP (its Q-Former reads a text prompt
+beside each image: ``qformer_input_ids``), LLaVA-NeXT and LLaVA-OneVision (each image's tiles laid out and cropped
+by its size: ``_any_resolution``), LFM2-VL (NaFlex patches, each image's blocks merged by its grid: ``_naflex``) and
+InstructBLIP-Video (videos, each frame's rows at the video tokens: ``VIDEOS_AS_IMAGES``). Each folder generates
+transformers' tokens in onnxport's runner on one image and on a padded batch of prompts of one and two images."""
 
 from __future__ import annotations
 

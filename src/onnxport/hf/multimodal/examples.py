@@ -8,8 +8,8 @@ to take; an any-resolution model's tiles padded with an empty one in a set, as a
 size differs between those is dynamic. A model whose encoder takes one image at a time of its own size
 (``Family.per_image``) gets one picture per set. A directory without an image processor gets pixels of the
 vision config's ``image_size`` instead (NaFlex patches of made-up grids, for a model that takes
-``spatial_shapes``; videos of 4, 2 and 3 frames for a video model). An encoder that reads a text prompt beside each image (InstructBLIP's
-Q-Former) gets made-up prompts of its vocabulary, of another length in each set.
+``spatial_shapes``; videos of 4, 2 and 3 frames for a video model). An encoder that reads a text prompt beside
+each image (InstructBLIP's Q-Former) gets made-up prompts of its vocabulary, of another length in each set.
 
 The token embedding's are a batch of two prompts holding image tokens; the merge's those and their rows of image
 features; the decoder's a step of three tokens on a four-token past, three positions per token for a
