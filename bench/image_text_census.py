@@ -99,9 +99,8 @@ def prepare(model_type: str, class_name: str, row: dict[str, Any], save, directo
         write_tokenizer(directory, config)
         from onnxport.hf.multimodal.components import image_features, images_encoded
 
-        takes_grid = not images_encoded(model, config) and \
-            "image_grid_thw" in inspect.signature(image_features(model)).parameters
-        row["processor"] = write_image_processor(directory, model_type, config, takes_grid)
+        takes = () if images_encoded(model, config) else tuple(inspect.signature(image_features(model)).parameters)
+        row["processor"] = write_image_processor(directory, model_type, config, takes)
         processor = load_processor(directory)
         cases = {}
         for case in CASES:

@@ -15,7 +15,8 @@ type's transformers processor (most need torchvision, which is not installed her
   with the tiny config: ``patch_size``, ``merge_size``, ``temporal_patch_size`` from the vision config, pixel
   budgets (``min_pixels``/``max_pixels``) of a few merged patches to a 64-pixel square, tiles of the config's side
   and at most 2 of them, 70 rows per image where the processor counts them (Gemma 4's least). A type whose
-  ``get_image_features`` takes ``image_grid_thw`` and that has no PIL processor of its own borrows Qwen2-VL's.
+  ``get_image_features`` takes ``image_grid_thw`` and that has no PIL processor of its own borrows Qwen2-VL's; one
+  that takes ``image_position_ids``, Gemma 4's, cutting patches of its model patch (Gemma 4 Unified's).
 - ``case_inputs``: each case's pictures through that processor (one call over all the case's images, in prompt
   order; a list per prompt where the processor wants one), each image's count of feature rows from the model's
   own ``get_image_features`` on that image alone, and ``input_ids`` of a few words, that many image tokens per
@@ -290,17 +291,24 @@ def _config_int(config: Any, *names: str) -> int | None:
     return None
 
 
-def write_image_processor(directory: str, model_type: str, config: Any, takes_grid: bool = False) -> dict[str, Any]:
+# The processors a type with no PIL processor of its own borrows, by an input its get_image_features takes: Qwen2-VL's
+# makes image_grid_thw; Gemma 4's makes patches with their image_position_ids (Gemma 4 Unified's, of its model patch).
+BORROWED = {"image_grid_thw": ("qwen2_vl", "Qwen2-VL's"), "image_position_ids": ("gemma4", "Gemma 4's")}
+
+
+def write_image_processor(directory: str, model_type: str, config: Any, takes: tuple[str, ...] = ()
+                          ) -> dict[str, Any]:
     """The type's image processor saved into ``directory``, made to agree with the tiny config (see the module);
-    what was saved (or why none). ``takes_grid``: the model's ``get_image_features`` takes ``image_grid_thw``, so a
-    type with no PIL processor of its own borrows Qwen2-VL's, which gives it."""
+    what was saved (or why none). ``takes``: the inputs the model's ``get_image_features`` takes, by which a type
+    with no PIL processor of its own borrows another's (``BORROWED``)."""
     import transformers
 
     saved = write_processor(directory, model_type, config)
-    if saved.get("saved") is None and takes_grid:
+    borrow = next((BORROWED[name] for name in takes if name in BORROWED), None)
+    if saved.get("saved") is None and borrow is not None:
         why = saved.get("why")
-        saved = write_processor(directory, "qwen2_vl", config)  # the processor that makes image_grid_thw
-        saved["borrowed"] = f"Qwen2-VL's ({why})"
+        saved = write_processor(directory, borrow[0], config)
+        saved["borrowed"] = f"{borrow[1]} ({why})"
     if saved.get("saved") is None:
         return saved
     path = os.path.join(directory, "preprocessor_config.json")
@@ -338,6 +346,9 @@ def write_image_processor(directory: str, model_type: str, config: Any, takes_gr
             changes[key] = 2
     if isinstance(settings.get("max_soft_tokens"), int) and settings["max_soft_tokens"] > 70:
         changes["max_soft_tokens"] = 70  # Gemma 4's budget of rows per image, the least it takes
+    merged = getattr(_vision(config), "model_patch_size", None)
+    if saved.get("borrowed", "").startswith("Gemma 4's") and isinstance(merged, int):  # patches of its model patch
+        changes.update(patch_size=merged, pooling_kernel_size=1)
     if changes:
         try:
             cls.from_dict({**settings, **changes}).save_pretrained(directory)
