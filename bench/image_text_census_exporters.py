@@ -108,8 +108,10 @@ def run_loop(out: str, inputs: dict[str, Any], eager: dict[str, Any]) -> str:
 
     exported = ExportedModel.from_pretrained(out, device="cpu")
     prefill, decode = exported.runners["prefill"], exported.runners["decode"]
-    if "encoder_outputs" in prefill.metadata.kwargs and "encoder_outputs" not in inputs:
-        return ("exported, not run: no encoder among its files: its prefill takes encoder_outputs (generate runs the "
+    encoded = next((name for name in ("encoder_outputs", "mm_encoder_outputs")
+                    if name in prefill.metadata.kwargs and name not in inputs), None)
+    if encoded is not None:
+        return (f"exported, not run: no encoder among its files: its prefill takes {encoded} (generate runs the "
                 "encoder before its first forward), so the images never enter them")
     taken = set(decode.metadata.kwargs)
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
