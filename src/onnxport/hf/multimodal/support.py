@@ -41,6 +41,14 @@ _WHY_NOT = {
     "t5gemma2": "the first step of its decoder (sliding-window attention over an encoder-decoder cache) is captured "
                 "by torch.export only up to the window's length, which one graph for every length cannot hold",
     "minicpmv4_6": _GRID_LOOP, "minicpmv4_7": _GRID_LOOP,
+    "mllama": "its image rows enter through cross-attention layers of its text decoder (cross_attention_states, "
+              "masked per image and tile), which onnxport's split into image encoder, embedding and decoder does not "
+              "take yet",
+    "pi0": "PI0ForConditionalGeneration predicts robot actions by flow matching (no generate of text tokens): it is "
+           "not an image-text-to-text model for any runtime onnxport writes for",
+    "evolla": "EvollaForProteinText2Text reads protein sequences, not images",
+    "diffusion_gemma": "DiffusionGemmaForBlockDiffusion generates by block diffusion, not token by token, which no "
+                       "runtime onnxport writes for runs",
     "gemma3n": "its vision tower is a timm model (TimmWrapperModel), which needs timm and torchvision: not tested",
 }
 
