@@ -591,20 +591,26 @@ def write_paddleocr_vl(directory: str) -> torch.nn.Module:
     return model
 
 
+def _instructblip_sizes(vocab: int) -> dict[str, object]:
+    """InstructBLIP's (and InstructBLIP-Video's) sub-configs, tiny: a BLIP tower on 32x32 images in 8x8 patches, a
+    Q-Former of 4 queries, a Llama text model of ``vocab`` tokens."""
+    return dict(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=8),
+        qformer_config=dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                            num_attention_heads=4, encoder_hidden_size=32, max_position_embeddings=64),
+        text_config=dict(model_type="llama", vocab_size=vocab, hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        num_query_tokens=4)
+
+
 def write_instructblip(directory: str) -> torch.nn.Module:
     """A random InstructBLIP (a BLIP tower on 32x32 images in 8x8 patches, a Q-Former of 4 queries that reads the
     prompt's text beside the image, a Llama text model; 4 image tokens an image) and its image processor."""
     torch.manual_seed(0)
     vocab = write_tokenizer(directory)
-    config = transformers.InstructBlipConfig(
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                           image_size=32, patch_size=8),
-        qformer_config=dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                            num_attention_heads=4, encoder_hidden_size=32, max_position_embeddings=64),
-        text_config=dict(model_type="llama", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
-        num_query_tokens=4, image_token_index=vocab["<image>"])
+    config = transformers.InstructBlipConfig(**_instructblip_sizes(len(vocab)), image_token_index=vocab["<image>"])
     model = transformers.InstructBlipForConditionalGeneration(config).eval()
     spread(model)
     model.save_pretrained(directory)
@@ -743,15 +749,8 @@ def write_instructblipvideo(directory: str) -> torch.nn.Module:
     torchvision)."""
     torch.manual_seed(0)
     vocab = write_tokenizer(directory, ("<video>",))
-    config = transformers.InstructBlipVideoConfig(
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                           image_size=32, patch_size=8),
-        qformer_config=dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                            num_attention_heads=4, encoder_hidden_size=32, max_position_embeddings=64),
-        text_config=dict(model_type="llama", vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0),
-        num_query_tokens=4, video_token_index=vocab["<video>"])
+    config = transformers.InstructBlipVideoConfig(**_instructblip_sizes(len(vocab)),
+                                                  video_token_index=vocab["<video>"])
     model = transformers.InstructBlipVideoForConditionalGeneration(config).eval()
     spread(model)
     model.save_pretrained(directory)
