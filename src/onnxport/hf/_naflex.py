@@ -8,8 +8,8 @@ resize, in a Python loop over the images, and LFM2-VL's ``get_image_features`` c
 and merges each ``f x f`` block of them into one row (``pixel_unshuffle``) before its projector, in another.
 
 During the capture :func:`naflex_positions` weighs the table's rows and columns for every patch of every image at
-once by torch's antialiasing rule (``_vision_windows._antialiased_taps``; a padding patch takes the first patch's
-position, as the loop fills it), and :func:`merged_image_features` gathers each block's ``f * f`` rows (in
+once by torch's antialiasing rule (:func:`antialiased_taps`, which Cosmos3 Edge's positions use too; a padding
+patch takes the first patch's position, as the loop fills it), and :func:`merged_image_features` gathers each block's ``f * f`` rows (in
 ``pixel_unshuffle``'s order: row within the block, then column) for every image at once, keeping the blocks inside
 each image's grid: their count is data, as it is.
 """
@@ -20,22 +20,36 @@ from typing import Any
 
 import torch
 
-__all__ = ["merged_image_features", "naflex_positions"]
+__all__ = ["antialiased_taps", "merged_image_features", "naflex_positions"]
+
+
+def antialiased_taps(index: torch.Tensor, size: torch.Tensor, side: int) -> torch.Tensor:
+    """``[items, side]``: each item's weights on the ``side`` entries of an axis that ``F.interpolate(mode=
+    "bilinear", antialias=True, align_corners=False)`` resizes to ``size`` entries, for output entry ``index``:
+    a triangle as wide as the scale where it shrinks (1 where it grows), over the entries within its reach, summing
+    to 1 (torch's own rule, written for every item at once)."""
+    scale = side / size.to(torch.float64)
+    support = torch.where(scale >= 1, scale, torch.ones_like(scale))
+    center = scale * (index.to(torch.float64) + 0.5)
+    low = (center - support + 0.5).trunc().clamp(min=0)
+    high = (center + support + 0.5).trunc().clamp(max=side)
+    entry = torch.arange(side, device=index.device, dtype=torch.float64)[None]
+    weights = (1 - ((entry - center[:, None] + 0.5) / support[:, None]).abs()).clamp(min=0)
+    weights = weights * ((entry >= low[:, None]) & (entry < high[:, None]))
+    return (weights / weights.sum(-1, keepdim=True)).to(torch.float32)
 
 
 def naflex_positions(positional_embeddings: torch.Tensor, spatial_shapes: torch.Tensor,
                      max_length: int) -> torch.Tensor:
     """SigLIP 2's ``resize_positional_embeddings``: the ``[side, side, hidden]`` table resized to each image's grid,
     ``[images, max_length, hidden]``, each image's patches row by row, then its first patch's again."""
-    from onnxport.hf._vision_windows import _antialiased_taps
-
     images = spatial_shapes.shape[0]
     heights = spatial_shapes[:, 0:1].to(torch.int64).expand(images, max_length)
     widths = spatial_shapes[:, 1:2].to(torch.int64).expand(images, max_length)
     place = torch.arange(max_length, device=spatial_shapes.device)[None].expand(images, max_length)
     place = torch.where(place < heights * widths, place, 0)
-    down = _antialiased_taps((place // widths).flatten(), heights.flatten(), positional_embeddings.shape[0])
-    across = _antialiased_taps((place % widths).flatten(), widths.flatten(), positional_embeddings.shape[1])
+    down = antialiased_taps((place // widths).flatten(), heights.flatten(), positional_embeddings.shape[0])
+    across = antialiased_taps((place % widths).flatten(), widths.flatten(), positional_embeddings.shape[1])
     resized = torch.einsum("pa,pb,abc->pc", down, across, positional_embeddings.float())
     return resized.reshape(images, max_length, -1).to(positional_embeddings.dtype)
 

@@ -59,7 +59,7 @@ from collections.abc import Iterator
 import torch
 
 from onnxport.hf._any_resolution import any_resolution_features
-from onnxport.hf._naflex import merged_image_features, naflex_positions
+from onnxport.hf._naflex import antialiased_taps, merged_image_features, naflex_positions
 from onnxport.hf.attribute_swap import swapped
 
 __all__ = ["image_of_each", "interpolation_indices_and_weights", "layout_as_tensors", "merged_block_index",
@@ -221,30 +221,14 @@ def temporal_slicing(self: torch.nn.Module, hidden_states: torch.Tensor, grid_th
     return torch.cat([hidden_states[even], hidden_states[odd]], dim=-1)
 
 
-def _antialiased_taps(index: torch.Tensor, size: torch.Tensor, side: int) -> torch.Tensor:
-    """``[items, side]``: each item's weights on the ``side`` entries of an axis that ``F.interpolate(mode=
-    "bilinear", antialias=True, align_corners=False)`` resizes to ``size`` entries, for output entry ``index``:
-    a triangle as wide as the scale where it shrinks (1 where it grows), over the entries within its reach, summing
-    to 1 (torch's own rule, written for every item at once)."""
-    scale = side / size.to(torch.float64)
-    support = torch.where(scale >= 1, scale, torch.ones_like(scale))
-    center = scale * (index.to(torch.float64) + 0.5)
-    low = (center - support + 0.5).trunc().clamp(min=0)
-    high = (center + support + 0.5).trunc().clamp(max=side)
-    entry = torch.arange(side, device=index.device, dtype=torch.float64)[None]
-    weights = (1 - ((entry - center[:, None] + 0.5) / support[:, None]).abs()).clamp(min=0)
-    weights = weights * ((entry >= low[:, None]) & (entry < high[:, None]))
-    return (weights / weights.sum(-1, keepdim=True)).to(torch.float32)
-
-
 def resized_positions(positional_embeddings: torch.Tensor, grid_thw: torch.Tensor,
                       spatial_merge_size: int) -> torch.Tensor:
     """Cosmos3 Edge's ``resize_positional_embeddings``: the learned ``[side, side, hidden]`` table resized to each
     image's grid (antialiased bilinear), each patch's row taken in the processor's block order, every frame."""
     rows_cols, heights, widths = patch_layout(grid_thw, spatial_merge_size, False)
     side = positional_embeddings.shape[0]
-    down = _antialiased_taps(rows_cols[:, 0], heights, side)
-    across = _antialiased_taps(rows_cols[:, 1], widths, side)
+    down = antialiased_taps(rows_cols[:, 0], heights, side)
+    across = antialiased_taps(rows_cols[:, 1], widths, side)
     table = positional_embeddings.float()
     return torch.einsum("pa,pb,abc->pc", down, across, table).to(positional_embeddings.dtype)
 
