@@ -9,9 +9,9 @@ and merges each ``f x f`` block of them into one row (``pixel_unshuffle``) befor
 
 During the capture :func:`naflex_positions` weighs the table's rows and columns for every patch of every image at
 once by torch's antialiasing rule (:func:`antialiased_taps`, which Cosmos3 Edge's positions use too; a padding
-patch takes the first patch's position, as the loop fills it), and :func:`merged_image_features` gathers each block's ``f * f`` rows (in
-``pixel_unshuffle``'s order: row within the block, then column) for every image at once, keeping the blocks inside
-each image's grid: their count is data, as it is.
+patch takes the first patch's position, as the loop fills it), and :func:`merged_image_features` gathers each
+block's ``f * f`` rows (in ``pixel_unshuffle``'s order: row within the block, then column) for every image at once,
+keeping the blocks inside each image's grid: their count is data, as it is.
 """
 
 from __future__ import annotations
