@@ -82,20 +82,13 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
     def embed(ids: np.ndarray, prompt: bool) -> np.ndarray:
         return merge.run(None, {"input_ids": ids, "image_features": features if prompt else features[:0]})[0]
 
-    if os.path.isfile(os.path.join(folder, "generation_config.json")):
-        generation = transformers.GenerationConfig.from_pretrained(folder)
-        eos_token_id = generation.eos_token_id if eos_token_id is None else eos_token_id
-        pad_token_id = generation.pad_token_id if pad_token_id is None else pad_token_id
-    if isinstance(eos_token_id, list):
-        eos_token_id = eos_token_id[0]
+    generation, eos_token_id, pad_token_id = _stops(folder, eos_token_id, pad_token_id)
     from onnxport.hf.generate import generate, generate_seq2seq
 
     ids, mask = batch["input_ids"].astype(np.int64), batch["attention_mask"].astype(np.int64)
     if seq2seq:  # the prompt through the encoder; the decoder from the model's start token
         from onnxport.hf.seq2seq import decoder_start_token
 
-        generation = transformers.GenerationConfig.from_pretrained(folder) \
-            if os.path.isfile(os.path.join(folder, "generation_config.json")) else None
         start = decoder_start_token(generation, transformers.AutoConfig.from_pretrained(folder))
         paths = [os.path.join(folder, name) for name in files[2:]]
         return generate_seq2seq(*paths, torch.from_numpy(embed(ids, True)), torch.from_numpy(mask),
@@ -127,21 +120,30 @@ def _generate_encoded(folder: str, files: tuple[str, ...], inputs: Mapping[str, 
         raise InvalidInputError(f"the encoder of {folder} takes {' or '.join(ENCODED_IMAGE_INPUTS)}, which the "
                                 "inputs lack", fix="pass the images (images=), or what the model's processor gives "
                                 "for them (inputs=)")
-    generation = transformers.GenerationConfig.from_pretrained(folder) \
-        if os.path.isfile(os.path.join(folder, "generation_config.json")) else None
     config = transformers.AutoConfig.from_pretrained(folder)
     ends = VISION_TEXT_DECODERS.get(config.model_type)
     if ends is not None and eos_token_id is None:  # BLIP's generate stops at its [SEP]
         eos_token_id = getattr(config.get_text_config(), ends[2], None)
-    if generation is not None:
-        eos_token_id = generation.eos_token_id if eos_token_id is None else eos_token_id
-        pad_token_id = generation.pad_token_id if pad_token_id is None else pad_token_id
-    if isinstance(eos_token_id, list):
-        eos_token_id = eos_token_id[0]
+    generation, eos_token_id, pad_token_id = _stops(folder, eos_token_id, pad_token_id)
     start = decoder_start_token(generation, config)
     return generate_seq2seq(*(os.path.join(folder, name) for name in files), tensor(main), tensor("attention_mask"),
                             decoder_start_token_id=start, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
                             pad_token_id=pad_token_id, decoder_input_ids=tensor("decoder_input_ids"))
+
+
+def _stops(folder: str, eos_token_id: Any, pad_token_id: int | None) -> tuple[Any, int | None, int | None]:
+    """The folder's generation config (None where it has none), and the end and pad tokens: those given, else the
+    generation config's (the first of a list of end tokens)."""
+    import transformers
+
+    generation = None
+    if os.path.isfile(os.path.join(folder, "generation_config.json")):
+        generation = transformers.GenerationConfig.from_pretrained(folder)
+        eos_token_id = generation.eos_token_id if eos_token_id is None else eos_token_id
+        pad_token_id = generation.pad_token_id if pad_token_id is None else pad_token_id
+    if isinstance(eos_token_id, list):
+        eos_token_id = eos_token_id[0]
+    return generation, eos_token_id, pad_token_id
 
 
 def _image_rows(vision: Any, batch: dict[str, np.ndarray]) -> np.ndarray:
