@@ -87,21 +87,18 @@ class DecoderPart(torch.nn.Module):
         name its forward takes (``cache`` from transformers 5.24 on); the new tokens as ids, or as their
         embeddings (``inputs_embeds``: a consumer that embeds them itself, transformers.js's Florence-2), which go
         to the model's decoder and its output embeddings (the head): Florence-2's forward makes a start token of
-        its own when it is given no ids."""
+        its own when it is given no ids. A :data:`VISION_TEXT_DECODERS` type's text decoder (BLIP's) takes the ids
+        itself, and gives the logits."""
         from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPooling
 
-        if self.model.config.model_type in VISION_TEXT_DECODERS:  # the text decoder alone, on the image's states
+        if inputs_embeds is not None or self.model.config.model_type in VISION_TEXT_DECODERS:  # the decoder alone
             decoder = decoder_of(self.model)
-            out = decoder(input_ids=input_ids, encoder_hidden_states=encoder_hidden_states,
+            tokens = {"input_ids": input_ids} if inputs_embeds is None else {"inputs_embeds": inputs_embeds}
+            out = decoder(**tokens, encoder_hidden_states=encoder_hidden_states,
                           encoder_attention_mask=encoder_attention_mask, use_cache=True, return_dict=True,
                           **{cache_argument(decoder): past_key_values})
-            return {"logits": out.logits, "present": cache_of(out)}
-        if inputs_embeds is not None:
-            decoder = decoder_of(self.model)
-            out = decoder(inputs_embeds=inputs_embeds, encoder_hidden_states=encoder_hidden_states,
-                          encoder_attention_mask=encoder_attention_mask, use_cache=True, return_dict=True,
-                          **{cache_argument(decoder): past_key_values})
-            return {"logits": self.model.get_output_embeddings()(out.last_hidden_state), "present": cache_of(out)}
+            logits = out.logits if inputs_embeds is None else self.model.get_output_embeddings()(out.last_hidden_state)
+            return {"logits": logits, "present": cache_of(out)}
         states = BaseModelOutput(last_hidden_state=encoder_hidden_states)
         if self.model.config.model_type in POOLED_STATES:
             states = BaseModelOutputWithPooling(last_hidden_state=encoder_hidden_states,
