@@ -1,6 +1,7 @@
 """export_diffusion (text-to-image): tiny random diffusers pipelines written here (Stable Diffusion, SDXL,
 PixArt-alpha, SD3; their tokenizers too: nothing downloaded), exported, and run in onnxruntime by
-``OnnxDiffusionPipeline`` against the diffusers pipeline on the same prompt, latents and steps."""
+``OnnxDiffusionPipeline`` against the diffusers pipeline on the same prompt, latents and steps. Stable Diffusion
+runs in ``make test``; SDXL, PixArt and SD3 (the same export and runner on other pipelines) are a ``sweep``."""
 
 from __future__ import annotations
 
@@ -200,12 +201,14 @@ def test_stable_diffusion(tmp_path):
     torch.testing.assert_close(encoded, want, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.sweep
 def test_stable_diffusion_xl(tmp_path):
     programs = export_and_compare(tmp_path, stable_diffusion_xl(tmp_path), export={"reuse_blocks": False})
     assert programs["unet"].input_names == ["sample", "timestep", "encoder_hidden_states", "text_embeds", "time_ids"]
     assert programs["text_encoder_2"].output_names[0] == "text_embeds"
 
 
+@pytest.mark.sweep
 def test_pixart(tmp_path):
     programs = export_and_compare(tmp_path, pixart(tmp_path), export={"streaming": False, "reuse_blocks": False},
                                   use_resolution_binning=False, clean_caption=False, max_sequence_length=24)
@@ -213,6 +216,7 @@ def test_pixart(tmp_path):
     assert "encoder_attention_mask" in programs["transformer"].input_names
 
 
+@pytest.mark.sweep
 def test_stable_diffusion_3(tmp_path):
     programs = export_and_compare(tmp_path, stable_diffusion_3(tmp_path), export={"reuse_blocks": False},
                                   max_sequence_length=8)

@@ -73,8 +73,9 @@ def _exported(case: Seq2SeqCase) -> tuple[torch.nn.Module, onnxport.Seq2SeqProgr
     return _EXPORTED[case.name]
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=pytest.mark.sweep if c.name == "whisper" else ())
-                                  for c in CASES])  # whisper: make test generates its folder (test_export_hf)
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=pytest.mark.sweep if c.name in ("whisper", "t5")
+                                                else ())
+                                  for c in CASES])  # whisper, t5: make test generates their folders (test_export_hf)
 def test_greedy_generation_matches_transformers(case: Seq2SeqCase) -> None:
     model, progs = _exported(case)
     inputs = case.inputs()
