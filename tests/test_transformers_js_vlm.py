@@ -230,11 +230,14 @@ def test_the_layout_is_what_the_installed_transformers_js_reads() -> None:
     assert TRANSFORMERS_JS.inputs["qwen2_vl"] == {"image_grid_thw": "grid_thw"}
 
 
-def test_a_type_transformers_js_does_not_run_is_refused_before_anything_is_written(tmp_path) -> None:
+@pytest.mark.parametrize(("write", "why"), [(vlm_dirs.write_internvl, "transformers.js does not run internvl"),
+                                           (vlm_dirs.write_lfm2_vl, "cuts an LFM2-VL's images into tiles"),
+                                           (vlm_dirs.write_lighton_ocr, "has no LightOnOcrProcessor")])
+def test_a_type_transformers_js_does_not_run_is_refused_before_anything_is_written(tmp_path, write, why) -> None:
     from onnxport.errors import InvalidInputError
 
-    directory = str(tmp_path / "internvl")
-    vlm_dirs.write_internvl(directory)
-    with pytest.raises(InvalidInputError, match="transformers.js does not run internvl"):
+    directory = str(tmp_path / "model")
+    write(directory)
+    with pytest.raises(InvalidInputError, match=why):
         export_hf(directory, "image-text-to-text", tmp_path / "out", target="transformers.js")
     assert not (tmp_path / "out").exists()

@@ -123,6 +123,13 @@ TRANSFORMERS_JS_REFUSED = {
     "gemma3n": "transformers.js 4.3 loads a Gemma 3n with an audio_encoder session too "
                "(MODEL_TYPES.ImageAudioTextToText in models/session_config.js), which onnxport does not write for "
                "image-text-to-text",
+    "lighton_ocr": "transformers.js 4.3 has no LightOnOcrProcessor (models/processors.js), so its AutoProcessor gives "
+                   "a LightOnOCR folder's image processor alone, with no ids for the prompt",
+    **dict.fromkeys(("lfm2_vl", "lfm3_vl"),
+                    "transformers.js 4.3 cuts an LFM2-VL's images into tiles and a thumbnail of its own "
+                    "(models/lfm2_vl/image_processing_lfm2_vl.js, from preprocessor_config.json settings transformers "
+                    "saves otherwise), which onnxport's folders are not tested against (onnxport's runner "
+                    "is: generate_vlm)"),
 }
 
 
