@@ -237,3 +237,16 @@ def test_generate_vlm_refuses_a_folder_without_the_three_models(tmp_path):
     (tmp_path / "model.onnx").write_bytes(b"")
     with pytest.raises(InvalidInputError, match="vision.onnx, embedding.onnx"):
         generate_vlm(tmp_path, "what ?")
+
+
+def test_an_image_processor_saved_for_another_size_of_model_is_refused_before_anything_is_written(tmp_path):
+    """A folder whose image processor gives 64-pixel images to a tower of 32-pixel ones: onnxport's error, naming the
+    example's inputs, not the tower's own RuntimeError."""
+    directory = str(tmp_path / "llava")
+    write_llava(directory)
+    os.unlink(os.path.join(directory, "processor_config.json"))  # the image processor's settings nest there
+    transformers.CLIPImageProcessorPil(size={"shortest_edge": 64}, crop_size={"height": 64, "width": 64}
+                                       ).save_pretrained(directory)
+    with pytest.raises(InvalidInputError, match=r"image path fails .*\(pixel_values \[\d+, 3, 64, 64\]\)"):
+        export_hf(directory, "image-text-to-text", tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from onnxport.errors import InvalidInputError
+from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import stream
 from onnxport.hf.multimodal.components import (
     FeatureMerge,
@@ -61,10 +61,23 @@ def _meta(model: torch.nn.Module) -> bool:
 
 
 def _run(module: torch.nn.Module, inputs: dict[str, Any]) -> Any:
-    if _meta(module):
-        return stream.meta_call(module, **inputs)
-    with torch.no_grad():
-        return module(**inputs)
+    """``module`` on an example image set; where the model's image path fails on it (most often: a folder whose image
+    processor was saved for other patch or image sizes than the model's), an onnxport error naming the inputs."""
+    try:
+        if _meta(module):
+            return stream.meta_call(module, **inputs)
+        with torch.no_grad():
+            return module(**inputs)
+    except OnnxportError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the model's own error on these inputs, said as onnxport's
+        shapes = ", ".join(f"{name} {list(value.shape)}" for name, value in inputs.items()
+                           if isinstance(value, torch.Tensor))
+        raise InvalidInputError(
+            f"the model's image path fails on the example images made with its folder's image processor ({shapes}): "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            fix="if the folder's image processor was saved for another size of model, save the one that belongs to "
+                "it (its patch and image sizes those of the config's vision_config), or none") from exc
 
 
 def split(model: torch.nn.Module, config: Any, directory: str | None) -> tuple[Family, ImageSets]:
