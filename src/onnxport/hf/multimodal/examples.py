@@ -128,7 +128,7 @@ def _pixel_sets(model: torch.nn.Module, config: Any, directory: str | None, per_
             for seed, prompts in enumerate(groups):  # by prompt: a processor may batch a prompt's pictures
                 given = processor([pictures(sizes, seed + i) for i, sizes in enumerate(prompts)], return_tensors="pt",
                                   **called)
-                sets.append({k: v for k, v in as_image_inputs(given).items()
+                sets.append({k: _in_dtype(v, model) for k, v in as_image_inputs(given).items()
                              if k in taken and isinstance(v, torch.Tensor)})
             tiled = getattr(config, "image_grid_pinpoints", None) and sets[0]["pixel_values"].dim() == 5
             return _padded_tiles(sets) if tiled else sets
@@ -143,6 +143,15 @@ def _pixel_sets(model: torch.nn.Module, config: Any, directory: str | None, per_
     frames = (4, 2, 3) if config.model_type in VIDEOS_AS_IMAGES else ()  # a video's frames, another count a set
     return ImageSets({"pixel_values": torch.randn(sum(map(len, prompts)), *frames[i:i + 1], channels, height, width,
                                                   generator=generator)} for i, prompts in enumerate(groups))
+
+
+def _in_dtype(value: torch.Tensor, model: torch.nn.Module) -> torch.Tensor:
+    """A processor's floating output in the model's floating dtype (Llama 4's torchvision processor gives its
+    pixels in bfloat16, whatever the model's)."""
+    if not value.is_floating_point():
+        return value
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), value.dtype)
+    return value.to(dtype)
 
 
 # NaFlex grids (rows, columns of patches) in units of the model's downsampling factor, for made-up images.
