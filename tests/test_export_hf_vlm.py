@@ -224,12 +224,17 @@ def test_gemma4_folder_generates_as_transformers_with_its_per_layer_embeddings(b
     assert width == 32 + 2 * 8 + int(both_ways)  # hidden, per-layer embeddings of its 2 layers, the image flag
 
 
-def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anything_is_written(tmp_path):
-    config = transformers.GitConfig()
-    config.architectures = ["GitForCausalLM"]
-    config.save_pretrained(tmp_path / "git")
-    with pytest.raises(InvalidInputError, match="git models .* otherwise than as rows at the image tokens"):
-        export_hf(tmp_path / "git", "image-text-to-text", tmp_path / "out")
+@pytest.mark.parametrize(("kind", "architecture"), [("Git", "GitForCausalLM"),
+                                                    ("Kosmos2", "Kosmos2ForConditionalGeneration")])
+def test_a_vision_language_model_not_known_to_split_right_is_refused_before_anything_is_written(tmp_path, kind,
+                                                                                                  architecture):
+    """Refused with what stands in the way, before anything else of its config is read (Kosmos-2's names no image
+    token)."""
+    config = getattr(transformers, f"{kind}Config")()
+    config.architectures = [architecture]
+    config.save_pretrained(tmp_path / "model")
+    with pytest.raises(InvalidInputError, match=f"{config.model_type} models .* otherwise than as rows at the image"):
+        export_hf(tmp_path / "model", "image-text-to-text", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

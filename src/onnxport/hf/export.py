@@ -223,6 +223,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                     config.model_type)
         task, spec = "image-text-to-text", TASKS["image-text-to-text"]
     if spec.vlm:  # a vision-language model's files follow its config (encoder-decoder or not)
+        check_supported(config)  # first: what stands in the way of a type said before its config is read further
         layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME
         encoded = _images_encoded(_model_class(spec.auto, config), config)
         stems = tuple(layout.files_of(bool(getattr(config, "is_encoder_decoder", False)), encoded).values())
@@ -231,7 +232,6 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if task == "text-generation" or spec.seq2seq or spec.vlm:
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
-        check_supported(config)
         if engine is not None and (config.model_type not in TRANSFORMERS_JS_TYPES
                                    or config.model_type in TRANSFORMERS_JS_REFUSED):
             why = TRANSFORMERS_JS_REFUSED.get(config.model_type, "it has no such model type")
