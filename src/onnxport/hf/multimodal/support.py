@@ -31,7 +31,17 @@ _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than a
                    "yet")
 _GRID_LOOP = ("its vision tower and merger read each image's grid of patches (target_sizes) in a Python loop over the "
               "images (their windows and merged blocks), which onnxport's loop rewrites do not cover yet")
+_IMAGE_TOKENIZER = ("its images enter its language model as discrete codes of an image tokenizer (a VQ codebook's "
+                    "ids among its vocabulary), not as rows of image features, which onnxport's split does not take "
+                    "yet")
+_GRID_POSITIONS = ("its vision tower makes each image's position embeddings in a Python loop over the images' grids "
+                   "(for t, h, w in grid_thw: one interpolation per grid), which onnxport's loop rewrites do not cover "
+                   "yet")
 _WHY_NOT = {
+    "kimi_k25": _GRID_POSITIONS, "hy_v4_vl": _GRID_POSITIONS,
+    "fuyu": "its processor gives each image as a sequence of patches with newline tokens in the prompt "
+            "(FuyuProcessor), of which onnxport makes no examples yet",
+    "chameleon": _IMAGE_TOKENIZER, "emu3": _IMAGE_TOKENIZER, "apertus1p5": _IMAGE_TOKENIZER,
     "git": _NO_IMAGE_TOKEN, "idefics": _NO_IMAGE_TOKEN, "kosmos-2": _NO_IMAGE_TOKEN,
     "kosmos-2.5": _NO_IMAGE_TOKEN, "udop": _NO_IMAGE_TOKEN,
     "mistral4": "its image-text-to-text class in transformers (Mistral4ForCausalLM) takes no images: export it for "
