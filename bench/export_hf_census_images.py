@@ -56,6 +56,14 @@ def _shrunk(size: Any, height: int, width: int) -> Any:
     return size
 
 
+def _has_torchvision() -> bool:
+    """Whether torchvision imports here (the census's environment, ``make bench-image-text-census``, has it): a type
+    whose only image processor is torchvision's then gets that one; a PIL one is taken first where there is one."""
+    import importlib.util
+
+    return importlib.util.find_spec("torchvision") is not None
+
+
 def write_processor(directory: str, model_type: str, config: Any) -> dict[str, Any]:
     """Save the type's image processor, its sizes shrunk, into ``directory``; what was saved (or why none)."""
     import transformers
@@ -63,7 +71,7 @@ def write_processor(directory: str, model_type: str, config: Any) -> dict[str, A
 
     names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
     if isinstance(names, dict):
-        name = names.get("pil") or names.get("slow")
+        name = names.get("pil") or names.get("slow") or (names.get("torchvision") if _has_torchvision() else None)
         if name is None and names:
             return {"saved": None, "why": f"{', '.join(map(str, names.values()))} needs torchvision (not installed)"}
     else:

@@ -82,7 +82,8 @@ def types() -> dict[str, str]:
 
 
 def prepare(model_type: str, class_name: str, row: dict[str, Any], save, directory: str) -> tuple | None:
-    """Build, inputs, eager: (model, cases, eager tokens per case), or None with the row's status set."""
+    """Build, inputs, eager: (model, cases, eager tokens per case); (model, None, None) where the generic recipe
+    makes no inputs for it; None where it is not built or eager fails. The row's status is set."""
     import torch
 
     import census_build as cb
@@ -127,7 +128,8 @@ def prepare(model_type: str, class_name: str, row: dict[str, Any], save, directo
             row["text_alone"] = text_only
         if text_only is not None and text_only.endswith(row["reason"]):
             row["status"] = "eager fails"  # the same error without images: the model's generate, not the recipe
-        return None
+            return None
+        return model, None, None
     return model, cases, eager
 
 
@@ -161,6 +163,14 @@ def run_row(model_type: str, class_name: str, row: dict[str, Any], save, work: s
     if got is None:
         return
     model, cases, eager = got
+    if cases is None:  # no inputs to check a folder with: what the CLI does with the checkpoint all the same
+        try:
+            model.save_pretrained(directory)
+        except Exception as exc:  # noqa: BLE001
+            row["cli"] = {"status": "not saved", "reason": first_line(exc)}
+            return
+        row["cli"] = cli_row(model_type, directory, out, deadline)
+        return
     row["eager_tokens"] = {c: e["tokens"] for c, e in eager.items()}
     row["status"] = "not saved"
     save()
@@ -169,10 +179,7 @@ def run_row(model_type: str, class_name: str, row: dict[str, Any], save, work: s
     except Exception as exc:  # noqa: BLE001
         row["reason"] = first_line(exc)
         return
-    cli: dict[str, Any] = {"type": model_type, "status": "timeout"}
-    export_cli(TASK, directory, out, cli, deadline - EXPORTERS_S)
-    cli.pop("type")
-    row["cli"] = cli
+    cli = row["cli"] = cli_row(model_type, directory, out, deadline)
     row["status"] = cli["status"]
     save()
     if cli["status"] == "refused" and SUPPORT_REFUSAL in cli.get("reason", ""):
@@ -194,6 +201,14 @@ def run_row(model_type: str, class_name: str, row: dict[str, Any], save, work: s
                                        model_type, work,
                                        min(EXPORTERS_S, deadline - time.time() - 5))
     save()
+
+
+def cli_row(model_type: str, directory: str, out: str, deadline: float) -> dict[str, Any]:
+    """``export-hf`` as a user runs it on the saved checkpoint (``export_hf_census.export_cli``)."""
+    cli: dict[str, Any] = {"type": model_type, "status": "timeout"}
+    export_cli(TASK, directory, out, cli, deadline - EXPORTERS_S)
+    cli.pop("type")
+    return cli
 
 
 def written(out: str) -> bool:
@@ -349,7 +364,7 @@ def snapshot() -> str:
 
 
 def summary(row: dict[str, Any]) -> str:
-    parts = [f"cli {row.get('status')}"]
+    parts = [f"cli {(row.get('cli') or {}).get('status') or row.get('status')}"]
     if row.get("bypass"):
         parts.append(f"bypass {row['bypass']['status']}")
     parts.append(f"would {row.get('would', row.get('status'))}")
@@ -411,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i, (model_type, class_name) in enumerate(todo, 1):
             row = run_forked(model_type, class_name, opts.timeout)
             row["onnxport"] = commit or onnxport_commit()
+            row["transformers"] = transformers.__version__
             with open(opts.jsonl, "a") as f:
                 f.write(json.dumps(row, default=json_default) + "\n")
             log(f"[{i}/{len(todo)} {time.perf_counter() - start:.0f}s] {model_type}: {summary(row)}")

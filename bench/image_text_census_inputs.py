@@ -138,6 +138,9 @@ VALID = {
     "muse_spark": {"audio_config.num_hidden_layers": 4},  # one per entry of its audio tower's stage lists
     "deepseek_ocr2": {"text_config.mlp_layer_types": ["dense", "sparse"]},  # a checkpoint's: one per layer
     "pix2struct": {"vision_config.patch_embed_hidden_size": 768},  # a 16x16 RGB patch, as its processor cuts it
+    "gemma3n": {"text_config.num_hidden_layers": 4, "text_config.num_kv_shared_layers": 2,  # a checkpoint's pattern:
+                "text_config.layer_types": ["sliding_attention", "full_attention"] * 2,  # shared layers of each
+                "text_config.intermediate_size": 64, "text_config.activation_sparsity_pattern": [0.0] * 4},  # type
 }
 
 
@@ -318,7 +321,9 @@ def write_image_processor(directory: str, model_type: str, config: Any, takes: t
     defaults = cls().to_dict()
     side = max(config_size(config) or (SIDE, SIDE))
     changes: dict[str, Any] = {}
-    for key, names in (("patch_size", ("patch_size",)), ("merge_size", ("spatial_merge_size", "merge_size")),
+    for key, names in (("patch_size", ("patch_size",)), ("encoder_patch_size", ("patch_size",)),
+                       ("downsample_factor", ("downsample_factor",)),
+                       ("merge_size", ("spatial_merge_size", "merge_size")),
                        ("temporal_patch_size", ("temporal_patch_size",))):
         value = _config_int(config, *names)
         if key in settings and value is not None and settings[key] != value:
@@ -378,7 +383,8 @@ def _processed(processor: Any, per_prompt: list[list[Any]]) -> dict[str, Any]:
     pixels = given.get("pixel_values")
     if isinstance(pixels, torch.Tensor) and pixels.dim() == 5 and len(per_prompt) > 1 and pixels.shape[0] == 1:
         given = processor(per_prompt, return_tensors="pt")  # images grouped per prompt (Idefics 3, SmolVLM)
-    return {k: v for k, v in given.items() if isinstance(v, torch.Tensor)}
+    # a torchvision processor may give its pixels in bfloat16 (Llama 4's): the census's models are float32
+    return {k: v.float() if v.is_floating_point() else v for k, v in given.items() if isinstance(v, torch.Tensor)}
 
 
 def _feature_kwargs(model: Any, given: dict[str, Any]) -> dict[str, Any]:

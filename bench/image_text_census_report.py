@@ -22,8 +22,12 @@ def stage_of(row: dict[str, Any]) -> tuple[str, str]:
 
 def _stage_of(row: dict[str, Any]) -> tuple[str, str]:
     s = row.get("status")
-    if s in EXCLUDED or s == "no inputs":
+    if s in EXCLUDED:
         return s, row.get("reason") or row.get("crash") or row.get("killed", "")
+    if s == "no inputs":
+        cli = row.get("cli") or {}
+        said = f"; the CLI: {cli['status']}" + (f" ({cli['reason']})" if cli.get("reason") else "") if cli else ""
+        return s, (row.get("reason") or row.get("crash") or row.get("killed", "")) + said
     export = row.get("bypass") or row.get("cli") or {}
     where = "bypass" if row.get("bypass") else "cli"
     if export.get("status") != "exported":
@@ -78,11 +82,16 @@ def _counts(rows: list[dict[str, Any]]) -> list[str]:
     ex_run = Counter(str((r.get("exporters") or {}).get("run", "")).split(":")[0] for r in rows
                      if (r.get("exporters") or {}).get("status") == "exported")
     attempted = [r for r in rows if r.get("would")]
+    bare = [r for r in rows if r.get("status") == "no inputs"]
+    bare_cli = Counter((r.get("cli") or {}).get("status", "not run") for r in bare)
+    cli_refused = sum((r.get("cli") or {}).get("status") == "refused" for r in rows)
     lines = [
         f"- types: {n}; not built: {status['not built']}; no inputs (the generic prompt recipe does not fit): "
         f"{status['no inputs']}; eager fails: {status['eager fails']}; not saved: {status['not saved']}",
         f"- today (`export-hf` CLI): right in onnxport's runner on both cases: {cli_right}; "
-        f"refused: {status['refused']}; foreign: {status['foreign']}; timeout: {status['timeout']}",
+        f"refused: {cli_refused} (of them without the census's inputs: {bare_cli['refused']}); "
+        f"foreign: {status['foreign'] + bare_cli['foreign']}; timeout: {status['timeout'] + bare_cli['timeout']}; "
+        f"exported, but no inputs to check the folder with: {bare_cli['exported']}",
         "- refused, by reason: " + "; ".join(f"{c} x {k}" for k, c in refused.most_common()),
         f"- had every type been attempted (check_supported bypassed), of {len(attempted)} with inputs: "
         + ", ".join(f"{k} {v}" for k, v in would.most_common()),
@@ -96,14 +105,16 @@ def _counts(rows: list[dict[str, Any]]) -> list[str]:
 def write_md(rows: dict[str, dict[str, Any]], path: str) -> None:
     import onnxruntime
     import torch
-    import transformers
 
     ordered = [rows[t] for t in sorted(rows)]
+    versions = Counter(r.get("transformers", "5.23.0") for r in ordered)  # rows before the field ran at 5.23
     lines = [
         "# Census of onnxport's image-text-to-text export over transformers' vision-language types",
         "",
         f"Generated {datetime.date.today().isoformat()} by `python bench/image_text_census.py` (see its docstring): "
-        f"torch {torch.__version__}, transformers {transformers.__version__}, onnxruntime {onnxruntime.__version__}, "
+        f"torch {torch.__version__}, transformers "
+        + ", ".join(f"{v} ({n} rows)" for v, n in sorted(versions.items()))
+        + f", onnxruntime {onnxruntime.__version__}, "
         f"Python {platform.python_version()}, {platform.machine()}, one thread. Rows by the onnxport commit they ran: "
         + ", ".join(f"{c} {n}" for c, n in Counter(r.get("onnxport", "-") for r in ordered).most_common()) + ".",
         "",
