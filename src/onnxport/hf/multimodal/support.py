@@ -50,7 +50,7 @@ _WHY_NOT = {
                     "its weights under names it does not load back (transformers initialises them at random)",
     "t5gemma2": "the first step of its decoder (sliding-window attention over an encoder-decoder cache) is captured "
                 "by torch.export only up to the window's length, which one graph for every length cannot hold",
-    "minicpmv4_6": _GRID_LOOP, "minicpmv4_7": _GRID_LOOP,
+    "minicpmv4_6": _GRID_LOOP, "minicpmv4_7": _GRID_LOOP, "minicpm_ocr": _GRID_LOOP,
     "mllama": "its image rows enter through cross-attention layers of its text decoder (cross_attention_states, "
               "masked per image and tile), which onnxport's split into image encoder, embedding and decoder does not "
               "take yet",
