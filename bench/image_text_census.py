@@ -11,13 +11,15 @@ with a time limit for everything of the row (``--timeout``, 300 s; ``census.run_
 
 1. build: a tiny config and the mapping's class, seeded (``image_text_census_inputs.build``); "not built" with its
    reason when it fails.
-2. inputs, made without the type's transformers processor (most need torchvision): a word-level tokenizer with the
-   config's image token, the type's image processor (its PIL class) made to agree with the tiny config, both saved
+2. inputs, made without the type's transformers processor: a word-level tokenizer with the config's image token,
+   the type's image processor (its PIL class, else its torchvision one: ``make bench-image-text-census`` runs in
+   .venv-census, which has torchvision, timm and scipy) made to agree with the tiny config, both saved
    into the directory (export-hf reads ``preprocessor_config.json`` for its example images), and the prompts of two
    cases, "one" (one prompt, one image) and "batch" (two prompts left-padded, of one and two images of other sizes):
    as many image tokens per image as ``get_image_features`` gives rows for it (``image_text_census_inputs``).
    A failure here, or an eager ``generate`` that fails on these inputs, is "no inputs: <reason>": the generic recipe
-   does not fit the type (it needs a family-specific expansion).
+   does not fit the type (it needs a family-specific expansion); the checkpoint is still saved and given to the CLI
+   (step 4), whose verdict (refused with a reason, or exported unchecked) the row keeps.
 3. eager: the weights drawn anew and spread (``census_build.redraw_weights``; transformers' init if they give
    non-finite scores), ``generate(do_sample=False, max_new_tokens=6)`` under a generation config of the model's
    token ids alone, on each case. (A failure after the prompt was accepted once is "eager fails", excluded.)

@@ -120,7 +120,8 @@ def write_md(rows: dict[str, dict[str, Any]], path: str) -> None:
         "",
         "Method: every key of `MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES`, a tiny random config (images of at most 64 "
         "pixels in 8-pixel patches), weights drawn anew and spread; inputs made without the type's processor: a "
-        "word-level tokenizer holding the image token, the type's PIL image processor made to agree with the config, "
+        "word-level tokenizer holding the image token, the type's image processor (its PIL one, else its torchvision "
+        "one: the census's environment has torchvision, timm and scipy) made to agree with the config, "
         "and prompts holding as many image tokens per image as `get_image_features` gives rows; two cases, *one* "
         "(one prompt, one image) and *batch* (two prompts, left-padded, of one and two images of other sizes; for a "
         "model whose encoder reads the images, no prompt, one image and two of other sizes); eager "
@@ -128,7 +129,8 @@ def write_md(rows: dict[str, dict[str, Any]], path: str) -> None:
         "image-text-to-text` (*cli*: what a user gets today); where the CLI refuses the type as unsupported, "
         "`export_hf` again with `check_supported` patched away (*bypass*: what would happen); then "
         "`generate_vlm(OUT, inputs=...)` on both cases against eager's tokens (*would*: right, wrong, client fails, or "
-        "the export's failure). Last column: transformers' own `transformers.exporters` "
+        "the export's failure); where the recipe makes no inputs, the CLI's verdict on the saved checkpoint all the "
+        "same. Last column: transformers' own `transformers.exporters` "
         "(`OnnxExporter().export_for_generation`, `OnnxConfig(dynamic=True)`) on the same model and the *one* case.",
         "",
         "## Counts",
