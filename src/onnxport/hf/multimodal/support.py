@@ -39,6 +39,8 @@ _GRID_POSITIONS = ("its vision tower makes each image's position embeddings in a
                    "yet")
 _WHY_NOT = {
     "kimi_k25": _GRID_POSITIONS, "hy_v4_vl": _GRID_POSITIONS,
+    "nemotron_h_omni": "its image features are pixel-shuffled image by image in a Python loop over the images' grids "
+                       "(image_grid_hw), which onnxport's loop rewrites do not cover yet",
     "fuyu": "its processor gives each image as a sequence of patches with newline tokens in the prompt "
             "(FuyuProcessor), of which onnxport makes no examples yet",
     "chameleon": _IMAGE_TOKENIZER, "emu3": _IMAGE_TOKENIZER, "apertus1p5": _IMAGE_TOKENIZER,
