@@ -49,15 +49,25 @@ SWEPT = ("t5", "mbart", "pegasus", "marian", "vae", "unet")
 
 
 def _params() -> list:
-    """Each case with autograd on and off; autograd off is a ``sweep`` (``make test-sweep``, once per CI): users
-    call an exporter with autograd on, and whether it is on does not depend on the versions installed; so is
-    autograd on for the cases of ``SWEPT``."""
+    """Each case with autograd on and off; autograd off is a ``sweep`` (``make test-sweep``, once per CI) for the
+    first case of each family and ``slow`` for the others (``make test-slow``): users call an exporter with autograd
+    on, and whether it is on does not depend on the versions installed; autograd on is a ``sweep`` for the cases of
+    ``SWEPT``."""
+    firsts = {id(case) for case in _firsts()}
     return [
         pytest.param(case, grad, id=f"{case.name}-{'grad' if grad else 'no_grad'}",
-                     marks=[*([pytest.mark.slow] if case.slow else []),
+                     marks=[*([pytest.mark.slow] if case.slow or not (grad or id(case) in firsts) else []),
                             *([] if grad and case.name not in SWEPT else [pytest.mark.sweep])])
         for case in ZOO for grad in (True, False)
     ]
+
+
+def _firsts() -> list[ZooCase]:
+    """The first case of each family."""
+    firsts: dict[str, ZooCase] = {}
+    for case in ZOO:
+        firsts.setdefault(case.family, case)
+    return list(firsts.values())
 
 
 @pytest.mark.parametrize(("case", "grad"), _params())
@@ -78,11 +88,8 @@ def test_zoo_covers_the_families() -> None:
 
 def _one_per_family() -> list:
     """The first case of each family; those past the text encoder's and the decoder's are a ``sweep``."""
-    firsts: dict[str, ZooCase] = {}
-    for case in ZOO:
-        firsts.setdefault(case.family, case)
     return [pytest.param(case, id=case.name, marks=[] if case.family in ("text encoder", "decoder") else
-                         [pytest.mark.sweep]) for case in firsts.values()]
+                         [pytest.mark.sweep]) for case in _firsts()]
 
 
 @pytest.mark.parametrize("case", _one_per_family())
