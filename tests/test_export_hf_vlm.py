@@ -255,3 +255,13 @@ def test_an_image_processor_saved_for_another_size_of_model_is_refused_before_an
     with pytest.raises(InvalidInputError, match=r"image path fails .*\(pixel_values \[\d+, 3, 64, 64\]\)"):
         export_hf(directory, "image-text-to-text", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_processors_floating_outputs_reach_the_model_in_its_dtype():
+    """Llama 4's torchvision processor gives bfloat16 pixels: the examples give them in the model's dtype; ids stay."""
+    from onnxport.hf.multimodal.examples import _in_dtype
+
+    model = torch.nn.Linear(2, 2)
+    assert _in_dtype(torch.ones(2, dtype=torch.bfloat16), model).dtype == torch.float32
+    assert _in_dtype(torch.ones(2, dtype=torch.bfloat16), model.half()).dtype == torch.float16
+    assert _in_dtype(torch.ones(2, dtype=torch.int64), model).dtype == torch.int64
