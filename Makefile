@@ -32,8 +32,8 @@ test:
 	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow and not sweep" --durations=10
 
 # The broad sweeps (marked `sweep`: all of torch's OpInfo database, the zoo without autograd (a case per family;
-# the rest `slow`), the fuzz seeds past the first 30, the transformers.js matrix in Node and Chromium, the export-hf checkpoint variants, and
-# variants of what make test checks once: the batch-1 zoo exports past a text encoder's and a decoder's, more
+# the rest `slow`), the fuzz seeds past the first 30, the transformers.js matrix in Node and Chromium, the
+# export-hf checkpoint variants, and variants of what make test checks once: the batch-1 zoo exports past a text encoder's and a decoder's, more
 # killed-save stages), left out of `make test`; CI runs them once, here, at the newest torch and transformers.
 .PHONY: test-sweep
 test-sweep: $(VENV)/.installed

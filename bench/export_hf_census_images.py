@@ -56,22 +56,17 @@ def _shrunk(size: Any, height: int, width: int) -> Any:
     return size
 
 
-def _has_torchvision() -> bool:
-    """Whether torchvision imports here (the census's environment, ``make bench-image-text-census``, has it): a type
-    whose only image processor is torchvision's then gets that one; a PIL one is taken first where there is one."""
-    import importlib.util
-
-    return importlib.util.find_spec("torchvision") is not None
-
-
 def write_processor(directory: str, model_type: str, config: Any) -> dict[str, Any]:
     """Save the type's image processor, its sizes shrunk, into ``directory``; what was saved (or why none)."""
     import transformers
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+    from transformers.utils import is_torchvision_available
 
     names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
-    if isinstance(names, dict):
-        name = names.get("pil") or names.get("slow") or (names.get("torchvision") if _has_torchvision() else None)
+    if isinstance(names, dict):  # a PIL processor first; a torchvision one where torchvision is installed (the
+        # image-text census's environment, make bench-image-text-census, has it) and the type has no other
+        vision = names.get("torchvision") if is_torchvision_available() else None
+        name = names.get("pil") or names.get("slow") or vision
         if name is None and names:
             return {"saved": None, "why": f"{', '.join(map(str, names.values()))} needs torchvision (not installed)"}
     else:
