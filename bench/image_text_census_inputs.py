@@ -138,6 +138,7 @@ VALID = {
     "muse_spark": {"audio_config.num_hidden_layers": 4},  # one per entry of its audio tower's stage lists
     "deepseek_ocr2": {"text_config.mlp_layer_types": ["dense", "sparse"]},  # a checkpoint's: one per layer
     "pix2struct": {"vision_config.patch_embed_hidden_size": 768},  # a 16x16 RGB patch, as its processor cuts it
+    "fast_vlm": {"vision_config.hidden_size": 3072},  # the width its timm tower (fastvit_mci3) gives, unshrunk
     "gemma3n": {"text_config.num_hidden_layers": 4, "text_config.num_kv_shared_layers": 2,  # a checkpoint's pattern:
                 "text_config.layer_types": ["sliding_attention", "full_attention"] * 2,  # shared layers of each
                 "text_config.intermediate_size": 64, "text_config.activation_sparsity_pattern": [0.0] * 4},  # type
@@ -297,6 +298,8 @@ def _config_int(config: Any, *names: str) -> int | None:
 # The processors a type with no PIL processor of its own borrows, by an input its get_image_features takes: Qwen2-VL's
 # makes image_grid_thw; Gemma 4's makes patches with their image_position_ids (Gemma 4 Unified's, of its model patch).
 BORROWED = {"image_grid_thw": ("qwen2_vl", "Qwen2-VL's"), "image_position_ids": ("gemma4", "Gemma 4's")}
+# ... and by type: transformers' FastVLM checkpoints hold a LlavaProcessor with LLaVA's CLIP image processor.
+BORROWED_BY_TYPE = {"fast_vlm": ("llava", "LLaVA's")}
 
 
 def write_image_processor(directory: str, model_type: str, config: Any, takes: tuple[str, ...] = ()
@@ -307,7 +310,7 @@ def write_image_processor(directory: str, model_type: str, config: Any, takes: t
     import transformers
 
     saved = write_processor(directory, model_type, config)
-    borrow = next((BORROWED[name] for name in takes if name in BORROWED), None)
+    borrow = next((BORROWED[name] for name in takes if name in BORROWED), BORROWED_BY_TYPE.get(model_type))
     if saved.get("saved") is None and borrow is not None:
         why = saved.get("why")
         saved = write_processor(directory, borrow[0], config)

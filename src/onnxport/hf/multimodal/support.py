@@ -23,7 +23,7 @@ CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v",
           "video_llama_3", "lfm3_vl", "hunyuan_vl", "muse_glimmer", "ernie4_5_vl_moe",
           "cosmos3_edge", "janus", "llava_next", "llava_next_video",
           "llava_onevision", "lfm2_vl", "instructblipvideo",
-          "gemma4_unified")
+          "gemma4_unified", "fast_vlm")
 SUPPORTED = (*TESTED, *CENSUS)
 _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than as rows at the image tokens of the "
                    "prompt or as its encoder's input (as a prefix, through cross-attention layers of a decoder-only "
