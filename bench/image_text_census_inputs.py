@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 from typing import Any
 
@@ -64,7 +65,7 @@ def vocab_of(config: Any) -> int:
 
 def _special_keys(config: Any) -> list[str]:
     return [k for k, v in config.to_dict().items() if isinstance(v, int) and not isinstance(v, bool)
-            and k.endswith(("token_id", "token_index")) and k not in _NOT_SPECIAL and not k.startswith("_")]
+            and k.endswith(("token_id", "token_index", "patch_id")) and k not in _NOT_SPECIAL and not k.startswith("_")]
 
 
 def place_special_ids(config: Any) -> dict[str, list[int]]:
@@ -129,7 +130,18 @@ WIDTHS = {
     "muse_glimmer": {"out_hidden_size": 256, "projector_hidden_size": 64},  # 64 channels x merge 2 x 2, in
     # its processor takes images of 490 or 980 pixels, and its projector 35 x 35 or 70 x 70 patches: 490 in 14s
     "aria": {"vision_config.image_size": 490, "vision_config.patch_size": 14},
+    # the SAM neck's last channels feed the vision encoder, whose width shrank to 64
+    "deepseek_ocr2": {"vision_config.sam_config.downsample_channels": [64, 64]},
+    "unlimited_ocr": {"vision_config.sam_config.downsample_channels": [64, 64]},
+    "molmo2": {"vision_config.num_position_embeddings": 64},  # one per patch of its 64-pixel crop: 8 x 8 of 8 pixels
 }
+
+
+# The types whose image processor's size is a patch's side (Inkling's: its processor cuts each image into patches of
+# that side, each one row of its vision tower's), by the config's sizes it is the product of: its patch_size, times
+# its spatial_merge_size for Inkling 2 (whose adapter merges 2 x 2 patches into a row).
+PATCH_SIDED = {"inkling_mm_model": ("patch_size",), **dict.fromkeys(("inkling2", "inkling2_loop"),
+                                                                    ("patch_size", "spatial_merge_size"))}
 
 
 # Settings a config class validates that shrinking breaks, set before the config is built, by type.
@@ -349,6 +361,15 @@ def write_image_processor(directory: str, model_type: str, config: Any, takes: t
         changes["high_res_size"] = {"height": high, "width": high}
     if "image_grid_pinpoints" in settings and isinstance(getattr(config, "image_grid_pinpoints", None), list):
         changes["image_grid_pinpoints"] = config.image_grid_pinpoints  # as fit_grid_pinpoints set them
+    if model_type in PATCH_SIDED:  # its size is a patch's side (PATCH_SIDED), not the image's
+        factors = [_config_int(config, name) for name in PATCH_SIDED[model_type]]
+        if None not in factors:
+            changes["size"] = {"height": math.prod(factors), "width": math.prod(factors)}
+    margins = settings.get("overlap_margins")
+    crop = _config_int(config, "image_size") or side
+    patch = changes.get("patch_size") or settings.get("patch_size")
+    if isinstance(margins, list) and isinstance(patch, int) and sum(margins) >= crop // patch:
+        changes["overlap_margins"] = [1, 1]  # Molmo 2's crops overlap by margins a crop of few patches cannot hold
     for key in ("max_patches", "max_image_tiles", "max_num_tiles", "max_crops"):
         if isinstance(settings.get(key), int) and settings[key] > 2:
             changes[key] = 2

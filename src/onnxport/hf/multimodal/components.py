@@ -116,6 +116,9 @@ class ImageEncoder(torch.nn.Module):
             base = getattr(self.model, "model", self.model)
             pieces = getattr(base, self.family.projector)(image_rows(out.last_hidden_state))
         rows = image_rows(pieces)
+        if self.family is not None and self.family.rows_added:  # the sum the forward makes (Family.rows_added)
+            token = torch.full((1,), self.family.image_token, dtype=torch.int64, device=rows.device)
+            rows = rows + self.model.get_input_embeddings()(token).to(rows.dtype)
         per_image = pieces.shape[:2] if self.batched and isinstance(pieces, torch.Tensor) and pieces.dim() == 3 \
             else None
         if self.family is not None:
@@ -250,16 +253,22 @@ class WideDecoder(torch.nn.Module):
                 per_layer_inputs = inputs_embeds[..., start:start + family.per_layer].reshape(
                     *embeds.shape[:-1], self.layers.num_hidden_layers, -1)
             kwargs["per_layer_inputs"] = per_layer_inputs
+        blocks = None
         if family.image_flag:
             flag = inputs_embeds[..., -1].round().to(torch.int64)
             past = attention_mask.shape[1] - flag.shape[1]
             kwargs[family.flag_argument] = torch.cat([flag.new_zeros(flag.shape[0], past), flag], dim=1)
+            if family.flag_blocks:  # the image tokens one block, whatever the forward decides from its cache
+                blocks = torch.where(kwargs[family.flag_argument] == 1, 0, -1)
+        if family.prefix_both_ways:  # the whole sequence one block while the past is empty, else none
+            empty = attention_mask.new_ones(attention_mask.shape)[:, embeds.shape[1]:].sum(-1, keepdim=True) == 0
+            blocks = torch.where(empty, 0, -1).expand(attention_mask.shape)  # (no guard on the past's size)
         with contextlib.ExitStack() as stack:
             if sets:
                 mask = torch.ones(embeds.shape[:-1], dtype=torch.bool, device=embeds.device)
                 stack.enter_context(_handed_deepstack(self.language, mask, sets))
-            if family.prefix_both_ways:
-                stack.enter_context(_prefix_both_ways(self.model, attention_mask, embeds.shape[1]))
+            if blocks is not None:
+                stack.enter_context(_blocked_masks(self.model, blocks))
             return self.model(inputs_embeds=embeds, **kwargs)
 
 
@@ -273,17 +282,16 @@ def _pad_id(model: torch.nn.Module) -> int:
 
 
 @contextlib.contextmanager
-def _prefix_both_ways(model: torch.nn.Module, attention_mask: torch.Tensor, new: Any) -> Iterator[None]:
-    """The masks ``model``'s module makes let every token of the first step (its past is empty: the prompt)
-    attend to every other one, and later tokens attend causally: PaliGemma's prefix, which its forward reads
-    from ``token_type_ids`` on the first step only, a Python decision on its cache that a graph for every step
-    cannot hold. Here the decision is a tensor: the blocks are 0 over the whole sequence when the past is empty,
-    else -1 (no block)."""
+def _blocked_masks(model: torch.nn.Module, blocks: torch.Tensor) -> Iterator[None]:
+    """The masks ``model``'s module makes let the tokens of a block (``blocks``: one id per token of the sequence,
+    -1 for none) attend to each other both ways, whatever its forward decides: PaliGemma's prefix and Molmo 2's
+    image tokens, which their forwards mark from ``token_type_ids`` (``mm_token_type_ids``) while their cache is
+    empty only, a Python decision on the cache that a graph for every step cannot hold. Here the decision is a
+    tensor (``WideDecoder``: the whole sequence while the past is empty, else no block; the image tokens, which
+    only a prompt holds)."""
     import sys
 
     module = sys.modules[type(model.model).__module__ if hasattr(model, "model") else type(model).__module__]
-    past = attention_mask.new_ones(attention_mask.shape)[:, new:].sum(-1, keepdim=True)  # no guard on its size
-    blocks = torch.where(past == 0, 0, -1).expand(attention_mask.shape)
     originals = {name: vars(module)[name] for name in _MASKS if name in vars(module)}
 
     def with_blocks(build: Any) -> Any:

@@ -23,13 +23,18 @@ otherwise a fact of its type, kept here.
   ``multi_modal_projector``, applied to the vision model's ``last_hidden_state``), or None where
   ``get_image_features`` gives the projected rows itself;
 - ``per_image``: whether its image encoder takes one image at a time, of any height and width (Mistral 3's
-  Pixtral tower; onnxruntime-genai runs it once per image), rather than a batch of them as the processor gives.
+  Pixtral tower; onnxruntime-genai runs it once per image), rather than a batch of them as the processor gives;
+- ``rows_added``: whether its forward adds the image rows to the image tokens' embeddings (Molmo 2's residual)
+  rather than putting them in their place: its image encoder's rows then hold that embedding already, so that
+  every consumer's copy of a row over an image token gives the sum;
+- ``flag_blocks``: whether its forward reads the image flag only while its cache is empty (Molmo 2's), so that the
+  decoder makes the block of image tokens from the flag itself.
 
 The decoder's ``inputs_embeds`` are then ``hidden * (1 + deepstack) + per_layer + image_flag`` wide
 (``width``), in that order: every consumer copies an image row over an image token's embedding whatever its
 width, so each runs these models with no knowledge of them. The image flag becomes the decoder's
-``flag_argument``: ``token_type_ids`` for Gemma 3, ``mm_token_type_ids`` for a Gemma 4 whose vision tokens attend
-both ways (``use_bidirectional_attention == "vision"``).
+``flag_argument``: ``token_type_ids`` for Gemma 3, ``mm_token_type_ids`` for Molmo 2 and for a Gemma 4 whose
+vision tokens attend both ways (``use_bidirectional_attention == "vision"``).
 """
 
 from __future__ import annotations
@@ -43,11 +48,29 @@ import torch
 from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.positions import rope_index_of
 
-__all__ = ["BIDIRECTIONAL_IMAGES", "IMAGE_TOKEN_AS", "PER_IMAGE", "PREFIX_BOTH_WAYS", "PROJECTED_AFTER",
-           "VIDEOS_AS_IMAGES", "Family", "image_token_id", "per_layer_model"]
+__all__ = [
+    "BIDIRECTIONAL_IMAGES",
+    "FLAG_BLOCKS",
+    "IMAGE_TOKEN_AS",
+    "PER_IMAGE",
+    "PREFIX_BOTH_WAYS",
+    "PROJECTED_AFTER",
+    "ROWS_ADDED",
+    "VIDEOS_AS_IMAGES",
+    "Family",
+    "image_token_id",
+    "per_layer_model",
+]
 
-# The types whose image tokens attend to each other both ways (their forward reads token_type_ids).
-BIDIRECTIONAL_IMAGES = ("gemma3",)
+# The types whose image tokens attend to each other both ways in the first step, and the argument of their forward
+# that marks them (Gemma 3's token_type_ids; Molmo 2's mm_token_type_ids, read while it fills its cache).
+BIDIRECTIONAL_IMAGES = {"gemma3": "token_type_ids", "molmo2": "mm_token_type_ids"}
+# The types whose forward adds the image rows to the image tokens' embeddings (Molmo 2's masked_scatter of their
+# sum), not putting them in their place.
+ROWS_ADDED = ("molmo2",)
+# The types whose forward reads the image flag only while its cache is empty (Molmo 2's block of image tokens, a
+# Python decision on the cache): the decoder makes that block from the flag itself, at every step.
+FLAG_BLOCKS = ("molmo2",)
 # The types whose prompt (its image tokens and text) attends both ways in the first step, and generated tokens
 # causally (PaliGemma's prefix: token_type_ids 0 for the prompt, read on the first step only).
 PREFIX_BOTH_WAYS = ("paligemma",)
@@ -96,6 +119,8 @@ class Family:
     flag_argument: str = "token_type_ids"
     image_token_as: int | None = None
     projector: str | None = None
+    rows_added: bool = False
+    flag_blocks: bool = False
 
     @property
     def plain(self) -> bool:
@@ -113,7 +138,8 @@ class Family:
         kind = config.model_type
         text = config.get_text_config()
         taken = inspect.signature(model.forward).parameters
-        flag, argument = kind in BIDIRECTIONAL_IMAGES and "token_type_ids" in taken, "token_type_ids"
+        argument = BIDIRECTIONAL_IMAGES.get(kind, "token_type_ids")
+        flag = kind in BIDIRECTIONAL_IMAGES and argument in taken
         if getattr(text, "use_bidirectional_attention", None) == "vision" and "mm_token_type_ids" in taken:
             flag, argument = True, "mm_token_type_ids"
         per_layer = text.num_hidden_layers * (getattr(text, "hidden_size_per_layer_input", 0) or 0) \
@@ -126,7 +152,8 @@ class Family:
         return cls(kind, image, text.hidden_size,
                    "rope-index" if rope_index_of(model) is not None else "counted", deepstack, flag,
                    kind in PER_IMAGE, kind in PREFIX_BOTH_WAYS, bool(getattr(config, "is_encoder_decoder", False)),
-                   per_layer, argument, taken_as, PROJECTED_AFTER.get(kind))
+                   per_layer, argument, taken_as, PROJECTED_AFTER.get(kind), kind in ROWS_ADDED,
+                   flag and kind in FLAG_BLOCKS)
 
 
 def per_layer_model(model: torch.nn.Module) -> Any:
