@@ -232,8 +232,10 @@ _TENSORS = (("keys", "key"), ("values", "value"), ("indexer_keys", "indexer_key"
 # A linear-attention layer's states: dicts of one tensor per state index (``conv_state``, or ``conv_state.{j}``
 # where the layer has several states).
 _STATES = (("conv_states", "conv_state"), ("recurrent_states", "recurrent_state"))
-# Tensors that are no state, computed from the settings when a layer is rebuilt: a sliding layer's window.
-_DERIVED = {"_sliding_window_tensor"}
+# Attributes that are no state, computed when a layer is rebuilt: a sliding layer's window as a tensor (from its
+# settings), and the count of tokens it has seen (its keys' length: it holds every token), which the capture makes
+# symbolic in the present's layers.
+_DERIVED = {"_sliding_window_tensor", "cumulative_length"}
 
 
 class _Items(tuple):
@@ -310,6 +312,9 @@ class _Layout:
         if indexer is not None and hasattr(layer, "indexer_dtype"):
             layer.indexer_dtype = getattr(indexer, "dtype", None)
             layer.indexer_device = getattr(indexer, "device", None)
+        keys = getattr(layer, "keys", None)
+        if hasattr(layer, "cumulative_length") and keys is not None:
+            layer.cumulative_length = keys.shape[-2]
         if hasattr(layer, "_sliding_window_tensor"):
             layer._sliding_window_tensor = torch.tensor(layer.sliding_window, dtype=torch.long, device=layer.device)
         return layer
