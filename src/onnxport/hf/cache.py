@@ -313,7 +313,7 @@ class _Layout:
             layer.indexer_dtype = getattr(indexer, "dtype", None)
             layer.indexer_device = getattr(indexer, "device", None)
         keys = getattr(layer, "keys", None)
-        if hasattr(layer, "cumulative_length") and keys is not None:
+        if hasattr(layer, "cumulative_length") and isinstance(keys, torch.Tensor):  # not a stand-in leaf
             layer.cumulative_length = keys.shape[-2]
         if hasattr(layer, "_sliding_window_tensor"):
             layer._sliding_window_tensor = torch.tensor(layer.sliding_window, dtype=torch.long, device=layer.device)
