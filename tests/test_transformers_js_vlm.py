@@ -33,7 +33,7 @@ from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
 
 transformers = pytest.importorskip("transformers")
 
-from tests import vlm_dirs  # noqa: E402
+from tests import vlm_dirs, vlm_dirs_lfm  # noqa: E402
 
 pytestmark = pytest.mark.transformers
 
@@ -76,6 +76,9 @@ CASES = {
     "florence2": Case(vlm_dirs.write_florence2, "what is in this picture ?", images_first=True, prepends_images=True),
     "mistral3": Case(vlm_dirs.write_mistral3, "user: [IMG] what is in this picture ? assistant:", images_first=True,
                      sizes=True),
+    "lfm2_vl": Case(vlm_dirs_lfm.write_lfm2_vl_with_processor, "user: <image> what is in this picture ?",
+                    images_first=True),
+    "lfm3_vl": Case(vlm_dirs_lfm.write_lfm3_vl, f"user: {vlm_dirs_lfm.LFM3_VL_IMAGE} what is it ?", images_first=True),
 }
 QUICK = (("qwen2_vl", "fp32"),)
 
@@ -228,10 +231,14 @@ def test_the_layout_is_what_the_installed_transformers_js_reads() -> None:
     assert tuple(t for t in types if t in known) == TRANSFORMERS_JS_TYPES
     assert "image_grid_thw_name = 'grid_thw'" in _read("models/qwen2_vl/modeling_qwen2_vl.js")
     assert TRANSFORMERS_JS.inputs["qwen2_vl"] == {"image_grid_thw": "grid_thw"}
+    lfm2_vl = _read("models/lfm2_vl/image_processing_lfm2_vl.js")  # its mask int64, after the base class's resizing
+    assert "new Tensor('int64', mask_data" in lfm2_vl and "this.preprocess(x, { do_pad: false })" in lfm2_vl
+    assert TRANSFORMERS_JS.model_input_types["lfm2_vl"] == {"pixel_attention_mask": torch.int64}
 
 
 @pytest.mark.parametrize(("write", "why"), [(vlm_dirs.write_internvl, "transformers.js does not run internvl"),
-                                           (vlm_dirs.write_lfm2_vl, "cuts an LFM2-VL's images into tiles"),
+                                           pytest.param(lambda d: vlm_dirs.write_any_resolution(d, "llava_onevision"),
+                                                        "runs a LLaVA-OneVision as a LLaVA", id="llava_onevision"),
                                            (vlm_dirs.write_lighton_ocr, "has no LightOnOcrProcessor")])
 def test_a_type_transformers_js_does_not_run_is_refused_before_anything_is_written(tmp_path, write, why) -> None:
     from onnxport.errors import InvalidInputError

@@ -64,7 +64,8 @@ def write_mistral3(directory: str) -> torch.nn.Module:
     torch.manual_seed(0)
     vocab = write_tokenizer(directory, tuple(PIXTRAL_TOKENS))
     config = transformers.Mistral3Config(
-        **_pixtral_sizes("mistral", len(vocab)), image_token_index=vocab["[IMG]"], spatial_merge_size=2, vision_feature_layer=-1)
+        **_pixtral_sizes("mistral", len(vocab)), image_token_index=vocab["[IMG]"], spatial_merge_size=2,
+        vision_feature_layer=-1)
     model = transformers.Mistral3ForConditionalGeneration(config).eval()
     model.save_pretrained(directory)
     _save_pixtral_processor(directory, "PixtralProcessor")
@@ -725,11 +726,12 @@ def write_any_resolution(directory: str, kind: str = "llava_next") -> torch.nn.M
     return model
 
 
-def write_lfm2_vl(directory: str) -> torch.nn.Module:
+def write_lfm2_vl(directory: str, tokens: tuple[str, ...] = ("<image>",)) -> torch.nn.Module:
     """A random LFM2-VL (a SigLIP 2 NaFlex tower in 4x4 patches, 2x2 blocks merged per row; an LFM2 text model) with
-    no image processor (its own needs torchvision): its examples and inputs are NaFlex patches of made-up grids."""
+    no image processor (its own needs torchvision): its examples and inputs are NaFlex patches of made-up grids.
+    ``tokens``: the tokenizer's image tokens (``vlm_dirs_lfm`` adds the processor and its tokens)."""
     torch.manual_seed(0)
-    vocab = write_tokenizer(directory)
+    vocab = write_tokenizer(directory, tokens)
     config = transformers.Lfm2VlConfig(
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                            patch_size=4, num_patches=64),

@@ -30,7 +30,10 @@ source:
 - Qwen2-VL's image encoder takes the grid as ``grid_thw`` (``image_grid_thw_name`` in
   ``models/qwen2_vl/modeling_qwen2_vl.js``), the later Qwen VL models' as ``image_grid_thw``; its Idefics3 image
   processor gives ``pixel_attention_mask`` as booleans (``models/idefics3/image_processing_idefics3.js``), where
-  transformers' gives integers;
+  transformers' gives integers, and its LFM2-VL image processor as int64
+  (``models/lfm2_vl/image_processing_lfm2_vl.js``), which first resizes each image to ``size`` where
+  ``do_resize`` is set, where transformers' sizes it by its tiles and token counts alone: the folder says
+  ``do_resize`` false;
 - its ``AutoProcessor`` builds a model's processor only where ``preprocessor_config.json`` names its
   ``processor_class`` (``models/auto/processing_auto.js``); it reads the cache's layers and heads of a
   ``qwen2_vl`` model from the top level of ``config.json``, as Qwen2-VL's checkpoints were saved before
@@ -73,11 +76,13 @@ class Layout:
     """A consumer's files: ``files`` maps each piece it loads to its file's stem (``seq2seq_files`` for a model
     whose language model is an encoder-decoder); ``inputs`` maps a model type to the names the consumer gives
     some of the image encoder's inputs; ``input_types`` gives the type the consumer gives an image encoder's
-    input where it is not the type transformers' processor gives; ``batched_rows`` lists the types whose image
-    rows the consumer takes per image, ``[images, rows, width]``, not ``[rows, width]``; ``decoder_embeds`` those
-    whose encoder-decoder's decoders it feeds the new tokens' embeddings (from the token embedding), not ids;
-    ``per_layer_apart`` those whose per-layer embeddings it takes as an output of the token embedding and an input
-    of the decoder of their own (``per_layer_inputs``), not as columns."""
+    input where it is not the type transformers' processor gives (the capture takes it of that type), and
+    ``model_input_types`` a model type's where it is not ``input_types``'; ``batched_rows``
+    lists the types whose image rows the consumer takes per image, ``[images, rows, width]``, not
+    ``[rows, width]``; ``decoder_embeds`` those whose encoder-decoder's decoders it feeds the new tokens'
+    embeddings (from the token embedding), not ids; ``per_layer_apart`` those whose per-layer embeddings it takes
+    as an output of the token embedding and an input of the decoder of their own (``per_layer_inputs``), not as
+    columns."""
 
     consumer: str
     files: Mapping[str, str]
@@ -87,6 +92,7 @@ class Layout:
     batched_rows: tuple[str, ...] = ()
     decoder_embeds: tuple[str, ...] = ()
     per_layer_apart: tuple[str, ...] = ()
+    model_input_types: Mapping[str, Mapping[str, torch.dtype]] = field(default_factory=dict)
 
     def files_of(self, encoder_decoder: bool, images_encoded: bool = False) -> Mapping[str, str]:
         """The pieces and their file stems for a model whose language model is (or is not) an encoder-decoder;
@@ -107,7 +113,8 @@ TRANSFORMERS_JS = Layout("transformers.js", {"vision": "vision_encoder", "tokens
                           "merged": "decoder_model_merged"},
                          {"qwen2_vl": {"image_grid_thw": "grid_thw"},
                           "gemma4": {"image_position_ids": "pixel_position_ids"}},
-                         {"pixel_attention_mask": torch.bool}, ("florence2",), ("florence2",), ("gemma3n", "gemma4"))
+                         {"pixel_attention_mask": torch.bool}, ("florence2",), ("florence2",), ("gemma3n", "gemma4"),
+                         {"lfm2_vl": {"pixel_attention_mask": torch.int64}})
 # transformers.js 4.3's image-text-to-text types that transformers has (moondream1 and llava_qwen2 it does not).
 TRANSFORMERS_JS_TYPES = ("llava", "llava_onevision", "florence2", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
                          "qwen3_5", "qwen3_5_moe", "lfm2_vl", "lfm3_vl", "idefics3", "smolvlm", "paligemma", "gemma3",
@@ -125,11 +132,6 @@ TRANSFORMERS_JS_REFUSED = {
                "image-text-to-text",
     "lighton_ocr": "transformers.js 4.3 has no LightOnOcrProcessor (models/processors.js), so its AutoProcessor gives "
                    "a LightOnOCR folder's image processor alone, with no ids for the prompt",
-    **dict.fromkeys(("lfm2_vl", "lfm3_vl"),
-                    "transformers.js 4.3 cuts an LFM2-VL's images into tiles and a thumbnail of its own "
-                    "(models/lfm2_vl/image_processing_lfm2_vl.js, from preprocessor_config.json settings transformers "
-                    "saves otherwise), which onnxport's folders are not tested against (onnxport's runner "
-                    "is: generate_vlm)"),
 }
 
 
@@ -151,6 +153,11 @@ _FLAT_KEYS = ("num_hidden_layers", "num_key_value_heads", "num_attention_heads",
 # patches (LlavaProcessor, models/llava/processing_llava.js), where transformers' also takes away the class token
 # that vision_feature_select_strategy "default" drops: the folder's count is one less, so that both agree.
 _COUNTS_CLASS_TOKEN = ("llava",)
+# Image processor settings transformers.js reads otherwise than transformers, by type: LFM2-VL's image processor
+# sizes each image by its tiles and token counts whatever do_resize and size say, where transformers.js's first
+# resizes it to size where do_resize is set (ImageProcessor.preprocess in image_processors_utils.js, which
+# models/lfm2_vl/image_processing_lfm2_vl.js calls before its own resizing).
+_IMAGE_SETTINGS = {"lfm2_vl": {"do_resize": False}}
 
 
 def transformers_js_settings(config: Any, directory: str) -> dict[str, dict[str, Any]]:
@@ -159,7 +166,8 @@ def transformers_js_settings(config: Any, directory: str) -> dict[str, dict[str,
     settings, which transformers 5 saves nested in ``processor_config.json``, and the ``processor_class``),
     ``tokenizer_config.json`` (its ``extra_special_tokens`` at the top level, where transformers.js's processors
     read them: Gemma 3's ``boi_token``), ``config.json`` (flat sizes), and ``processor_config.json`` (LLaVA's
-    count of image tokens, below). A Pixtral processor calls its image processor with its own ``patch_size``
+    count of image tokens, below); an image processor's settings transformers.js reads otherwise are set as it
+    reads them (LFM2-VL's ``do_resize``). A Pixtral processor calls its image processor with its own ``patch_size``
     times ``spatial_merge_size``; transformers.js's Pixtral image processor reads both from
     ``preprocessor_config.json``, so they go there."""
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
@@ -175,7 +183,8 @@ def transformers_js_settings(config: Any, directory: str) -> dict[str, dict[str,
     # Pixtral's processor's sizes, which transformers.js's Pixtral image processor reads
     merged = {key: processor[key] for key in ("patch_size", "spatial_merge_size") if key in processor} \
         if "spatial_merge_size" in processor else {}
-    settings["preprocessor_config.json"] = {**({"processor_class": kind} if kind else {}), **image, **merged}
+    settings["preprocessor_config.json"] = {**({"processor_class": kind} if kind else {}), **image, **merged,
+                                            **_IMAGE_SETTINGS.get(config.model_type, {})}
     if config.model_type in _COUNTS_CLASS_TOKEN and processor.get("vision_feature_select_strategy") == "default":
         extra = processor.get("num_additional_image_tokens", 0)
         settings["processor_config.json"] = {"num_additional_image_tokens": max(extra - 1, 0)}

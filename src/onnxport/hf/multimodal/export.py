@@ -112,7 +112,8 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
     if images_encoded(model, config):
         return _encoded_pieces(model, config, directory, layout, options)
     family, sets = split(model, config, directory)
-    sets = ImageSets({name: value.to(layout.input_types.get(name, value.dtype)) for name, value in given.items()}
+    types = {**layout.input_types, **layout.model_input_types.get(family.model_type, {})}
+    sets = ImageSets({name: value.to(types.get(name, value.dtype)) for name, value in given.items()}
                      for given in sets)  # each input of the type the consumer gives
     weights = options.pop("weights", None)
     quantize = options.pop("quantize", None)  # the decoder's layers only, as a runtime for these models expects
