@@ -23,7 +23,8 @@ CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v",
           "video_llama_3", "lfm3_vl", "hunyuan_vl", "muse_glimmer", "ernie4_5_vl_moe",
           "cosmos3_edge", "janus", "llava_next", "llava_next_video",
           "llava_onevision", "lfm2_vl", "instructblipvideo",
-          "gemma4_unified", "fast_vlm", "molmo2", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")
+          "gemma4_unified", "fast_vlm", "molmo2", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker",
+          "inkling_mm_model", "inkling2", "inkling2_loop")
 SUPPORTED = (*TESTED, *CENSUS)
 _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than as rows at the image tokens of the "
                    "prompt or as its encoder's input (as a prefix, through cross-attention layers of a decoder-only "
@@ -42,10 +43,6 @@ _GLOBAL_AND_LOCAL = ("its image features join each image's global view and its l
                      "cover yet")
 _WHY_NOT = {
     "deepseek_ocr2": _GLOBAL_AND_LOCAL, "unlimited_ocr": _GLOBAL_AND_LOCAL,
-    **dict.fromkeys(("inkling_mm_model", "inkling2", "inkling2_loop"),
-                    "its text decoder is not exported for text-generation either: its short convolutions write "
-                    "their states into the past in place, which the exported decoder does not give back as present "
-                    "outputs yet"),
     "kimi_k25": _GRID_POSITIONS, "hy_v4_vl": _GRID_POSITIONS,
     "nemotron_h_omni": "its image features are pixel-shuffled image by image in a Python loop over the images' grids "
                        "(image_grid_hw), which onnxport's loop rewrites do not cover yet",
