@@ -14,7 +14,7 @@ from torch.utils import _pytree as pytree
 
 import onnxport
 from onnxport.hf import cache as hf_cache
-from onnxport.hf.signature import cache_of
+from onnxport.hf.signature import cache_argument, cache_of
 
 transformers = pytest.importorskip("transformers")
 from transformers.cache_utils import (  # noqa: E402
@@ -161,3 +161,37 @@ def test_a_sliding_window_cache_beyond_its_window_bounds_the_sequence() -> None:
                            dynamic_shapes={"input_ids": dynamic, "attention_mask": dynamic})
     assert any("no ONNX form" in run and "sliding-window" in run for run in prog.report.verification.runs)
     assert any("takes sizes up to" in note for note in prog.report.notes), prog.report.notes
+
+
+def _inkling() -> torch.nn.Module:
+    """A tiny Inkling: layers of sliding-window or full attention whose queries, keys and values go through short
+    convolutions, their states held beside the keys and values (transformers' LinearAttentionAnd*AttentionLayer)."""
+    config = transformers.InklingTextConfig(
+        vocab_size=TINY["vocab_size"], hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, swa_num_attention_heads=4, swa_num_key_value_heads=2, swa_head_dim=16,
+        sliding_window_size=16, layer_types=["hybrid_sliding", "hybrid"], mlp_layer_types=["dense", "dense"],
+        intermediate_size=128, pad_token_id=0)
+    torch.manual_seed(0)
+    return transformers.InklingForCausalLM(config).eval()
+
+
+
+
+def test_a_hybrid_text_generation_folder_generates_as_transformers(tmp_path) -> None:
+    """export-hf of a model whose layers hold keys, values and conv states (Inkling's): the count of tokens a layer
+    has seen is rebuilt from its keys (the present's is symbolic during the capture, and no pytree context may
+    hold it), every past input has its present output, and the folder generates transformers' tokens."""
+    from onnxport.hf import export_hf
+
+    model = _inkling()
+    model.save_pretrained(tmp_path / "model")
+    prog = export_hf(str(tmp_path / "model"), "text-generation", str(tmp_path / "out"))
+    pasts = [name for name in prog.input_names if name.startswith("past_key_values.")]
+    assert "past_key_values.0.conv_state.0" in pasts and "past_key_values.1.key" in pasts
+    assert [name.replace("past_key_values.", "present.", 1) for name in pasts] == prog.output_names[1:]
+    ids = torch.tensor([[5, 17, 33, 8, 9], [0, 0, 9, 40, 41]])
+    mask = (ids != 0).long()
+    model.generation_config.eos_token_id = None
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, max_new_tokens=6, do_sample=False)
+    assert onnxport.generate(prog, ids, mask, max_new_tokens=6).tolist() == expected.tolist()
