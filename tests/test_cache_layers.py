@@ -14,7 +14,7 @@ from torch.utils import _pytree as pytree
 
 import onnxport
 from onnxport.hf import cache as hf_cache
-from onnxport.hf.signature import cache_argument, cache_of
+from onnxport.hf.signature import cache_of
 
 transformers = pytest.importorskip("transformers")
 from transformers.cache_utils import (  # noqa: E402
