@@ -158,7 +158,11 @@ VALID = {
     **dict.fromkeys(("inkling2", "inkling2_loop"), {"text_config.unpadded_vocab_size": 1024}),  # the width its timm tower (fastvit_mci3) gives, unshrunk
     "gemma3n": {"text_config.num_hidden_layers": 4, "text_config.num_kv_shared_layers": 2,  # a checkpoint's pattern:
                 "text_config.layer_types": ["sliding_attention", "full_attention"] * 2,  # shared layers of each
-                "text_config.intermediate_size": 64, "text_config.activation_sparsity_pattern": [0.0] * 4},  # type
+                "text_config.intermediate_size": 64, "text_config.activation_sparsity_pattern": [0.0] * 4,  # type
+                # its timm MobileNetV5 a quarter as wide (38M parameters, not 300M), its 2048 features kept, and
+                # per-layer embeddings of the shrunk vocabulary
+                "vision_config.model_args": {"channel_multiplier": 0.25}, "vision_config.hidden_size": 2048,
+                "text_config.vocab_size_per_layer_input": 1024},
 }
 
 

@@ -24,7 +24,7 @@ CENSUS = ("aya_vision", "cohere2_vision", "cosmos3_omni", "exaone4_5", "glm46v",
           "cosmos3_edge", "janus", "llava_next", "llava_next_video",
           "llava_onevision", "lfm2_vl", "instructblipvideo",
           "gemma4_unified", "fast_vlm", "molmo2", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker",
-          "inkling_mm_model", "inkling2", "inkling2_loop")
+          "inkling_mm_model", "inkling2", "inkling2_loop", "gemma3n")
 SUPPORTED = (*TESTED, *CENSUS)
 _NO_IMAGE_TOKEN = ("its image features enter its language model otherwise than as rows at the image tokens of the "
                    "prompt or as its encoder's input (as a prefix, through cross-attention layers of a decoder-only "
@@ -66,7 +66,6 @@ _WHY_NOT = {
     "evolla": "EvollaForProteinText2Text reads protein sequences, not images",
     "diffusion_gemma": "DiffusionGemmaForBlockDiffusion generates by block diffusion, not token by token, which no "
                        "runtime onnxport writes for runs",
-    "gemma3n": "its vision tower is a timm model (TimmWrapperModel), which needs timm and torchvision: not tested",
 }
 
 
