@@ -153,9 +153,9 @@ VALID = {
     # a thinker's config.json holds its vision start token, which its config class does not declare (its rope index
     # reads it): Qwen2.5-Omni's and Qwen3-Omni's checkpoints save 151652
     **dict.fromkeys(("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"), {"vision_start_token_id": 151652}),
-    "fast_vlm": {"vision_config.hidden_size": 3072},
+    "fast_vlm": {"vision_config.hidden_size": 3072},  # the width its timm tower (fastvit_mci3) gives, unshrunk
     # its head's rows: the vocabulary before padding, which cannot pass the shrunk vocabulary (1024)
-    **dict.fromkeys(("inkling2", "inkling2_loop"), {"text_config.unpadded_vocab_size": 1024}),  # the width its timm tower (fastvit_mci3) gives, unshrunk
+    **dict.fromkeys(("inkling2", "inkling2_loop"), {"text_config.unpadded_vocab_size": 1024}),
     "gemma3n": {"text_config.num_hidden_layers": 4, "text_config.num_kv_shared_layers": 2,  # a checkpoint's pattern:
                 "text_config.layer_types": ["sliding_attention", "full_attention"] * 2,  # shared layers of each
                 "text_config.intermediate_size": 64, "text_config.activation_sparsity_pattern": [0.0] * 4,  # type
