@@ -5,15 +5,18 @@
 
 The tokens it generates equal transformers' ``generate`` on the PyTorch model given what transformers.js's
 processor gave (its processors resize and expand prompts their own way; one image per prompt, as its Qwen VL
-image processor takes one image at a time) in fp32 and fp16; the quantized dtypes run and continue the prompt.
+image processor takes one image at a time; for Gemma 4, also a prompt with a clip of sound, which its
+``audio_encoder`` hears) in fp32 and fp16; the quantized dtypes run and continue the prompt.
 The layout's tables (``onnxport.hf.multimodal.consumers``) are checked against the installed transformers.js's
-source. Qwen2-VL in fp32 runs in ``make test``; every model in fp32 and q4 (Qwen2-VL and Gemma 3 in every dtype),
+source. Qwen2-VL in fp32 runs in ``make test``; every model in fp32 and q4 (Qwen2-VL, Gemma 3 and Gemma 4 in every
+dtype),
 and two in headless Chromium through the example page, is a ``sweep``. Tiny random models, nothing downloaded."""
 
 from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 import re
 import shutil
@@ -33,7 +36,7 @@ from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
 
 transformers = pytest.importorskip("transformers")
 
-from tests import vlm_dirs, vlm_dirs_lfm  # noqa: E402
+from tests import vlm_dirs, vlm_dirs_audio, vlm_dirs_lfm  # noqa: E402
 
 pytestmark = pytest.mark.transformers
 
@@ -42,6 +45,7 @@ SOURCE = os.path.join(MODULES, "node_modules", "@huggingface", "transformers", "
 RUNNER = os.path.join(RUNTIMES_HERE, "run_transformers_js_vlm.mjs")
 NEW_TOKENS = 6
 PICTURES = ((40, 48), (32, 64))  # one prompt each
+CLIP = [round(0.5 * math.sin(2 * math.pi * 440 * i / 16000), 5) for i in range(9600)]  # 0.6 s of 440 Hz at 16 kHz
 
 
 class Case(NamedTuple):
@@ -49,13 +53,15 @@ class Case(NamedTuple):
     whether that processor takes (images, text) rather than (text, images), and whether the PyTorch model takes
     the image's size (``image_sizes``: Pixtral's tower), which transformers.js's processor does not give, and
     whether transformers.js puts the image's rows before the prompt rather than in place of image tokens
-    (Florence-2's: transformers' processor puts the image tokens there)."""
+    (Florence-2's: transformers' processor puts the image tokens there), and, for a model that also hears, a prompt
+    for a clip of sound (:data:`CLIP`, given to the processor as ``processor(text, null, audio)``)."""
 
     write: Any
     prompt: str
     images_first: bool = False
     sizes: bool = False
     prepends_images: bool = False
+    audio_prompt: str | None = None
 
 
 CASES = {
@@ -70,6 +76,8 @@ CASES = {
     "glm_ocr": Case(vlm_dirs.write_glm_ocr, "user: <|begin_of_image|><|image|><|end_of_image|> what is it ?"),
     "llava": Case(vlm_dirs.write_llava, "user: <image> what is in this picture ? assistant:", images_first=True),
     "gemma3": Case(vlm_dirs.write_gemma3, "user: <start_of_image> what is in this picture ? assistant:"),
+    "gemma4": Case(vlm_dirs_audio.write_gemma4_with_audio, "user: <|image|> describe the picture . assistant:",
+                   audio_prompt="user: <|audio|> what is it ?"),
     "idefics3": Case(vlm_dirs.write_idefics3, "user: <image> what is in this picture ?"),
     "smolvlm": Case(lambda d: vlm_dirs.write_idefics3(d, "smolvlm"), "user: <image> what is in this picture ?"),
     "paligemma": Case(vlm_dirs.write_paligemma, "<image>what is in this picture ?", images_first=True),
@@ -119,6 +127,8 @@ def run_folders(root: str, wanted: list[tuple[str, str]]) -> dict[tuple[str, str
             paths.append(os.path.join(directory, f"picture{i}.png"))
             picture.save(paths[-1])
         cases = [{"text": case.prompt, "images": [path], "max_new_tokens": NEW_TOKENS} for path in paths]
+        if case.audio_prompt is not None:
+            cases.append({"text": case.audio_prompt, "images": [], "audio": CLIP, "max_new_tokens": NEW_TOKENS})
         jobs += [{"folder": out, "dtype": dtype, "images_first": case.images_first, "cases": cases} for dtype in dtypes]
         folders[kind] = (out, paths)
     results = run_js(jobs, root)
@@ -128,8 +138,9 @@ def run_folders(root: str, wanted: list[tuple[str, str]]) -> dict[tuple[str, str
 
 def torch_inputs(model: torch.nn.Module, given: dict[str, dict]) -> dict[str, torch.Tensor]:
     """What transformers.js's processor gave, as the PyTorch model's generate takes it."""
-    inputs = {name: torch.tensor(v["data"], dtype=torch.float32 if v["type"].startswith("float") else torch.int64)
-              .reshape(v["dims"]) for name, v in given.items()}
+    types = {"float32": torch.float32, "bool": torch.bool}  # int64 else
+    inputs = {name: torch.tensor(v["data"], dtype=types.get(v["type"], torch.int64)).reshape(v["dims"])
+              for name, v in given.items()}
     parameters = inspect.signature(model.forward).parameters
     image = model.config.image_token_id
     case = CASES[model.config.model_type]
@@ -149,10 +160,12 @@ def torch_inputs(model: torch.nn.Module, given: dict[str, dict]) -> dict[str, to
 
 def check(model: torch.nn.Module, result: dict, dtype: str) -> None:
     assert "error" not in result, result.get("error")
-    assert len(result["cases"]) == len(PICTURES)
+    assert len(result["cases"]) == len(PICTURES) + (CASES[model.config.model_type].audio_prompt is not None)
     for case in result["cases"]:
         inputs = torch_inputs(model, case["inputs"])
-        assert (inputs["input_ids"] == model.config.image_token_id).sum() > 1  # the picture's tokens, expanded
+        heard = "input_features" in inputs  # the clip's case: its audio tokens, else the picture's
+        token = model.config.audio_token_id if heard else model.config.image_token_id
+        assert (inputs["input_ids"] == token).sum() > 1  # the picture's (clip's) tokens, expanded
         (tokens,) = case["tokens"]
         decoder_only = not model.config.is_encoder_decoder  # an encoder-decoder's tokens: its start token, then new
         prompt = inputs["input_ids"][0].tolist() if decoder_only else [model.generation_config.decoder_start_token_id]
@@ -174,9 +187,10 @@ def test_a_folder_generates_in_transformers_js_as_transformers(quick, kind, dtyp
     check(run.model, run.result, dtype)
 
 
-# Every model in fp32 and q4; the Qwen line's and Gemma 3's in every dtype (the dtypes are made alike for all).
+# Every model in fp32 and q4; the Qwen line's, Gemma 3's and Gemma 4's (its audio encoder's) in every dtype (the
+# dtypes are made alike for all).
 MATRIX = [(kind, dtype) for kind in CASES for dtype in tjs.DTYPES
-          if kind in ("qwen2_vl", "gemma3") or dtype in ("fp32", "q4")]
+          if kind in ("qwen2_vl", "gemma3", "gemma4") or dtype in ("fp32", "q4")]
 
 
 @pytest.fixture(scope="module")
@@ -234,12 +248,23 @@ def test_the_layout_is_what_the_installed_transformers_js_reads() -> None:
     lfm2_vl = _read("models/lfm2_vl/image_processing_lfm2_vl.js")  # its mask int64, after the base class's resizing
     assert "new Tensor('int64', mask_data" in lfm2_vl and "this.preprocess(x, { do_pad: false })" in lfm2_vl
     assert TRANSFORMERS_JS.model_input_types["lfm2_vl"] == {"pixel_attention_mask": torch.int64}
+    audio = sessions[sessions.index("[MODEL_TYPES.ImageAudioTextToText]"):]  # Gemma 4's: an audio encoder too
+    audio = audio[:audio.index("cache_sessions")]
+    assert set(re.findall(r"'(\w+)'", audio)) == {*TRANSFORMERS_JS.files.values(),
+                                                  *TRANSFORMERS_JS.audio_files.values()}
+    assert re.search(r"'Gemma4ForConditionalGeneration',\s*ALL_MODEL_FILES\.Gemma4ForConditionalGeneration,\s*"
+                     r"MODEL_TYPES\.ImageAudioTextToText", registry)
+    gemma = _read("models/gemma3n/modeling_gemma3n.js")  # its inputs and output, the mask a bool as given
+    assert "const { audio_features } = await sessionRun(this.sessions['audio_encoder'], {" in gemma
+    assert "new Tensor('bool', frame_mask, [1, num_frames])" in _read("models/gemma4/feature_extraction_gemma4.js")
 
 
 @pytest.mark.parametrize(("write", "why"), [(vlm_dirs.write_internvl, "transformers.js does not run internvl"),
                                            pytest.param(lambda d: vlm_dirs.write_any_resolution(d, "llava_onevision"),
                                                         "runs a LLaVA-OneVision as a LLaVA", id="llava_onevision"),
-                                           (vlm_dirs.write_lighton_ocr, "has no LightOnOcrProcessor")])
+                                           (vlm_dirs.write_lighton_ocr, "has no LightOnOcrProcessor"),
+                                           pytest.param(vlm_dirs.write_gemma4, "a checkpoint without an audio tower "
+                                                        r"\(no audio_config in its config.json\)", id="gemma4")])
 def test_a_type_transformers_js_does_not_run_is_refused_before_anything_is_written(tmp_path, write, why) -> None:
     from onnxport.errors import InvalidInputError
 

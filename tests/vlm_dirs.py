@@ -446,10 +446,11 @@ def lighton_inputs(directory: str, texts: list[str], pictures: list[object]) -> 
 GEMMA4_TOKENS = ("<|image>", "<image|>", "<|image|>", "<|video|>", "<|audio>", "<audio|>", "<|audio|>")
 
 
-def write_gemma4(directory: str, vision_both_ways: bool = False) -> torch.nn.Module:
+def write_gemma4(directory: str, vision_both_ways: bool = False, audio_config: dict | None = None) -> torch.nn.Module:
     """A random Gemma 4 (its vision tower on 8x8 patches pooled 3x3; a text model with per-layer embeddings of the
-    token ids, a sliding window; with ``vision_both_ways``, image tokens attending to each other both ways) and
-    its image processor (images of up to 70 soft tokens, at their own aspect ratio)."""
+    token ids, a sliding window; with ``vision_both_ways``, image tokens attending to each other both ways; an audio
+    tower of ``audio_config``, none without) and its image processor (images of up to 70 soft tokens, at their own
+    aspect ratio)."""
     torch.manual_seed(0)
     vocab = write_tokenizer(directory, GEMMA4_TOKENS)
     config = transformers.Gemma4Config(
@@ -461,9 +462,9 @@ def write_gemma4(directory: str, vision_both_ways: bool = False) -> torch.nn.Mod
                          bos_token_id=1, eos_token_id=2, pad_token_id=0),
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                            num_key_value_heads=4, head_dim=8, patch_size=8, position_embedding_size=64),
-        boi_token_id=vocab["<|image>"], eoi_token_id=vocab["<image|>"], image_token_id=vocab["<|image|>"],
-        video_token_id=vocab["<|video|>"], boa_token_id=vocab["<|audio>"], eoa_token_index=vocab["<audio|>"],
-        audio_token_id=vocab["<|audio|>"])
+        audio_config=audio_config, boi_token_id=vocab["<|image>"], eoi_token_id=vocab["<image|>"],
+        image_token_id=vocab["<|image|>"], video_token_id=vocab["<|video|>"], boa_token_id=vocab["<|audio>"],
+        eoa_token_index=vocab["<audio|>"], audio_token_id=vocab["<|audio|>"])
     model = transformers.Gemma4ForConditionalGeneration(config).eval()
     spread(model)
     model.save_pretrained(directory)

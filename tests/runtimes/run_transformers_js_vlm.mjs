@@ -3,8 +3,9 @@
 //
 //   node run_transformers_js_vlm.mjs --modules .runtimes/transformers-js JOBS.json RESULTS.json
 //
-// JOBS.json is a list of {folder, dtype, images_first, cases: [{text, images: [PATH, ...], max_new_tokens}]} (images_first:
-// the model's processor takes (images, text), as LLaVA's does, not (text, images)); RESULTS.json gets,
+// JOBS.json is a list of {folder, dtype, images_first, cases: [{text, images: [PATH, ...], audio, max_new_tokens}]}
+// (images_first: the model's processor takes (images, text), as LLaVA's does, not (text, images); audio, where given:
+// a clip's samples, passed as processor(text, images, audio), as Gemma 4's processor takes it); RESULTS.json gets,
 // per job, {cases: [{inputs, tokens}]} (the processor's outputs as {dims, data}, the generated sequences) or {error}.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -32,7 +33,9 @@ for (const job of jobs) {
     const cases = [];
     for (const c of job.cases) {
       const images = c.images.length ? await Promise.all(c.images.map((p) => tjs.RawImage.read(p))) : null;
-      const inputs = job.images_first ? await processor(images, c.text) : await processor(c.text, images);
+      const audio = c.audio ? Float32Array.from(c.audio) : null;
+      const inputs = job.images_first ? await processor(images, c.text)
+        : audio ? await processor(c.text, images, audio) : await processor(c.text, images);
       const out = await model.generate({ ...inputs, max_new_tokens: c.max_new_tokens, do_sample: false });
       cases.push({
         inputs: Object.fromEntries(Object.entries(inputs).filter(([, v]) => v instanceof tjs.Tensor)

@@ -59,8 +59,8 @@ from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
 from onnxport.hf.multimodal.components import images_encoded
 from onnxport.hf.multimodal.consumers import (
-    TRANSFORMERS_JS_REFUSED,
     TRANSFORMERS_JS_TYPES,
+    transformers_js_refusal,
     transformers_js_settings,
     transformers_js_text_only,
 )
@@ -227,14 +227,16 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME
         encoded = _images_encoded(_model_class(spec.auto, config), config)
         stems = tuple(layout.files_of(bool(getattr(config, "is_encoder_decoder", False)), encoded).values())
+        if engine is not None and config.model_type in layout.audio_files and transformers_js_refusal(config) is None:
+            stems += (layout.audio_files[config.model_type],)  # the audio encoder transformers.js loads for the type
         check_output_folder(out, transformers_js.file_names(stems, dtypes) if engine is not None
                             else [f"{stem}.onnx" for stem in stems])
     if task == "text-generation" or spec.seq2seq or spec.vlm:
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
-        if engine is not None and (config.model_type not in TRANSFORMERS_JS_TYPES
-                                   or config.model_type in TRANSFORMERS_JS_REFUSED):
-            why = TRANSFORMERS_JS_REFUSED.get(config.model_type, "it has no such model type")
+        why = None if engine is None else "it has no such model type" \
+            if config.model_type not in TRANSFORMERS_JS_TYPES else transformers_js_refusal(config)
+        if why is not None:
             raise InvalidInputError(f"transformers.js does not run {config.model_type} models for image-text-to-text: "
                                     f"{why}", fix="export it for onnxruntime (no target) and run it with generate_vlm")
         check_output_folder(out, genai_names(config) if engine is None else ())  # genai's, for the types it runs

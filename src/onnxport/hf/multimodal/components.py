@@ -15,7 +15,10 @@ Every ``*ForConditionalGeneration`` that reads images and text computes, in its 
 - :class:`FeatureMerge`: the embeddings with the image rows, in order, in place of the image tokens (what the
   forward's ``masked_scatter`` does), for a consumer that runs the merge as a model;
 - the decoder: the model itself on ``inputs_embeds``, with its KV cache (:class:`WideDecoder` where the image rows
-  also feed later layers).
+  also feed later layers);
+- :class:`AudioEncoder`, for a model that also hears (Gemma 4 with an audio tower): the feature extractor's
+  ``input_features`` and ``input_features_mask`` to the rows its audio tokens take, through its own
+  ``get_audio_features``, the padding's rows left out as the forward leaves them out.
 
 Qwen3-VL's vision tower gives, besides the rows for the prompt, one set of rows per "deepstack" layer, which its
 decoder adds to the hidden states of the image tokens after its first layers. Here those sets ride along as more
@@ -31,6 +34,7 @@ embeddings of the token ids (``Family.per_layer``), between the deepstack sets a
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,8 +44,9 @@ from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.families import VIDEOS_AS_IMAGES, Family, per_layer_model
 from onnxport.hf.signature import cache_argument
 
-__all__ = ["ENCODED_IMAGE_INPUTS", "IMAGE_INPUTS", "IMAGE_INPUT_ALIASES", "FeatureMerge", "ImageEncoder",
-           "TokenEmbedding", "WideDecoder", "as_image_inputs", "image_features", "image_rows", "images_encoded"]
+__all__ = ["ENCODED_IMAGE_INPUTS", "IMAGE_INPUTS", "IMAGE_INPUT_ALIASES", "AudioEncoder", "FeatureMerge",
+           "ImageEncoder", "TokenEmbedding", "WideDecoder", "as_image_inputs", "audio_features", "image_features",
+           "image_rows", "images_encoded"]
 
 
 def image_features(model: torch.nn.Module) -> Any:
@@ -154,6 +159,55 @@ def _one_image_rows(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch
     return image_rows(inner.multi_modal_projector(torch.cat(chosen, dim=-1).squeeze(0), sizes))
 
 
+def audio_features(model: torch.nn.Module) -> Any:
+    """The model's ``get_audio_features`` (its base model's where the model for generation lacks one, Gemma 4's),
+    or None where it has none or no audio tower to run it (a Gemma 4 saved without its ``audio_config``)."""
+    if _audio_tower(model) is None:
+        return None
+    return getattr(model, "get_audio_features", None) or getattr(getattr(model, "model", model),
+                                                                 "get_audio_features", None)
+
+
+def _audio_tower(model: torch.nn.Module) -> Any:
+    return getattr(getattr(model, "model", model), "audio_tower", None) or getattr(model, "audio_tower", None)
+
+
+class AudioEncoder(torch.nn.Module):
+    """The feature extractor's ``input_features`` (``[batch, frames, mel]``) and ``input_features_mask`` (``[batch,
+    frames]``, true on a frame of the clip) to the rows of audio features its audio tokens take, every clip's one
+    after the other, ``[rows, width]``: ``get_audio_features``' ``pooler_output`` where its ``attention_mask`` holds,
+    as the forward keeps them, with the family's columns after them as an image row has them (zeros for deepstack
+    sets, the pad token's per-layer embeddings, 0 for the image flag: an audio token is no image token).
+
+    The frames are first padded, masked out, to a multiple of the tower's stride in time (its ``Conv2d`` layers'
+    strides: Gemma 4's two of 2): the same rows, whose count torch.export then follows as one size where the
+    tower's convolutions and its slicing of the mask (``mask[:, ::2]``) would make two it cannot prove equal."""
+
+    def __init__(self, model: torch.nn.Module, family: Family, per_layer_apart: bool = False) -> None:
+        super().__init__()
+        self.model = model
+        self.family = family
+        self.per_layer = family.per_layer if not per_layer_apart else 0
+        self.stride = math.prod(m.stride[0] for m in _audio_tower(model).modules() if isinstance(m, torch.nn.Conv2d))
+
+    def forward(self, input_features: torch.Tensor, input_features_mask: torch.Tensor) -> torch.Tensor:
+        frames = input_features.shape[1]
+        extra = (frames + self.stride - 1) // self.stride * self.stride - frames
+        input_features = torch.nn.functional.pad(input_features, (0, 0, 0, extra))
+        input_features_mask = torch.nn.functional.pad(input_features_mask, (0, extra))
+        out = audio_features(self.model)(input_features, input_features_mask, return_dict=True)
+        rows = out.pooler_output[out.attention_mask.to(torch.bool)]
+        family = self.family
+        columns = [rows, rows.new_zeros(rows.shape[0], family.hidden * family.deepstack)]
+        if self.per_layer:  # an audio token's per-layer embeddings: those of the pad token it stands in for
+            pad = torch.full((1, 1), _pad_id(self.model), dtype=torch.int64, device=rows.device)
+            padding = per_layer_model(self.model).get_per_layer_inputs(pad).reshape(1, -1)
+            columns.append(padding.to(rows.dtype).expand(rows.shape[0], -1))
+        columns.append(rows.new_zeros(rows.shape[0], int(family.image_flag)))
+        columns = [c for c in columns if c.shape[-1]]
+        return torch.cat(columns, dim=-1) if len(columns) > 1 else rows
+
+
 # The processor outputs an image encoder takes (the arguments of its forward): the tensors transformers' models'
 # get_image_features take.
 IMAGE_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "image_sizes", "spatial_shapes",
@@ -190,11 +244,13 @@ class TokenEmbedding(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor) -> Any:
         family = self.family
         image = input_ids == family.image_token
+        for token in family.as_image:  # the forward's other modalities' tokens, embedded as an image token
+            image = image | (input_ids == token)
         looked_up = input_ids if family.image_token_as is None else torch.where(image, family.image_token_as, input_ids)
         embeds = self.embed(looked_up)
         columns = [embeds, embeds.new_zeros(*embeds.shape[:-1], family.hidden * family.deepstack)]
         per_layer = None
-        if self.per_layer is not None:  # an image token's are the pad token's, as transformers looks them up
+        if self.per_layer is not None:  # an image (audio) token's are the pad token's, as transformers looks them up
             per_layer = self.per_layer.get_per_layer_inputs(torch.where(image, self.pad, input_ids)).to(embeds.dtype)
             if not self.apart:
                 columns.append(per_layer.reshape(*embeds.shape[:-1], -1))

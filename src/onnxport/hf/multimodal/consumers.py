@@ -27,6 +27,12 @@ source:
 - Gemma 3n's and Gemma 4's ``embed_tokens`` give ``per_layer_inputs`` beside ``inputs_embeds``, which their
   decoder takes, and Gemma 4's image encoder takes its positions as ``pixel_position_ids``
   (``models/gemma3n/modeling_gemma3n.js``, ``models/gemma4/modeling_gemma4.js``);
+- it loads a Gemma 4 with ``audio_encoder`` too (``MODEL_TYPES.ImageAudioTextToText``, ``audio_files``), which
+  takes ``input_features`` (float32 ``[batch, frames, mel]``) and ``input_features_mask`` (bool, as its Gemma 4
+  feature extractor gives it: ``models/gemma4/feature_extraction_gemma4.js``) and gives ``audio_features``, one
+  row per audio token of the prompt, which it writes over their embeddings as it writes an image's
+  (``default_merge_input_ids_with_audio_features`` in ``models/modeling_utils.js``): a Gemma 4 saved without its
+  audio tower is refused (:func:`transformers_js_refusal`);
 - Qwen2-VL's image encoder takes the grid as ``grid_thw`` (``image_grid_thw_name`` in
   ``models/qwen2_vl/modeling_qwen2_vl.js``), the later Qwen VL models' as ``image_grid_thw``; its Idefics3 image
   processor gives ``pixel_attention_mask`` as booleans (``models/idefics3/image_processing_idefics3.js``), where
@@ -62,13 +68,14 @@ __all__ = [
     "TRANSFORMERS_JS_REFUSED",
     "TRANSFORMERS_JS_TYPES",
     "Layout",
+    "transformers_js_refusal",
     "transformers_js_settings",
     "transformers_js_text_only",
 ]
 
 # The pieces a folder may hold (onnxport.hf.multimodal.components): the image encoder, the token embedding, the
-# merge of token embeddings and image rows, and the decoder.
-PIECES = ("vision", "tokens", "merge", "decoder")
+# merge of token embeddings and image rows, the decoder, and the audio encoder (Layout.audio_files).
+PIECES = ("vision", "tokens", "merge", "decoder", "audio")
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,8 @@ class Layout:
     ``[rows, width]``; ``decoder_embeds`` those whose encoder-decoder's decoders it feeds the new tokens'
     embeddings (from the token embedding), not ids; ``per_layer_apart`` those whose per-layer embeddings it takes
     as an output of the token embedding and an input of the decoder of their own (``per_layer_inputs``), not as
-    columns."""
+    columns; ``audio_files`` maps the types the consumer loads with an audio encoder to its file's stem (a model of
+    such a type without an audio tower it cannot run: :meth:`audio_file`)."""
 
     consumer: str
     files: Mapping[str, str]
@@ -93,6 +101,20 @@ class Layout:
     decoder_embeds: tuple[str, ...] = ()
     per_layer_apart: tuple[str, ...] = ()
     model_input_types: Mapping[str, Mapping[str, torch.dtype]] = field(default_factory=dict)
+    audio_files: Mapping[str, str] = field(default_factory=dict)
+
+    def audio_file(self, config: Any) -> str | None:
+        """The stem of the audio encoder's file for a model of ``config``, or None where the consumer loads none;
+        an ``InvalidInputError`` where it loads one that the model, saved without its audio tower, cannot give."""
+        from onnxport.errors import InvalidInputError
+
+        stem = self.audio_files.get(config.model_type)
+        if stem is not None and getattr(config, "audio_config", None) is None:
+            raise InvalidInputError(f"{self.consumer} does not run this {config.model_type} model for "
+                                    f"image-text-to-text: {_no_audio_tower(self.consumer, config.model_type, stem)}",
+                                    fix="export the checkpoint saved with its audio tower, or this one for "
+                                        "onnxruntime (no target) and run it with generate_vlm")
+        return stem
 
     def files_of(self, encoder_decoder: bool, images_encoded: bool = False) -> Mapping[str, str]:
         """The pieces and their file stems for a model whose language model is (or is not) an encoder-decoder;
@@ -114,7 +136,7 @@ TRANSFORMERS_JS = Layout("transformers.js", {"vision": "vision_encoder", "tokens
                          {"qwen2_vl": {"image_grid_thw": "grid_thw"},
                           "gemma4": {"image_position_ids": "pixel_position_ids"}},
                          {"pixel_attention_mask": torch.bool}, ("florence2",), ("florence2",), ("gemma3n", "gemma4"),
-                         {"lfm2_vl": {"pixel_attention_mask": torch.int64}})
+                         {"lfm2_vl": {"pixel_attention_mask": torch.int64}}, {"gemma4": "audio_encoder"})
 # transformers.js 4.3's image-text-to-text types that transformers has (moondream1 and llava_qwen2 it does not).
 TRANSFORMERS_JS_TYPES = ("llava", "llava_onevision", "florence2", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
                          "qwen3_5", "qwen3_5_moe", "lfm2_vl", "lfm3_vl", "idefics3", "smolvlm", "paligemma", "gemma3",
@@ -125,15 +147,33 @@ TRANSFORMERS_JS_REFUSED = {
     "llava_onevision": "transformers.js 4.3 runs a LLaVA-OneVision as a LLaVA (models/llava_onevision/"
                        "modeling_llava_onevision.js) on one tile of each image (its plain ImageProcessor), with no "
                        "any-resolution tiles nor newline rows, so its prompts and image rows are not transformers'",
-    "gemma4": "transformers.js 4.3 loads a Gemma 4 with an audio_encoder session too (MODEL_TYPES.ImageAudioTextToText "
-              "in models/session_config.js), which onnxport does not write for image-text-to-text",
     "gemma3n": "transformers.js 4.3 loads a Gemma 3n with an audio_encoder session too "
-               "(MODEL_TYPES.ImageAudioTextToText in models/session_config.js), which onnxport does not write for "
-               "image-text-to-text",
+               "(MODEL_TYPES.ImageAudioTextToText in models/session_config.js), which onnxport writes for Gemma 4 "
+               "alone (Gemma 3n's forward pads its audio rows to audio_soft_tokens_per_image with an embedding of its "
+               "own, where Gemma 4's leaves the padding's out)",
     "lighton_ocr": "transformers.js 4.3 has no LightOnOcrProcessor (models/processors.js), so its AutoProcessor gives "
                    "a LightOnOCR folder's image processor alone, with no ids for the prompt",
 }
 
+
+
+def _no_audio_tower(consumer: str, model_type: str, stem: str) -> str:
+    return (f"{consumer} 4.3 loads every {model_type} with an {stem} session (onnx/{stem}.onnx: "
+            "MODEL_TYPES.ImageAudioTextToText in models/session_config.js), which a checkpoint without an audio tower "
+            "(no audio_config in its config.json) cannot give")
+
+
+def transformers_js_refusal(config: Any) -> str | None:
+    """Why transformers.js cannot run a vision-language model of ``config`` from onnxport's files
+    (:data:`TRANSFORMERS_JS_REFUSED`, or a type it loads with an audio encoder saved without its audio tower), or
+    None."""
+    kind = config.model_type
+    if kind in TRANSFORMERS_JS_REFUSED:
+        return TRANSFORMERS_JS_REFUSED[kind]
+    stem = TRANSFORMERS_JS.audio_files.get(kind)
+    if stem is not None and getattr(config, "audio_config", None) is None:
+        return _no_audio_tower(TRANSFORMERS_JS.consumer, kind, stem)
+    return None
 
 
 def transformers_js_text_only(config: Any) -> bool:
@@ -142,7 +182,7 @@ def transformers_js_text_only(config: Any) -> bool:
     whose ``architectures`` name a ``...ForConditionalGeneration`` it knows, ``resolveTypeConfig`` in
     models/modeling_utils.js): a Gemma 3 checkpoint saved with its vision tower, asked for text generation."""
     architectures = getattr(config, "architectures", None) or [""]
-    return (config.model_type in TRANSFORMERS_JS_TYPES and config.model_type not in TRANSFORMERS_JS_REFUSED
+    return (config.model_type in TRANSFORMERS_JS_TYPES and transformers_js_refusal(config) is None
             and architectures[0].endswith("ForConditionalGeneration"))
 
 

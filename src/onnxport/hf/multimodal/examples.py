@@ -11,6 +11,12 @@ vision config's ``image_size`` instead (NaFlex patches of made-up grids, for a m
 ``spatial_shapes``; videos of 4, 2 and 3 frames for a video model). An encoder that reads a text prompt beside
 each image (InstructBLIP's Q-Former) gets made-up prompts of its vocabulary, of another length in each set.
 
+The audio encoder's (a model that also hears: Gemma 4's) are what the model's feature extractor (the directory's
+``processor_config.json``'s ``feature_extractor``, or its ``preprocessor_config.json``) gives for made-up clips:
+two of different lengths in a batch, padded, for the capture, then a short one and a long one for verification
+(:data:`CLIPS`); a directory without one gets random features of the mel bins the tower takes, masked as a batch
+pads them.
+
 The token embedding's are a batch of two prompts holding image tokens; the merge's those and their rows of image
 features; the decoder's a step of three tokens on a four-token past, three positions per token for a
 ``rope-index`` family, the flag column set on two of the new tokens for a family that marks image tokens.
@@ -31,8 +37,8 @@ from onnxport.hf.multimodal.components import IMAGE_INPUTS, as_image_inputs, ima
 from onnxport.hf.multimodal.families import VIDEOS_AS_IMAGES, Family
 from onnxport.hf.signature import cache_argument, cache_of
 
-__all__ = ["PICTURES", "ImageSets", "decoder_inputs", "dynamic_dims", "encoder_image_sets", "image_sets",
-           "naflex_pixels", "pictures", "prompt_ids", "required_image_inputs", "with_query_prompts"]
+__all__ = ["CLIPS", "PICTURES", "ImageSets", "audio_sets", "decoder_inputs", "dynamic_dims", "encoder_image_sets",
+           "image_sets", "naflex_pixels", "pictures", "prompt_ids", "required_image_inputs", "with_query_prompts"]
 
 # Made-up pictures (height, width), by prompt: the capture's two prompts (the first of two pictures), then one
 # picture, and three prompts of one, for verification.
@@ -171,6 +177,58 @@ def naflex_pixels(config: Any, grids: list[tuple[int, int]], seed: int = 0) -> d
     mask = (torch.arange(longest)[None] < counts[:, None]).to(torch.int64)
     pixels = torch.randn(len(grids), longest, 3 * patch * patch, generator=generator) * mask[..., None]
     return {"pixel_values": pixels, "pixel_attention_mask": mask, "spatial_shapes": shapes}
+
+
+# Made-up clips (seconds), by set: the capture's batch of two, then a short clip and a long one, for verification.
+# All but the short one hold more rows than one block of Gemma 4's chunked attention (12 rows, 0.48 s), so that the
+# count of blocks is dynamic, as the clips' lengths make it.
+CLIPS = ((1.3, 0.7), (0.15,), (2.0,))
+_FRAMES_PER_SECOND = 100  # a mel frame every 10 ms, as Gemma's feature extractors make them
+
+
+def audio_sets(model: torch.nn.Module, config: Any, directory: str | None) -> ImageSets:
+    """The audio encoder's input sets, the capture's first (see the module): ``input_features`` ``[batch, frames,
+    mel]`` and ``input_features_mask`` ``[batch, frames]``, the frames dynamic. Without a feature extractor, the mel
+    bins are the audio config's ``input_feat_size`` (Gemma 3n's), or else its first convolution's channels (Gemma
+    4's tower reads as many bins as those: its input projection's width is made of them)."""
+    extractor = _feature_extractor(directory)
+    rng = np.random.default_rng(0)
+    sets = ImageSets()
+    for clips in CLIPS:
+        if extractor is not None:
+            rate = extractor.sampling_rate
+            waves = [(0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32) for seconds in clips]
+            given = extractor(waves, sampling_rate=rate, return_tensors="pt", padding="longest")
+            sets.append({name: given[name] for name in ("input_features", "input_features_mask")})
+            continue
+        audio = config.audio_config
+        mel = getattr(audio, "input_feat_size", None) or audio.subsampling_conv_channels[0]
+        frames = [int(seconds * _FRAMES_PER_SECOND) for seconds in clips]
+        mask = torch.arange(max(frames))[None] < torch.tensor(frames)[:, None]
+        features = torch.from_numpy(rng.standard_normal((len(frames), max(frames), mel)).astype(np.float32))
+        sets.append({"input_features": features * mask[..., None], "input_features_mask": mask})
+    return sets
+
+
+def _feature_extractor(directory: str | None) -> Any:
+    """The directory's audio feature extractor: ``processor_config.json``'s ``feature_extractor`` (as transformers 5
+    saves a processor's), or ``preprocessor_config.json``'s; None where it has none this transformers can build."""
+    if directory is None:
+        return None
+    import json
+    import os
+
+    import transformers
+
+    with contextlib.suppress(Exception):  # no such file, or settings this transformers cannot build
+        with open(os.path.join(directory, "processor_config.json"), encoding="utf-8") as f:
+            settings = json.load(f).get("feature_extractor")
+        extractor = getattr(transformers, settings["feature_extractor_type"]).from_dict(settings)
+        return extractor
+    with contextlib.suppress(Exception):
+        extractor = transformers.AutoFeatureExtractor.from_pretrained(directory, local_files_only=True)
+        return extractor if "input_features" in getattr(extractor, "model_input_names", ()) else None
+    return None
 
 
 def _image_processor(directory: str | None) -> Any:

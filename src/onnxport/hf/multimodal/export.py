@@ -2,10 +2,11 @@
 
 The model is split once (:mod:`.components`, :mod:`.families`); the layout says which pieces become files and
 what they are called. Each piece is exported with ``onnxport.export`` and verified against eager PyTorch: the
-image encoder on the image processor's inputs for two pictures, then one and three (:mod:`.examples`), the
-others on made-up prompts and a decode step on a past. A model whose encoder reads the images themselves (a
-VisionEncoderDecoder's, Pix2Struct's) is exported as :mod:`onnxport.hf.seq2seq` exports any encoder-decoder, from its
-image processor's inputs.
+image encoder on the image processor's inputs for two pictures, then one and three (:mod:`.examples`), the audio
+encoder (where the layout loads one: ``Layout.audio_file``) on its feature extractor's for two clips, then a short
+and a long one, the others on made-up prompts and a decode step on a past. A model whose encoder reads the images
+themselves (a VisionEncoderDecoder's, Pix2Struct's) is exported as :mod:`onnxport.hf.seq2seq` exports any
+encoder-decoder, from its image processor's inputs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import stream
 from onnxport.hf.multimodal.components import (
+    AudioEncoder,
     FeatureMerge,
     ImageEncoder,
     TokenEmbedding,
@@ -26,7 +28,14 @@ from onnxport.hf.multimodal.components import (
     images_encoded,
 )
 from onnxport.hf.multimodal.consumers import ONNXRUNTIME, Layout
-from onnxport.hf.multimodal.examples import ImageSets, decoder_inputs, encoder_image_sets, image_sets, prompt_ids
+from onnxport.hf.multimodal.examples import (
+    ImageSets,
+    audio_sets,
+    decoder_inputs,
+    encoder_image_sets,
+    image_sets,
+    prompt_ids,
+)
 from onnxport.hf.multimodal.families import Family
 
 __all__ = ["VlmPrograms", "export_multimodal", "split"]
@@ -37,13 +46,15 @@ _DECODER_INPUTS = ("inputs_embeds", "attention_mask", "position_ids", "per_layer
 class VlmPrograms(NamedTuple):
     """A vision-language model's programs: the image encoder, the embedding (the merge for onnxruntime's layout,
     the token embedding for transformers.js's) and the decoder; for an encoder-decoder language model, also its
-    encoder and its decoder with past (the decoder is then the first step's; for transformers.js both in one)."""
+    encoder and its decoder with past (the decoder is then the first step's; for transformers.js both in one); the
+    audio encoder, where the layout has one for the model."""
 
     vision: Any
     embedding: Any
     decoder: Any
     encoder: Any = None
     decoder_with_past: Any = None
+    audio: Any = None
 
     @classmethod
     def of(cls, made: dict[str, Any], layout: Layout, encoder_decoder: bool, images_encoded: bool = False
@@ -51,9 +62,10 @@ class VlmPrograms(NamedTuple):
         """The programs ``export_multimodal`` made for ``layout``, by piece (no image encoder nor embedding for a
         model whose encoder reads the images)."""
         by_piece = {piece: made[stem] for piece, stem in layout.files_of(encoder_decoder, images_encoded).items()}
+        audio = next((made[stem] for stem in dict.fromkeys(layout.audio_files.values()) if stem in made), None)
         return cls(by_piece.get("vision"), by_piece.get("merge", by_piece.get("tokens")),
                    by_piece.get("decoder", by_piece.get("merged")), by_piece.get("encoder"),
-                   by_piece.get("decoder_with_past"))
+                   by_piece.get("decoder_with_past"), audio)
 
 
 def _meta(model: torch.nn.Module) -> bool:
@@ -111,6 +123,7 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
 
     if images_encoded(model, config):
         return _encoded_pieces(model, config, directory, layout, options)
+    audio = layout.audio_file(config)  # first: a consumer's audio encoder the model cannot give is refused
     family, sets = split(model, config, directory)
     types = {**layout.input_types, **layout.model_input_types.get(family.model_type, {})}
     sets = ImageSets({name: value.to(types.get(name, value.dtype)) for name, value in given.items()}
@@ -141,7 +154,8 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
     }
     if not family.encoder_decoder:  # an encoder-decoder's encoder and decoders are seq2seq's, below
         pieces["decoder"] = lambda: _decoder_piece(model, config, family, apart)
-    files = layout.files_of(family.encoder_decoder)
+    pieces["audio"] = lambda: _audio_piece(model, config, directory, family, apart)
+    files = {**layout.files_of(family.encoder_decoder), **({"audio": audio} if audio is not None else {})}
     programs = {}
     for piece, stem in files.items():
         if piece not in pieces:
@@ -174,6 +188,14 @@ def _decoder_piece(model: torch.nn.Module, config: Any, family: Family, apart: b
     dims = {"inputs_embeds": tokens, "attention_mask": tokens, "position_ids": positions, "per_layer_inputs": tokens,
             cache_name: auto_spec(step[cache_name])}
     return decoder, step, {name: dims[name] for name in step}, None, ()
+
+
+def _audio_piece(model: torch.nn.Module, config: Any, directory: str | None, family: Family, apart: bool
+                 ) -> tuple[Any, ...]:
+    """The audio encoder's module, example clips, dynamic shapes, output name and the clips it is verified on."""
+    sets = audio_sets(model, config, directory)
+    return (AudioEncoder(model, family, apart), sets[0], sets.dynamic, ["audio_features"],
+            [((), clips) for clips in sets[1:]])
 
 
 def _language_model(model: torch.nn.Module) -> torch.nn.Module:

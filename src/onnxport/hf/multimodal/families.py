@@ -4,6 +4,9 @@ otherwise a fact of its type, kept here.
 - ``image_token``: the id standing for one row of image features in a prompt (``image_token_id``, or the older
   ``image_token_index``), and ``image_token_as``: the id whose embedding the model looks up for it (None: its own;
   a token generated as an image token keeps that embedding, as transformers gives it);
+- ``as_image``: the ids of the tokens of its other modalities that its forward embeds as it embeds an image token
+  (Gemma 4's video and audio tokens: the pad token's embeddings and per-layer embeddings), whose rows a consumer
+  writes over them as it writes an image's;
 - ``positions``: ``"rope-index"`` for a model whose decoder takes three positions per token, made by its own
   ``get_rope_index`` (:mod:`.positions`), else ``"counted"`` (one per token, over the attention mask);
 - ``deepstack``: how many sets of deepstack rows its image features carry (Qwen3-VL's vision tower gives them,
@@ -49,6 +52,7 @@ from onnxport.errors import InvalidInputError
 from onnxport.hf.multimodal.positions import rope_index_of
 
 __all__ = [
+    "AS_IMAGE",
     "BIDIRECTIONAL_IMAGES",
     "FLAG_BLOCKS",
     "IMAGE_TOKEN_AS",
@@ -78,6 +82,9 @@ PREFIX_BOTH_WAYS = ("paligemma",)
 # (Gemma 4's multimodal tokens), or 0's. Elsewhere an image token's own embedding is looked up (a generated image
 # token's in a later step), or 0's where its id lies past the vocabulary (Gemma 3, PaliGemma).
 IMAGE_TOKEN_AS = {"gemma4": "pad", "gemma4_unified": "pad", "kimi_k25": 0, "muse_glimmer": 0, "muse_spark": 0}
+# The types whose forward embeds its other modalities' tokens as it embeds an image token, by the config's names of
+# their ids (Gemma 4's get_placeholder_mask: its video and audio tokens, the pad token's embeddings too).
+AS_IMAGE = {"gemma4": ("video_token_id", "audio_token_id")}
 # The types whose vision tower reads each image at its own size, one at a time (Mistral 3's and LightOnOCR's
 # Pixtral: the patches of an image cut to its size by values of image_sizes, which a batch of images cannot take
 # symbolically).
@@ -121,6 +128,7 @@ class Family:
     projector: str | None = None
     rows_added: bool = False
     flag_blocks: bool = False
+    as_image: tuple[int, ...] = ()
 
     @property
     def plain(self) -> bool:
@@ -153,7 +161,8 @@ class Family:
                    "rope-index" if rope_index_of(model) is not None else "counted", deepstack, flag,
                    kind in PER_IMAGE, kind in PREFIX_BOTH_WAYS, bool(getattr(config, "is_encoder_decoder", False)),
                    per_layer, argument, taken_as, PROJECTED_AFTER.get(kind), kind in ROWS_ADDED,
-                   flag and kind in FLAG_BLOCKS)
+                   flag and kind in FLAG_BLOCKS,
+                   tuple(t for name in AS_IMAGE.get(kind, ()) if isinstance(t := getattr(config, name, None), int)))
 
 
 def per_layer_model(model: torch.nn.Module) -> Any:
