@@ -177,6 +177,7 @@ def _inkling() -> torch.nn.Module:
 
 
 
+@pytest.mark.sweep  # once per CI: an export and two generations
 def test_a_hybrid_text_generation_folder_generates_as_transformers(tmp_path) -> None:
     """export-hf of a model whose layers hold keys, values and conv states (Inkling's): the count of tokens a layer
     has seen is rebuilt from its keys (the present's is symbolic during the capture, and no pytree context may

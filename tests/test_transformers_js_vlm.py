@@ -8,9 +8,9 @@ processor gave (its processors resize and expand prompts their own way; one imag
 image processor takes one image at a time; for Gemma 4, also a prompt with a clip of sound, which its
 ``audio_encoder`` hears) in fp32 and fp16; the quantized dtypes run and continue the prompt.
 The layout's tables (``onnxport.hf.multimodal.consumers``) are checked against the installed transformers.js's
-source. Qwen2-VL in fp32 runs in ``make test``; every model in fp32 and q4 (Qwen2-VL, Gemma 3 and Gemma 4 in every
-dtype),
-and two in headless Chromium through the example page, is a ``sweep``. Tiny random models, nothing downloaded."""
+source. Qwen2-VL in fp32 runs in ``make test``; every model in fp32 (Qwen2-VL in every dtype, Gemma 4 in fp16 and
+q4 too, Florence-2 and LFM2-VL in q4), and two in headless Chromium through the example page, is a ``sweep``. Tiny
+random models, nothing downloaded."""
 
 from __future__ import annotations
 
@@ -187,10 +187,13 @@ def test_a_folder_generates_in_transformers_js_as_transformers(quick, kind, dtyp
     check(run.model, run.result, dtype)
 
 
-# Every model in fp32 and q4; the Qwen line's, Gemma 3's and Gemma 4's (its audio encoder's) in every dtype (the
-# dtypes are made alike for all).
+# Every model in fp32; Qwen2-VL's in every dtype, the dtypes being made alike for all; Gemma 4's (its audio encoder's)
+# in fp16 and q4 too, and the 4-bit ones of an encoder-decoder's merged decoder and of a decoder with conv states
+# (Florence-2's and LFM2-VL's q4); Gemma 3's q8 for the browser.
 MATRIX = [(kind, dtype) for kind in CASES for dtype in tjs.DTYPES
-          if kind in ("qwen2_vl", "gemma3", "gemma4") or dtype in ("fp32", "q4")]
+          if dtype == "fp32" or kind == "qwen2_vl" or (kind, dtype) in (("gemma4", "fp16"), ("gemma4", "q4"),
+                                                                        ("florence2", "q4"), ("lfm2_vl", "q4"),
+                                                                        ("gemma3", "q8"))]
 
 
 @pytest.fixture(scope="module")
