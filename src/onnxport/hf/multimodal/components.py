@@ -133,14 +133,24 @@ class ImageEncoder(torch.nn.Module):
     def _columns(self, out: Any, rows: torch.Tensor) -> torch.Tensor:
         """``rows`` with the family's columns after them (see the module)."""
         sets = out.deepstack_features[:self.family.deepstack] if self.family.deepstack else ()
-        columns = [rows, *(image_rows(s).to(rows.dtype) for s in sets)]
-        if self.per_layer:  # an image token's per-layer embeddings: those of the pad token it stands in for
-            pad = torch.full((1, 1), _pad_id(self.model), dtype=torch.int64, device=rows.device)
-            padding = per_layer_model(self.model).get_per_layer_inputs(pad).reshape(1, -1)
-            columns.append(padding.to(rows.dtype).expand(rows.shape[0], -1))
-        if self.family.image_flag:
-            columns.append(rows.new_ones(rows.shape[0], 1))
-        return torch.cat(columns, dim=-1) if len(columns) > 1 else rows
+        return _with_columns(self.model, self.family, rows, [image_rows(s) for s in sets], self.per_layer, True)
+
+
+def _with_columns(model: torch.nn.Module, family: Family, rows: torch.Tensor, sets: list[torch.Tensor],
+                  per_layer: int, image: bool) -> torch.Tensor:
+    """Rows of features with the family's columns after them, as a consumer copies them over a token's embedding
+    (see the module): the deepstack ``sets`` (zeros where none are given), the per-layer embeddings of the pad token
+    the row's token stands in for (where ``per_layer``), and the image flag (1 for an ``image`` row, else 0)."""
+    width = family.hidden * family.deepstack
+    columns = [rows, *(s.to(rows.dtype) for s in sets)] if sets else [rows, rows.new_zeros(rows.shape[0], width)]
+    if per_layer:
+        pad = torch.full((1, 1), _pad_id(model), dtype=torch.int64, device=rows.device)
+        padding = per_layer_model(model).get_per_layer_inputs(pad).reshape(1, -1)
+        columns.append(padding.to(rows.dtype).expand(rows.shape[0], -1))
+    if family.image_flag:
+        columns.append(rows.new_full((rows.shape[0], 1), int(image)))
+    columns = [c for c in columns if c.shape[-1]]
+    return torch.cat(columns, dim=-1) if len(columns) > 1 else rows
 
 
 def _one_image_rows(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch.Tensor:
@@ -197,15 +207,7 @@ class AudioEncoder(torch.nn.Module):
         input_features_mask = torch.nn.functional.pad(input_features_mask, (0, extra))
         out = audio_features(self.model)(input_features, input_features_mask, return_dict=True)
         rows = out.pooler_output[out.attention_mask.to(torch.bool)]
-        family = self.family
-        columns = [rows, rows.new_zeros(rows.shape[0], family.hidden * family.deepstack)]
-        if self.per_layer:  # an audio token's per-layer embeddings: those of the pad token it stands in for
-            pad = torch.full((1, 1), _pad_id(self.model), dtype=torch.int64, device=rows.device)
-            padding = per_layer_model(self.model).get_per_layer_inputs(pad).reshape(1, -1)
-            columns.append(padding.to(rows.dtype).expand(rows.shape[0], -1))
-        columns.append(rows.new_zeros(rows.shape[0], int(family.image_flag)))
-        columns = [c for c in columns if c.shape[-1]]
-        return torch.cat(columns, dim=-1) if len(columns) > 1 else rows
+        return _with_columns(self.model, self.family, rows, [], self.per_layer, False)
 
 
 # The processor outputs an image encoder takes (the arguments of its forward): the tensors transformers' models'

@@ -108,13 +108,23 @@ class Layout:
         an ``InvalidInputError`` where it loads one that the model, saved without its audio tower, cannot give."""
         from onnxport.errors import InvalidInputError
 
-        stem = self.audio_files.get(config.model_type)
-        if stem is not None and getattr(config, "audio_config", None) is None:
+        why = self.no_audio_tower(config)
+        if why is not None:
             raise InvalidInputError(f"{self.consumer} does not run this {config.model_type} model for "
-                                    f"image-text-to-text: {_no_audio_tower(self.consumer, config.model_type, stem)}",
+                                    f"image-text-to-text: {why}",
                                     fix="export the checkpoint saved with its audio tower, or this one for "
                                         "onnxruntime (no target) and run it with generate_vlm")
-        return stem
+        return self.audio_files.get(config.model_type)
+
+    def no_audio_tower(self, config: Any) -> str | None:
+        """Why the consumer cannot run a model of ``config``: it loads an audio encoder for the type, and the
+        checkpoint was saved without its audio tower; else None."""
+        stem = self.audio_files.get(config.model_type)
+        if stem is None or getattr(config, "audio_config", None) is not None:
+            return None
+        return (f"{self.consumer} 4.3 loads every {config.model_type} with an {stem} session (onnx/{stem}.onnx: "
+                "MODEL_TYPES.ImageAudioTextToText in models/session_config.js), which a checkpoint without an audio "
+                "tower (no audio_config in its config.json) cannot give")
 
     def files_of(self, encoder_decoder: bool, images_encoded: bool = False) -> Mapping[str, str]:
         """The pieces and their file stems for a model whose language model is (or is not) an encoder-decoder;
@@ -157,23 +167,11 @@ TRANSFORMERS_JS_REFUSED = {
 
 
 
-def _no_audio_tower(consumer: str, model_type: str, stem: str) -> str:
-    return (f"{consumer} 4.3 loads every {model_type} with an {stem} session (onnx/{stem}.onnx: "
-            "MODEL_TYPES.ImageAudioTextToText in models/session_config.js), which a checkpoint without an audio tower "
-            "(no audio_config in its config.json) cannot give")
-
-
 def transformers_js_refusal(config: Any) -> str | None:
     """Why transformers.js cannot run a vision-language model of ``config`` from onnxport's files
     (:data:`TRANSFORMERS_JS_REFUSED`, or a type it loads with an audio encoder saved without its audio tower), or
     None."""
-    kind = config.model_type
-    if kind in TRANSFORMERS_JS_REFUSED:
-        return TRANSFORMERS_JS_REFUSED[kind]
-    stem = TRANSFORMERS_JS.audio_files.get(kind)
-    if stem is not None and getattr(config, "audio_config", None) is None:
-        return _no_audio_tower(TRANSFORMERS_JS.consumer, kind, stem)
-    return None
+    return TRANSFORMERS_JS_REFUSED.get(config.model_type) or TRANSFORMERS_JS.no_audio_tower(config)
 
 
 def transformers_js_text_only(config: Any) -> bool:
