@@ -86,6 +86,14 @@ def python_blocks(page: Path) -> list[Block]:
 EXAMPLES = [b for page in PAGES for b in python_blocks(page)]
 
 
+def _example_params() -> list:
+    """Every example; those of a guide past its first runnable one are a ``sweep`` (``make test-sweep``, once per
+    CI): ``make test`` runs the README's examples and the first of each guide."""
+    firsts = {next((b.where for b in python_blocks(page) if b.not_run is None), None) for page in GUIDES}
+    return [pytest.param(b, id=b.where, marks=[] if b.page == README or b.where in firsts else [pytest.mark.sweep])
+            for b in EXAMPLES]
+
+
 def _env() -> dict[str, str]:
     path = [str(ROOT / "src"), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     return dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1",
@@ -144,7 +152,7 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner | None]:
     started.close()
 
 
-@pytest.mark.parametrize("block", EXAMPLES, ids=[b.where for b in EXAMPLES])
+@pytest.mark.parametrize("block", _example_params())
 def test_example_runs(block: Block, tmp_path: Path, runner: Runner | None) -> None:
     if block.not_run is not None:
         pytest.skip(f"{block.where} not run: {block.not_run}")

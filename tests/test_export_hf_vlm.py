@@ -173,6 +173,7 @@ def test_paligemma_folder_generates_as_transformers_with_its_prompt_attending_bo
     assert not torch.equal(causal, expected)
 
 
+@pytest.mark.sweep  # 23 s: Florence-2 runs in the transformers.js matrix (a sweep too) and the census
 def test_florence2_folder_generates_as_transformers_through_its_encoder_and_decoders(tmp_path):
     """Florence-2's language model is an encoder-decoder: the prompt, its image rows merged in, goes through the
     encoder once (encoder_model.onnx on inputs_embeds), and its decoders generate from the start token."""

@@ -51,13 +51,13 @@ SWEPT = ("t5", "mbart", "pegasus", "marian", "vae", "unet")
 def _params() -> list:
     """Each case with autograd on and off; autograd off is a ``sweep`` (``make test-sweep``, once per CI) for the
     first case of each family and ``slow`` for the others (``make test-slow``): users call an exporter with autograd
-    on, and whether it is on does not depend on the versions installed; autograd on is a ``sweep`` for the cases of
-    ``SWEPT``."""
+    on, and whether it is on does not depend on the versions installed; autograd on is in ``make test`` for the
+    first case of each family, a ``sweep`` for the others and for the cases of ``SWEPT``."""
     firsts = {id(case) for case in _firsts()}
     return [
         pytest.param(case, grad, id=f"{case.name}-{'grad' if grad else 'no_grad'}",
                      marks=[*([pytest.mark.slow] if case.slow or not (grad or id(case) in firsts) else []),
-                            *([] if grad and case.name not in SWEPT else [pytest.mark.sweep])])
+                            *([] if grad and id(case) in firsts and case.name not in SWEPT else [pytest.mark.sweep])])
         for case in ZOO for grad in (True, False)
     ]
 
