@@ -5,7 +5,8 @@ table grows with the length), GPTBigCode (StarCoder's; transformers.js feeds its
 ``key_value`` tensor per layer), a Gemma 3 checkpoint with its vision tower asked for text generation
 (transformers.js runs it through its image-text-to-text sessions), BART's sequence classifier (its head reads
 the end-of-sequence token's features: the example must hold one per text), a ViT's image features (task
-image-feature-extraction), all in one Node process."""
+image-feature-extraction), Moonshine's speech recognition (raw samples of any length; transformers.js's feature
+extractor gives no mask), all in one Node process."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 import torch
 
 from onnxport.hf import export_hf
+from tests import speech_dirs
 from tests.test_transformers_js import (
     NEW_TOKENS,
     PROMPT,
@@ -117,8 +119,21 @@ def _vit_features(root: str) -> Case:
                 [eager(p, return_tensors=True) for p in pictures])
 
 
+def _moonshine(root: str) -> Case:
+    directory, model, extractor = speech_dirs.write_moonshine(os.path.join(root, "moonshine"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    audio = speech_dirs.clips((0.9, 1.7))  # the second longer than the example's clips
+    options = {"max_new_tokens": NEW_TOKENS}
+    expected = []
+    for clip in audio:
+        ids = model.generate(**speech_dirs.encoded(extractor, [clip]), do_sample=False, num_beams=1, **options)
+        expected.append({"text": tokenizer.decode(ids[0], skip_special_tokens=True)})
+    return Case("automatic-speech-recognition", directory, [{"audio": clip.tolist()} for clip in audio], options,
+                expected)
+
+
 MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier,
-          "vit-features": _vit_features}
+          "vit-features": _vit_features, "moonshine": _moonshine}
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +150,16 @@ def js(tmp_path_factory):
     return {name: (case, result) for (name, case), result in zip(cases.items(), run_js(jobs, root), strict=True)}
 
 
+def test_the_speech_types_without_a_mask_are_those_of_the_installed_transformers_js() -> None:
+    from onnxport.hf.transformers_js import UNMASKED_AUDIO
+    from tests.test_transformers_js_vlm import _read
+
+    moonshine = _read("models/moonshine/feature_extraction_moonshine.js")
+    assert "input_values: new Tensor(" in moonshine and "attention_mask" not in moonshine
+    assert "attention_mask: new Tensor(" in _read("models/parakeet/feature_extraction_parakeet.js")  # Cohere ASR's
+    assert UNMASKED_AUDIO == ("moonshine",)
+
+
 @pytest.mark.parametrize("name", list(MAKERS))
 def test_runs_as_transformers(js, name) -> None:
     case, result = js[name]
@@ -147,5 +172,8 @@ def test_runs_as_transformers(js, name) -> None:
             got = np.array(got["data"], dtype=np.float32).reshape(got["dims"])
             np.testing.assert_allclose(got, expected.numpy(), atol=1e-4, rtol=1e-4)
             continue
-        text, wanted = got[0]["generated_text"], expected[0]["generated_text"]
+        if case.task == "automatic-speech-recognition":
+            got, expected = [got], [expected]
+        key = "text" if case.task == "automatic-speech-recognition" else "generated_text"
+        text, wanted = got[0][key], expected[0][key]
         assert "".join(text.split()) == "".join(wanted.split()), (text, wanted)

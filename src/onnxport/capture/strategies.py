@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from onnxport.capture import _data_watch, _dim_constraints, _older_torch, _runtime, _specialised, dynamic, integrations
+from onnxport.capture import _deferred as _deferred_guards
 from onnxport.capture import quantized, rewrite_data, rewrite_loop, size_branches
 from onnxport.capture._data_watch import reads_data
 from onnxport.capture.patch import ControlFlowRewriter, model_files
@@ -200,6 +201,10 @@ def capture(
             try:
                 ep = _export_once(model, args, kwargs, dynamic_shapes, strict, small, rewriter, blocks)
             except Exception as exc:  # torch.export raises many unrelated types
+                ep = _deferred(exc, strict, report, lambda **options: _export_once(
+                    model, args, kwargs, dynamic_shapes, strict, small, rewriter, blocks, **options))
+            if isinstance(ep, BaseException):
+                exc = ep
                 report.attempts.append(Attempt(label, False, _first_line(exc)))
                 errors.append((name, exc))
                 _raise_if_loop_refused(model, exc, errors, rewriter)
@@ -240,17 +245,34 @@ def capture(
         _rewrite_or_raise(model, rewriter, last)
 
 
+def _deferred(exc: BaseException, strict: bool, report: Report, export: Any) -> Any:
+    """The capture with guards torch could not prove deferred (``onnxport.capture._deferred``), where ``exc`` is
+    a non-strict capture refused over such guards and every one of them holds at every size checked; else
+    ``exc``."""
+    if strict or not _deferred_guards.unproven_guards(exc):
+        return exc
+    taken = _deferred_guards.capture_deferred(export)
+    if taken is None:
+        return exc
+    ep, held = taken
+    if held:
+        report.notes.append(f"{len(held)} size check(s) torch could not prove held at every size checked, up to "
+                            f"{_deferred_guards.FARTHEST}: {'; '.join(held[:2])}")
+    return ep
+
+
 def _export_once(
     model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any, strict: bool,
-    small: list[str], rewriter: ControlFlowRewriter | None, blocks: Any,
+    small: list[str], rewriter: ControlFlowRewriter | None, blocks: Any, **options: Any,
 ) -> torch.export.ExportedProgram:
-    """One ``torch.export.export`` call; non-strict with repeated blocks captured once when there are
-    any, and again without them when that fails where the plain capture works."""
+    """One ``torch.export.export`` call (``options`` are its own); non-strict with repeated blocks captured once
+    when there are any, and again without them when that fails where the plain capture works."""
     reuse = blocks is not None and blocks.active and blocks.kinds and not strict
     if reuse:
         try:
             with _capturing(model, small, rewriter), blocks.applied():
-                ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+                ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
+                                         **options)
             _check_constants(ep)
             _check_pinned_sizes(ep)
             return ep
@@ -259,7 +281,7 @@ def _export_once(
         except Exception as exc:  # noqa: BLE001 - whatever it was, the plain capture decides
             reused = exc
     with _capturing(model, small, rewriter):
-        ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+        ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict, **options)
     _check_constants(ep)
     _check_pinned_sizes(ep)  # strict export may keep the size symbolic where non-strict pinned it
     if reuse:

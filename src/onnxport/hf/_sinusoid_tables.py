@@ -27,6 +27,8 @@ __all__ = ["tables_of_any_length"]
 
 # The inputs that run along the positions, and the dimension that counts them.
 _ALONG = (("input_ids", -1), ("position_ids", -1), ("inputs_embeds", 1))
+# The argument that gives the tokens already in the cache (Speech2Text's is ``cache_length`` in transformers 5.24).
+_PAST = ("past_key_values_length", "cache_length")
 
 
 def _grows_its_table(module: torch.nn.Module) -> bool:
@@ -36,15 +38,16 @@ def _grows_its_table(module: torch.nn.Module) -> bool:
 
 
 def _rows_for(module: torch.nn.Module, arguments: dict[str, Any]) -> Any:
-    """More table rows than a call with ``arguments`` indexes: its tokens and past, the padding index, the
-    offset and 2 more (the most any of these models adds to a position)."""
+    """More table rows than a call with ``arguments`` indexes: its tokens and past (:data:`_PAST`), the padding
+    index, the offset and 2 more (the most any of these models adds to a position)."""
     length = next((arguments[name].shape[dim] for name, dim in _ALONG
                    if isinstance(arguments.get(name), torch.Tensor)), None)
     if length is None:
         return None
     padding = module.padding_idx if isinstance(getattr(module, "padding_idx", None), int) else 0
     offset = getattr(module, "offset", 0)
-    return length + arguments.get("past_key_values_length", 0) + padding + 1 + offset + 2
+    past = next((arguments[name] for name in _PAST if arguments.get(name) is not None), 0)
+    return length + past + padding + 1 + offset + 2
 
 
 def _grown_forward(module: torch.nn.Module) -> Any:

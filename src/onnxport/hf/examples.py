@@ -333,16 +333,84 @@ def waveform_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     return inputs
 
 
-def audio_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """Log-mel features of the length the encoder requires (Whisper: twice ``max_source_positions``)."""
+class AudioForm(NamedTuple):
+    """What a speech model's feature extractor makes of audio: its example (a batch of two clips of other lengths,
+    the shorter padded, as the extractor pads them: the encoder's input and its ``attention_mask`` where the
+    extractor gives one and the encoder takes it) and the axes of the encoder's input past the batch that follow a
+    clip's length, each with its size for the shortest clip exported (a quarter of a second; none where the
+    extractor pads every clip to one length: Whisper's 30 seconds)."""
+
+    inputs: dict[str, torch.Tensor]
+    axes: dict[int, int]
+
+
+_CLIP_SECONDS = (1.0, 0.6, 0.25)  # the example's two clips, and the shortest, in seconds
+_HEARD: dict[tuple[str, int], AudioForm | None] = {}
+
+
+def _probe_extractor(directory: str, takes: set[str]) -> AudioForm | None:
+    """What the feature extractor in ``directory`` makes of ``_CLIP_SECONDS`` (None where the directory has none
+    that transformers loads): the batch keeps the inputs of ``takes``."""
+    path = os.path.join(directory, "preprocessor_config.json")
+    if not directory or not os.path.isfile(path):
+        return None
+    key = (os.path.abspath(path), os.stat(path).st_mtime_ns)
+    if key not in _HEARD:
+        import numpy as np
+        import transformers
+
+        try:
+            extractor = transformers.AutoFeatureExtractor.from_pretrained(directory, local_files_only=True)
+            rate = int(extractor.sampling_rate)
+            rng = np.random.default_rng(0)
+            clips = [(rng.standard_normal(int(rate * s)) * 0.1).astype(np.float32) for s in _CLIP_SECONDS]
+            alone = [extractor(c, sampling_rate=rate, return_tensors="pt") for c in clips]
+            batch = extractor(clips[:2], sampling_rate=rate, padding=True, return_tensors="pt")
+        except Exception:  # noqa: BLE001 - not a feature extractor of audio (an image processor), or one that needs more
+            _HEARD[key] = None
+            return None
+        inputs = {k: torch.as_tensor(v) for k, v in batch.items() if k in takes}
+        main = next((k for k in ("input_features", "input_values") if k in inputs), None)
+        if main is None:
+            _HEARD[key] = None
+            return None
+        if "attention_mask" in inputs:
+            inputs["attention_mask"] = inputs["attention_mask"].long()
+        shapes = [tuple(a[main].shape[1:]) for a in alone]
+        _HEARD[key] = AudioForm(inputs, {i + 1: shortest for i, (one, other, shortest) in enumerate(zip(*shapes))
+                                         if one != other})
+    return _HEARD[key]
+
+
+def audio_form(model: torch.nn.Module, config: Any) -> AudioForm:
+    """A speech-to-text model's audio, as its feature extractor (the directory's preprocessor_config.json) gives
+    it to the encoder: log-mel features (``input_features``) or raw samples (``input_values``), whatever their
+    layout; without a feature extractor, a Whisper-style spectrogram the config sizes (``num_mel_bins`` by twice
+    ``max_source_positions``)."""
+    takes = set(inspect.signature(model.get_encoder().forward).parameters)
+    form = _probe_extractor(getattr(config, "name_or_path", "") or "", takes)
+    if form is not None:
+        return form
     bins, positions = getattr(config, "num_mel_bins", None), getattr(config, "max_source_positions", None)
     if bins is None or positions is None:
         raise InvalidInputError(
-            f"onnxport does not know the audio input of {config.model_type} models",
-            fix="export it from Python with onnxport.export_seq2seq(model, {'input_features': ...})",
+            f"onnxport does not know the audio input of {config.model_type} models: the model directory has no "
+            "feature extractor (preprocessor_config.json) that transformers loads",
+            fix="save the model's feature extractor beside it (extractor.save_pretrained(directory)), or export it "
+                "from Python with onnxport.export_seq2seq(model, {'input_features': ...})",
         )
     generator = torch.Generator().manual_seed(0)
-    return {"input_features": torch.randn(EXAMPLE_BATCH, bins, 2 * positions, generator=generator)}
+    return AudioForm({"input_features": torch.randn(EXAMPLE_BATCH, bins, 2 * positions, generator=generator)}, {})
+
+
+def audio_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """``audio_form``'s example."""
+    return audio_form(model, config).inputs
+
+
+def audio_axes(model: torch.nn.Module, config: Any) -> dict[int, int]:
+    """``audio_form``'s axes that follow a clip's length, and their sizes for the shortest clip."""
+    return audio_form(model, config).axes
 
 
 class Task(NamedTuple):
@@ -371,7 +439,7 @@ TASKS: dict[str, Task] = {
     "depth-estimation": Task("AutoModelForDepthEstimation", image_inputs, image_dynamic),
     "audio-classification": Task("AutoModelForAudioClassification", waveform_inputs, "auto"),
     "text2text-generation": Task("AutoModelForSeq2SeqLM", text_inputs, seq2seq=True),
-    "automatic-speech-recognition": Task("AutoModelForSpeechSeq2Seq", audio_inputs, seq2seq=True),
+    "automatic-speech-recognition": Task("AutoModelForSpeechSeq2Seq", audio_inputs, audio_axes, seq2seq=True),
     "fill-mask": Task("AutoModelForMaskedLM", encoder_inputs),
     "token-classification": Task("AutoModelForTokenClassification", encoder_inputs),
     "question-answering": Task("AutoModelForQuestionAnswering", encoder_inputs),

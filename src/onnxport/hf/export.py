@@ -289,8 +289,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         files = made if engine is not None else {f"{stem}.onnx": prog for stem, prog in made.items()}
     elif spec.seq2seq:
         inputs = spec.inputs(model, config)
+        axes = spec.dynamic(model, config) if callable(spec.dynamic) else None
+        if engine is not None:  # the encoder inputs transformers.js's processor gives
+            inputs = transformers_js.seq2seq_inputs(config, inputs)
         result = export_seq2seq(model, inputs, opset=opset, progress=progress, target=target,
-                                dtype=torch.float16 if half else None)
+                                dtype=torch.float16 if half else None, audio_axes=axes, states_mask=engine is None)
         if quantize is not None:
             result = Seq2SeqPrograms(*(prog.quantize(quantize) for prog in result))
         files = dict(zip(SEQ2SEQ_FILES, result))

@@ -119,7 +119,8 @@ def generate_seq2seq(
 
     The three models are ``OnnxProgram`` objects or paths (``export_seq2seq``'s result unpacks into them).
     ``inputs`` is what the encoder takes first: ``input_ids`` or ``inputs_embeds`` (with ``attention_mask``, default
-    all ones), or ``input_features``. ``eos_token_id``, ``pad_token_id`` and ``output_logits`` work as in :func:`generate`.
+    all ones), or audio (``input_features`` or ``input_values``, with the ``attention_mask`` of padded clips).
+    ``eos_token_id``, ``pad_token_id`` and ``output_logits`` work as in :func:`generate`.
     """
     sessions = [_session(m) for m in (encoder, decoder, decoder_with_past)]
     main = sessions[0].get_inputs()[0].name
@@ -130,9 +131,11 @@ def generate_seq2seq(
         mask = np.ones(feed[main].shape[:2], dtype=np.int64) if attention_mask is None else \
             attention_mask.cpu().numpy().astype(np.int64)
         feed["attention_mask"] = mask
-    states = next(iter(_run(sessions[0], feed).values()))
+    encoded = _run(sessions[0], feed)
+    states = encoded.get("last_hidden_state", next(iter(encoded.values())))
     batch = states.shape[0]
-    step = {"encoder_hidden_states": states, "encoder_attention_mask": mask}
+    # the mask of the encoder's own states where it gives one (an audio encoder that downsamples), else the input's
+    step = {"encoder_hidden_states": states, "encoder_attention_mask": encoded.get("encoder_attention_mask", mask)}
     tokens = np.full((batch, 1), decoder_start_token_id, dtype=np.int64) if decoder_input_ids is None else \
         decoder_input_ids.cpu().numpy().astype(np.int64)
     past: dict[str, np.ndarray] = {}

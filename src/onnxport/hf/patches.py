@@ -31,6 +31,8 @@ data, is captured as the one tensor they join into (:mod:`onnxport.hf._joined_pi
 
 Sinusoid position tables that a forward grows in Python (M2M100, Speech2Text, XGLM, ...) are made in the graph
 for each call's length (:mod:`onnxport.hf._sinusoid_tables`), so the file takes any length, as eager PyTorch does.
+A speech encoder's output length, which Moonshine computes with Python's ``int()`` of a float, is computed from its
+convolutions with floor division (:mod:`onnxport.hf._conv_lengths`), so the clip's length stays dynamic.
 
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
@@ -50,6 +52,7 @@ from typing import Any
 import torch
 
 from onnxport.hf import cache as _cache
+from onnxport.hf._conv_lengths import conv_lengths_symbolic
 from onnxport.hf._grid_convolution import grid_convolution_on
 from onnxport.hf._hunyuan_vision import hunyuan_tower_on
 from onnxport.hf._joined_pieces import joined_pieces
@@ -85,7 +88,7 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
     try:
         with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
                 _scans_swapped(model), packed_attention_on(model), layout_as_tensors(), grid_convolution_on(), \
-                hunyuan_tower_on(), _joined_in(model), tables_of_any_length(model):
+                hunyuan_tower_on(), _joined_in(model), tables_of_any_length(model), conv_lengths_symbolic(model):
             yield
     finally:
         for config, value in saved:

@@ -2,7 +2,9 @@
 
 Three ONNX models, so that greedy generation runs entirely in onnxruntime (``onnxport.generate_seq2seq``):
 
-- ``encoder``: ``input_ids``, ``attention_mask`` (or ``input_features`` for speech) -> ``last_hidden_state``;
+- ``encoder``: ``input_ids``, ``attention_mask`` (or speech: ``input_features`` or ``input_values``, with the
+  ``attention_mask`` its feature extractor gives) -> ``last_hidden_state`` (and ``encoder_attention_mask``, where
+  the encoder gives the mask of its own states: Moonshine's and Cohere ASR's downsample the audio's);
 - ``decoder`` (the first step, no past): ``input_ids``, ``encoder_attention_mask`` (where the model uses
   it), ``encoder_hidden_states`` -> ``logits``, ``present.{i}.decoder.key``/``.value`` and
   ``present.{i}.encoder.key``/``.value`` (the cross-attention keys and values of the encoder's states);
@@ -42,6 +44,7 @@ BATCH = torch.export.Dim("batch_size")
 ENCODER = torch.export.Dim("encoder_sequence_length")
 DECODER = torch.export.Dim("decoder_sequence_length")
 PAST_DECODER = torch.export.Dim("past_decoder_sequence_length")
+AUDIO = torch.export.Dim("audio_sequence_length")  # a clip's samples or frames, before the encoder downsamples them
 
 
 class Seq2SeqPrograms(NamedTuple):
@@ -53,25 +56,30 @@ class Seq2SeqPrograms(NamedTuple):
 
 
 class EncoderPart(torch.nn.Module):
-    """The model's encoder alone: its inputs -> ``{"last_hidden_state": ...}``."""
+    """The model's encoder alone: its inputs -> ``{"last_hidden_state": ...}``, and ``encoder_attention_mask``
+    where ``states_mask`` is set (the encoder's output carries the mask of its states)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.encoder = encoder_of(model)
         self.states = POOLED_STATES.get(model.config.model_type, "last_hidden_state")
+        self.states_mask = False
 
     def forward(self, input_ids: Any = None, attention_mask: Any = None, input_features: Any = None,
-                inputs_embeds: Any = None, pixel_values: Any = None, flattened_patches: Any = None
-                ) -> dict[str, Any]:
-        """``input_ids``/``attention_mask`` for text, ``input_features`` for speech, ``inputs_embeds`` (with
-        ``attention_mask``) for a vision-language model's prompt, its image rows merged in; ``pixel_values`` for
-        an encoder of images (a VisionEncoderDecoder's), ``flattened_patches`` with their ``attention_mask`` for
-        Pix2Struct's."""
+                inputs_embeds: Any = None, pixel_values: Any = None, flattened_patches: Any = None,
+                input_values: Any = None) -> dict[str, Any]:
+        """``input_ids``/``attention_mask`` for text, ``input_features`` or ``input_values`` (raw samples) for
+        speech, ``inputs_embeds`` (with ``attention_mask``) for a vision-language model's prompt, its image rows
+        merged in; ``pixel_values`` for an encoder of images (a VisionEncoderDecoder's), ``flattened_patches`` with
+        their ``attention_mask`` for Pix2Struct's."""
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "input_features": input_features,
                   "inputs_embeds": inputs_embeds, "pixel_values": pixel_values,
-                  "flattened_patches": flattened_patches}
+                  "flattened_patches": flattened_patches, "input_values": input_values}
         out = self.encoder(**{k: v for k, v in inputs.items() if v is not None}, return_dict=True)
-        return {"last_hidden_state": getattr(out, self.states)}
+        states = {"last_hidden_state": getattr(out, self.states)}
+        if self.states_mask:
+            states["encoder_attention_mask"] = out.attention_mask.to(torch.int64)
+        return states
 
 
 class DecoderPart(torch.nn.Module):
@@ -80,6 +88,7 @@ class DecoderPart(torch.nn.Module):
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.model = model
+        self.states_type: Any = None  # the encoder's output class, where it carries the mask of its states
 
     def forward(self, input_ids: Any = None, encoder_attention_mask: Any = None, encoder_hidden_states: Any = None,
                 past_key_values: Any = None, inputs_embeds: Any = None) -> dict[str, Any]:
@@ -88,7 +97,9 @@ class DecoderPart(torch.nn.Module):
         embeddings (``inputs_embeds``: a consumer that embeds them itself, transformers.js's Florence-2), which go
         to the model's decoder and its output embeddings (the head): Florence-2's forward makes a start token of
         its own when it is given no ids. A :data:`VISION_TEXT_DECODERS` type's text decoder (BLIP's) takes the ids
-        itself, and gives the logits."""
+        itself, and gives the logits. Where the encoder's output carries the mask of its states (``states_type``:
+        Moonshine's forward reads ``encoder_outputs.attention_mask``), ``encoder_attention_mask`` is that mask, or
+        None."""
         from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPooling
 
         if inputs_embeds is not None or self.model.config.model_type in VISION_TEXT_DECODERS:  # the decoder alone
@@ -100,7 +111,10 @@ class DecoderPart(torch.nn.Module):
             logits = out.logits if inputs_embeds is None else self.model.get_output_embeddings()(out.last_hidden_state)
             return {"logits": logits, "present": cache_of(out)}
         states = BaseModelOutput(last_hidden_state=encoder_hidden_states)
-        if self.model.config.model_type in POOLED_STATES:
+        if self.states_type is not None:
+            states = self.states_type(last_hidden_state=encoder_hidden_states, attention_mask=encoder_attention_mask)
+            encoder_attention_mask = None
+        elif self.model.config.model_type in POOLED_STATES:
             states = BaseModelOutputWithPooling(last_hidden_state=encoder_hidden_states,
                                                 pooler_output=encoder_hidden_states)
         out = self.model(decoder_input_ids=input_ids, attention_mask=encoder_attention_mask, encoder_outputs=states,
@@ -113,16 +127,23 @@ class DecoderPart(torch.nn.Module):
 @serialized
 def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, opset: int | None = None,
                    verify: bool = True, progress: bool = False, target: Any = None,
-                   dtype: torch.dtype | None = None, decoder_embeds: bool = False) -> Seq2SeqPrograms:
+                   dtype: torch.dtype | None = None, decoder_embeds: bool = False,
+                   audio_axes: dict[int, int] | None = None, states_mask: bool = True) -> Seq2SeqPrograms:
     """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past.
 
-    ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}``, ``{"input_features"}``,
+    ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}``, ``{"input_features"}`` or
+    ``{"input_values"}`` (with their ``attention_mask`` where the feature extractor gives one),
     ``{"inputs_embeds", "attention_mask"}``, ``{"pixel_values"}`` or ``{"flattened_patches", "attention_mask"}``,
-    batch 2 or more (an image's or a spectrogram's sizes are the example's; a patch count is dynamic). Batch,
+    batch 2 or more (an image's sizes are the example's; a patch count is dynamic; the axes of the audio input
+    in ``audio_axes`` follow the clip's length, ``audio_sequence_length``, its mask's too, from the smallest
+    size the dict gives for each: the rest are the example's, as a Whisper spectrogram's). Batch,
     lengths and past lengths are dynamic in all three models, up to the decoder's table of learned positions where it
     reads one (a BERT decoder's). ``opset``, ``verify``, ``progress``, ``target`` and ``dtype`` are
     ``onnxport.export``'s, passed to the three exports. ``decoder_embeds``: the decoders take the new tokens'
-    embeddings (``inputs_embeds``) instead of their ids.
+    embeddings (``inputs_embeds``) instead of their ids. ``states_mask``: where the encoder gives the mask of its
+    own states (its output's ``attention_mask``: Moonshine's, Cohere ASR's), the encoder returns it as
+    ``encoder_attention_mask`` and the decoders take that mask; False: the decoders take none (transformers.js feeds
+    such a type's decoder none, one unpadded clip at a time).
     """
     from onnxport.api import export
 
@@ -132,20 +153,37 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
     kw = dict(opset=opset, verify=verify, progress=progress, target=target, dtype=dtype)
     text = {0: BATCH, 1: ENCODER}
     shapes = {name: {0: BATCH} if name in FIXED_SIZE_INPUTS else text for name in inputs}
+    audio = next((name for name in ("input_values", "input_features") if name in inputs), None)
+    clip = AUDIO  # the clip's length: the encoder's states are shorter (downsampled)
+    if audio_axes:
+        clip = torch.export.Dim(AUDIO.__name__, min=min(audio_axes.values()))
+    if audio is not None:
+        shapes[audio] = {0: BATCH, **dict.fromkeys(audio_axes or (), clip)}
+        if "attention_mask" in inputs:
+            shapes["attention_mask"] = {0: BATCH, 1: clip}
+    with torch.no_grad():
+        out = encoder.encoder(**inputs, return_dict=True)
+    if getattr(out, "attention_mask", None) is not None:  # the encoder's mask of its own states
+        encoder.states_mask = states_mask
+        decoder.states_type = type(out)
+    elif "attention_mask" in getattr(type(out), "__dataclass_fields__", {}):  # read by the model's forward
+        decoder.states_type = type(out)
     encoder_prog = export(encoder, (), inputs, dynamic_shapes=shapes, **kw)
     with torch.no_grad():
-        states = encoder(**inputs)["last_hidden_state"]
+        encoded = encoder(**inputs)
+    states = encoded["last_hidden_state"]
     batch = states.shape[0]
     step = {"input_ids": torch.full((batch, 1), start, dtype=torch.long)}
-    mask = inputs.get("attention_mask")
-    if mask is not None and _uses_encoder_mask(model):
+    mask = encoded.get("encoder_attention_mask", inputs.get("attention_mask"))
+    if mask is not None and _uses_encoder_mask(model) and (states_mask or decoder.states_type is None):
         step["encoder_attention_mask"] = mask
     step["encoder_hidden_states"] = states  # inputs in optimum's order
     # The first step has one token: torch.export would fix a length of 1, so it is captured with PAST.
     first = dict(step, input_ids=_ids(model, batch, PAST))
     longest = _longest_decoder(model)
     decoder_dim = DECODER if longest is None else torch.export.Dim(DECODER.__name__, max=longest)
-    shapes = {"input_ids": {0: BATCH, 1: decoder_dim}, "encoder_hidden_states": text, "encoder_attention_mask": text,
+    masked = text if audio is None or encoder.states_mask else {0: BATCH, 1: clip}  # the states' or the audio's
+    shapes = {"input_ids": {0: BATCH, 1: decoder_dim}, "encoder_hidden_states": text, "encoder_attention_mask": masked,
               "inputs_embeds": {0: BATCH, 1: decoder_dim}}
     embed = decoder_of(model).get_input_embeddings() if decoder_embeds else None
     if decoder_embeds:
@@ -229,4 +267,4 @@ def _ids(model: torch.nn.Module, batch: int, length: int, seed: int = 0) -> torc
 
 def _uses_encoder_mask(model: torch.nn.Module) -> bool:
     # Whisper's encoder takes no padding mask and its forward ignores ``attention_mask``.
-    return model.config.model_type != "whisper" and "input_features" not in model.main_input_name
+    return model.config.model_type != "whisper"

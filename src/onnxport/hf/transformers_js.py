@@ -253,6 +253,20 @@ def _common_shape(a: ir.Shape | None, b: ir.Shape | None) -> ir.Shape | None:
     return ir.Shape([x if str(x) == str(y) else None for x, y in zip(a, b)])
 
 
+# -- an encoder's inputs ----------------------------------------------------------------------------------------
+
+# The speech types whose feature extractor in transformers.js gives the samples alone, no attention_mask
+# (models/moonshine/feature_extraction_moonshine.js), where transformers' gives one: their encoder takes none.
+UNMASKED_AUDIO = ("moonshine",)
+
+
+def seq2seq_inputs(config: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """An encoder-decoder's example encoder inputs, as transformers.js's processor gives them for the type."""
+    if config.model_type in UNMASKED_AUDIO:
+        return {name: value for name, value in inputs.items() if name != "attention_mask"}
+    return inputs
+
+
 # -- the cache's names ----------------------------------------------------------------------------------------
 
 # transformers.js's names of a linear-attention layer's states, by the model types its getCacheNames (configs.js)

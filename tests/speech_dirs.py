@@ -1,0 +1,111 @@
+"""Tiny speech-recognition checkpoints, saved as people save them: config, safetensors, the feature extractor
+(preprocessor_config.json) and a word-level tokenizer; weights drawn at a spread that makes greedy decoding say
+more than one token. Each writer returns the directory, the model (eval, generation without an end token, so
+that every row generates all its tokens) and its feature extractor."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from tests.test_transformers_js import write_special_tokenizer
+
+VOCAB = 99
+RATE = 16000
+TOKENS = dict(vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+
+
+def _spread(model: torch.nn.Module, std: float, embeddings: float | None) -> None:
+    """Matrices drawn at ``std``, the decoder's token embeddings at ``embeddings`` where given."""
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, std)
+        if embeddings is not None:
+            model.get_decoder().get_input_embeddings().weight.normal_(0, embeddings)
+
+
+def _save(directory: str, model: Any, extractor: Any, std: float, embeddings: float | None = 1.0
+          ) -> tuple[str, Any, Any]:
+    _spread(model, std, embeddings)
+    model.eval().save_pretrained(directory)
+    extractor.save_pretrained(directory)
+    write_special_tokenizer(directory, VOCAB)
+    model.generation_config.eos_token_id = None
+    model.generation_config.forced_eos_token_id = None
+    return directory, model, extractor
+
+
+def write_moonshine(directory: str) -> tuple[str, Any, Any]:
+    """Moonshine: raw samples (``input_values``) through three strided convolutions."""
+    import transformers
+
+    config = transformers.MoonshineConfig(
+        hidden_size=32, intermediate_size=64, encoder_num_hidden_layers=2, decoder_num_hidden_layers=2,
+        encoder_num_attention_heads=4, decoder_num_attention_heads=4, max_position_embeddings=64, **TOKENS)
+    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=RATE, padding_value=0.0,
+                                                      do_normalize=False, return_attention_mask=True)
+    return _save(directory, transformers.MoonshineForConditionalGeneration(config), extractor, 0.3, None)
+
+
+def write_speech_to_text(directory: str) -> tuple[str, Any, Any]:
+    """Speech2Text: filter-bank frames (``input_features``, frames by bins), downsampled by two convolutions."""
+    import transformers
+
+    config = transformers.Speech2TextConfig(
+        d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, input_feat_per_channel=16, num_conv_layers=2, conv_channels=32,
+        max_source_positions=256, max_target_positions=64, **TOKENS)
+    extractor = transformers.Speech2TextFeatureExtractor(feature_size=16, num_mel_bins=16, sampling_rate=RATE)
+    return _save(directory, transformers.Speech2TextForConditionalGeneration(config), extractor, 0.6, None)
+
+
+def write_cohere_asr(directory: str) -> tuple[str, Any, Any]:
+    """Cohere ASR: log-mel frames into a Parakeet (conformer) encoder that subsamples them eightfold."""
+    import transformers
+
+    encoder = dict(model_type="parakeet_encoder", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=4, intermediate_size=64, num_mel_bins=16, subsampling_conv_channels=8,
+                   max_position_embeddings=512)
+    config = transformers.CohereAsrConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, intermediate_size=64,
+        head_dim=8, max_position_embeddings=64, encoder_config=encoder, **TOKENS)
+    extractor = transformers.CohereAsrFeatureExtractor(feature_size=16, dither=0.0)
+    return _save(directory, transformers.CohereAsrForConditionalGeneration(config), extractor, 0.3)
+
+
+def write_speecht5(directory: str) -> tuple[str, Any, Any]:
+    """SpeechT5's speech-to-text model: raw samples through a wav2vec2-style convolutional front end."""
+    import transformers
+
+    config = transformers.SpeechT5Config(
+        hidden_size=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, max_speech_positions=4000,
+        max_text_positions=64, **TOKENS)
+    extractor = transformers.SpeechT5FeatureExtractor(return_attention_mask=True)
+    return _save(directory, transformers.SpeechT5ForSpeechToText(config), extractor, 0.3, 2.0)
+
+
+WRITERS = {"moonshine": write_moonshine, "speech_to_text": write_speech_to_text, "cohere_asr": write_cohere_asr,
+           "speecht5": write_speecht5}
+
+
+def clips(seconds: tuple[float, ...] = (0.9, 0.55), seed: int = 1) -> list[np.ndarray]:
+    """Clips of noise of the given lengths at :data:`RATE`."""
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal(int(RATE * s)) * 0.1).astype(np.float32) for s in seconds]
+
+
+def encoded(extractor: Any, audio: list[np.ndarray]) -> dict[str, torch.Tensor]:
+    """The extractor's batch of ``audio`` (padded), its tensors the model takes."""
+    batch = extractor(audio, sampling_rate=RATE, padding=True, return_tensors="pt")
+    return {k: v for k, v in batch.items() if k in ("input_features", "input_values", "attention_mask")}
+
+
+def write(kind: str, root: str) -> tuple[str, Any, Any]:
+    return WRITERS[kind](os.path.join(root, kind))

@@ -1,0 +1,40 @@
+"""export-hf's automatic-speech-recognition beyond Whisper: the encoder takes what the checkpoint's feature extractor
+gives (raw samples or filter-bank frames, of any length, with the mask of a padded batch), and onnxport's runner
+generates transformers' tokens on padded batches of clips of other lengths than the example's, one longer."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import onnxport
+from onnxport.hf import export_hf
+from tests import speech_dirs
+
+transformers = pytest.importorskip("transformers")
+
+FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
+NEW_TOKENS = 8
+
+
+@pytest.mark.parametrize("kind", [
+    "moonshine",  # raw samples, three strided convolutions, the mask of its states from the encoder
+    pytest.param("speech_to_text", marks=pytest.mark.sweep),  # frames; the decoder downsamples the frames' mask
+    pytest.param("cohere_asr", marks=pytest.mark.sweep),  # frames into a conformer; the mask of its states
+    pytest.param("speecht5", marks=pytest.mark.sweep),  # raw samples into a wav2vec2-style front end
+])
+def test_speech_recognition_generates_as_transformers_on_padded_batches(tmp_path, kind) -> None:
+    directory, model, extractor = speech_dirs.write(kind, str(tmp_path))
+    out = tmp_path / "out"
+    export_hf(directory, "automatic-speech-recognition", out)
+    start = model.generation_config.decoder_start_token_id
+    for seconds in ((0.9, 0.55), (1.6, 0.3, 1.1)):  # the second batch: three clips, one longer than the example's
+        inputs = speech_dirs.encoded(extractor, speech_dirs.clips(seconds, seed=len(seconds)))
+        main = next(k for k in inputs if k != "attention_mask")
+        tokens = onnxport.generate_seq2seq(*(str(out / f) for f in FILES), inputs[main], inputs.get("attention_mask"),
+                                           decoder_start_token_id=start, max_new_tokens=NEW_TOKENS)
+        expected = model.generate(**inputs, do_sample=False, num_beams=1, max_new_tokens=NEW_TOKENS)
+        assert torch.equal(tokens, expected), (seconds, tokens.tolist(), expected.tolist())
+    assert os.path.isfile(out / "preprocessor_config.json")
