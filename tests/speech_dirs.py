@@ -91,6 +91,42 @@ def write_speecht5(directory: str) -> tuple[str, Any, Any]:
     return _save(directory, transformers.SpeechT5ForSpeechToText(config), extractor, 0.3, 2.0)
 
 
+# Cohere ASR's decoder prompt, as transformers.js's CohereAsrProcessor.get_decoder_prompt_ids('en') spells it.
+COHERE_PROMPT = ("▁", "<|startofcontext|>", "<|startoftranscript|>", "<|emo:undefined|>", "<|en|>", "<|en|>",
+                 "<|pnc|>", "<|noitn|>", "<|notimestamp|>", "<|nodiarize|>")
+
+
+def write_cohere_asr_processor(directory: str) -> list[int]:
+    """Cohere ASR's directory as transformers.js's pipeline reads it: its prompt's tokens in the vocabulary (the
+    last ids, marked special), ``processor_class`` in preprocessor_config.json and a processor_config.json; the
+    prompt's ids."""
+    import json
+
+    from tokenizers import AddedToken, Tokenizer
+
+    path = os.path.join(directory, "tokenizer.json")
+    tokenizer = Tokenizer.from_file(path)
+    spelled = list(dict.fromkeys(COHERE_PROMPT))
+    vocab = tokenizer.get_vocab()
+    words = sorted((i, w) for w, i in vocab.items() if w.startswith("w"))[-len(spelled):]
+    data = json.loads(tokenizer.to_str())
+    for (i, word), token in zip(words, spelled, strict=True):
+        del data["model"]["vocab"][word]
+        data["model"]["vocab"][token] = i
+    tokenizer = Tokenizer.from_str(json.dumps(data))
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in spelled])
+    tokenizer.save(path)
+    settings = os.path.join(directory, "preprocessor_config.json")
+    with open(settings, encoding="utf-8") as f:
+        config = json.load(f)
+    with open(settings, "w", encoding="utf-8") as f:
+        json.dump({**config, "processor_class": "CohereAsrProcessor"}, f)
+    with open(os.path.join(directory, "processor_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"processor_class": "CohereAsrProcessor"}, f)
+    ids = dict(tokenizer.get_vocab())
+    return [ids[t] for t in COHERE_PROMPT]
+
+
 WRITERS = {"moonshine": write_moonshine, "speech_to_text": write_speech_to_text, "cohere_asr": write_cohere_asr,
            "speecht5": write_speecht5}
 

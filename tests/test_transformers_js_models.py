@@ -11,6 +11,7 @@ extractor gives no mask), all in one Node process."""
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -132,8 +133,30 @@ def _moonshine(root: str) -> Case:
                 expected)
 
 
+def _cohere_asr(root: str) -> Case:
+    """transformers.js's pipeline starts the decoder from the prompt alone, and feeds the encoder no mask (its
+    forward_params name none: the feature extractor's mask leaves out a clip's last frame, which transformers.js's
+    encoder reads): the checkpoint's start token is the prompt's first, and transformers is given the same."""
+    directory, model, extractor = speech_dirs.write_cohere_asr(os.path.join(root, "cohere_asr"))
+    prompt = torch.tensor([speech_dirs.write_cohere_asr_processor(directory)])
+    model.config.decoder_start_token_id = model.generation_config.decoder_start_token_id = int(prompt[0, 0])
+    model.save_pretrained(directory)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    audio = speech_dirs.clips((0.9, 1.7))
+    options = {"max_new_tokens": NEW_TOKENS}
+    expected = []
+    for clip in audio:
+        features = speech_dirs.encoded(extractor, [clip])["input_features"]
+        ids = model.generate(input_features=features, decoder_input_ids=prompt, do_sample=False, num_beams=1,
+                             **options)
+        expected.append({"text": tokenizer.decode(ids[0], skip_special_tokens=True).strip()})
+    return Case("automatic-speech-recognition", directory, [{"audio": clip.tolist()} for clip in audio], options,
+                expected)
+
+
 MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier,
-          "vit-features": _vit_features, "moonshine": _moonshine}
+          "vit-features": _vit_features, "moonshine": _moonshine,
+          "cohere_asr": _cohere_asr}
 
 
 @pytest.fixture(scope="module")
@@ -150,14 +173,13 @@ def js(tmp_path_factory):
     return {name: (case, result) for (name, case), result in zip(cases.items(), run_js(jobs, root), strict=True)}
 
 
-def test_the_speech_types_without_a_mask_are_those_of_the_installed_transformers_js() -> None:
+def test_the_speech_types_without_a_mask_take_none_in_the_installed_transformers_js() -> None:
     from onnxport.hf.transformers_js import UNMASKED_AUDIO
     from tests.test_transformers_js_vlm import _read
 
-    moonshine = _read("models/moonshine/feature_extraction_moonshine.js")
-    assert "input_values: new Tensor(" in moonshine and "attention_mask" not in moonshine
-    assert "attention_mask: new Tensor(" in _read("models/parakeet/feature_extraction_parakeet.js")  # Cohere ASR's
-    assert UNMASKED_AUDIO == ("moonshine",)
+    for kind in UNMASKED_AUDIO:
+        params = re.search(r"forward_params = \[([^\]]*)\]", _read(f"models/{kind}/modeling_{kind}.js")).group(1)
+        assert "'decoder_input_ids'" in params and "'attention_mask'" not in params, (kind, params)
 
 
 @pytest.mark.parametrize("name", list(MAKERS))

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
+import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.errors import InvalidInputError
@@ -255,16 +256,21 @@ def _common_shape(a: ir.Shape | None, b: ir.Shape | None) -> ir.Shape | None:
 
 # -- an encoder's inputs ----------------------------------------------------------------------------------------
 
-# The speech types whose feature extractor in transformers.js gives the samples alone, no attention_mask
-# (models/moonshine/feature_extraction_moonshine.js), where transformers' gives one: their encoder takes none.
-UNMASKED_AUDIO = ("moonshine",)
+# The speech types whose model class in transformers.js hands generate no attention_mask (its forward_params,
+# models/<type>/modeling_<type>.js, name none), where transformers' feature extractor gives one: their encoder
+# takes none.
+UNMASKED_AUDIO = ("moonshine", "cohere_asr")
 
 
 def seq2seq_inputs(config: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-    """An encoder-decoder's example encoder inputs, as transformers.js's processor gives them for the type."""
+    """An encoder-decoder's example encoder inputs, as transformers.js's processor gives them for the type: its
+    speech pipelines encode one clip at a time, so a clip's mask holds no padding (the example's shorter clip ends
+    in the padding's silence), and a type of :data:`UNMASKED_AUDIO` gets none."""
+    if not {"input_features", "input_values"} & set(inputs) or "attention_mask" not in inputs:
+        return inputs
     if config.model_type in UNMASKED_AUDIO:
         return {name: value for name, value in inputs.items() if name != "attention_mask"}
-    return inputs
+    return {**inputs, "attention_mask": torch.ones_like(inputs["attention_mask"])}
 
 
 # -- the cache's names ----------------------------------------------------------------------------------------
