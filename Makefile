@@ -152,6 +152,11 @@ bench-export-hf-census: $(VENV)/.installed
 # It runs at the newest transformers, with torchvision, timm and scipy (requirements-census.txt), in .venv-census,
 # layered on .venv as .venv-tf is.
 CENSUS_VENV := .venv-census
+# The speech-recognition census: every type of transformers' speech-to-text mapping, at the newest transformers.
+.PHONY: bench-speech-census
+bench-speech-census: $(TF_VENV)/.installed
+	OMP_NUM_THREADS=1 $(TF_VENV)/bin/python bench/speech_census.py
+
 .PHONY: bench-image-text-census
 bench-image-text-census: $(CENSUS_VENV)/.installed
 	OMP_NUM_THREADS=1 $(CENSUS_VENV)/bin/python bench/image_text_census.py --resume

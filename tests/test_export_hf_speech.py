@@ -38,3 +38,15 @@ def test_speech_recognition_generates_as_transformers_on_padded_batches(tmp_path
         expected = model.generate(**inputs, do_sample=False, num_beams=1, max_new_tokens=NEW_TOKENS)
         assert torch.equal(tokens, expected), (seconds, tokens.tolist(), expected.tolist())
     assert os.path.isfile(out / "preprocessor_config.json")
+
+
+def test_a_speech_language_model_is_refused_before_it_is_loaded(tmp_path) -> None:
+    """Voxtral reads its audio encoder's rows among its prompt's tokens: no encoder-decoder split to write."""
+    from onnxport.errors import InvalidInputError
+
+    directory = tmp_path / "voxtral"
+    directory.mkdir()
+    (directory / "config.json").write_text('{"model_type": "voxtral"}', encoding="utf-8")  # no weights: not read
+    with pytest.raises(InvalidInputError, match="VoxtralForConditionalGeneration\\) is a language model"):
+        export_hf(str(directory), "automatic-speech-recognition", tmp_path / "out")
+    assert not (tmp_path / "out").exists()

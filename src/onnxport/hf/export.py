@@ -66,7 +66,7 @@ from onnxport.hf.multimodal.consumers import (
 )
 from onnxport.hf.multimodal.genai import genai_names, write_genai
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
-from onnxport.hf.seq2seq import Seq2SeqPrograms, export_seq2seq
+from onnxport.hf.seq2seq import Seq2SeqPrograms, check_speech, export_seq2seq
 from onnxport.hf.signature import cache_argument
 from onnxport.hf.tasks import MODULES_FILE, pick_task
 from onnxport.program import OnnxProgram
@@ -231,6 +231,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             stems += (layout.audio_files[config.model_type],)  # the audio encoder transformers.js loads for the type
         check_output_folder(out, transformers_js.file_names(stems, dtypes) if engine is not None
                             else [f"{stem}.onnx" for stem in stems])
+    if task == "automatic-speech-recognition":
+        check_speech(config, spec.auto)
     if task == "text-generation" or spec.seq2seq or spec.vlm:
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:

@@ -26,8 +26,8 @@ from onnxport.hf.signature import cache_argument, cache_of
 from onnxport.program import OnnxProgram
 from onnxport.serial import serialized
 
-__all__ = ["VISION_TEXT_DECODERS", "Seq2SeqPrograms", "decoder_of", "decoder_start_token", "encoder_of",
-           "export_seq2seq"]
+__all__ = ["VISION_TEXT_DECODERS", "Seq2SeqPrograms", "check_speech", "decoder_of", "decoder_start_token",
+           "encoder_of", "export_seq2seq"]
 
 # The encoder inputs whose sizes past the batch are the example's: a spectrogram's, an image's.
 FIXED_SIZE_INPUTS = ("input_features", "pixel_values")
@@ -202,6 +202,22 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
     shapes = dict(shapes, past_key_values=[layer] * len(cache.self_attention_cache.layers))
     past_prog = export(decoder, (), with_past, dynamic_shapes={k: shapes[k] for k in with_past}, **kw)
     return Seq2SeqPrograms(encoder_prog, decoder_prog, past_prog)
+
+
+def check_speech(config: Any, auto: str) -> None:
+    """Refuse, before it is loaded, a speech-recognition model that is not an encoder-decoder: a language model
+    that reads its audio encoder's rows among its prompt's tokens (Voxtral, Granite Speech, Qwen3-ASR, ...), as a
+    vision-language model reads an image's."""
+    if not getattr(config, "is_encoder_decoder", False):
+        from transformers.models.auto import modeling_auto
+
+        name = modeling_auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES.get(config.model_type, f"{auto}'s class")
+        raise InvalidInputError(
+            f"onnxport does not export {config.model_type} models for automatic-speech-recognition yet: its class "
+            f"for it ({name}) is a language model that reads its audio encoder's rows among its prompt's tokens "
+            "(audio-text-to-text), not an encoder of the audio and a decoder that cross-attends it, the split "
+            "onnxport writes (encoder_model, decoder_model, decoder_with_past_model)",
+            fix="export its language model for text-generation, or the whole model with onnxport.export")
 
 
 def encoder_of(model: torch.nn.Module) -> torch.nn.Module:
