@@ -226,14 +226,22 @@ _STRIDE = 32  # an example of varying size is rounded up to this: the deepest st
 _PROBED: dict[tuple[str, int], tuple[list[tuple[int, int]], tuple[int, int] | None, bool]] = {}
 
 
+def _settings_key(directory: str) -> tuple[str, int] | None:
+    """The directory's preprocessor_config.json, as a key of what was made of it (its path and time of change);
+    None where it has none."""
+    path = os.path.join(directory, "preprocessor_config.json")
+    if not directory or not os.path.isfile(path):
+        return None
+    return os.path.abspath(path), os.stat(path).st_mtime_ns
+
+
 def _probe_processor(directory: str) -> tuple[list[tuple[int, int]], tuple[int, int] | None, bool] | None:
     """What the image processor in ``directory`` makes of ``_PROBES``: the (height, width) of each image alone,
     that of the two batched (None when it cannot batch them: it does not pad) and whether the batch comes with
     a ``pixel_mask``; None where the directory has no image processor transformers loads."""
-    path = os.path.join(directory, "preprocessor_config.json")
-    if not directory or not os.path.isfile(path):
+    key = _settings_key(directory)
+    if key is None:
         return None
-    key = (os.path.abspath(path), os.stat(path).st_mtime_ns)
     if key not in _PROBED:
         import numpy as np
         import transformers
@@ -351,10 +359,9 @@ _HEARD: dict[tuple[str, int], AudioForm | None] = {}
 def _probe_extractor(directory: str, takes: set[str]) -> AudioForm | None:
     """What the feature extractor in ``directory`` makes of ``_CLIP_SECONDS`` (None where the directory has none
     that transformers loads): the batch keeps the inputs of ``takes``."""
-    path = os.path.join(directory, "preprocessor_config.json")
-    if not directory or not os.path.isfile(path):
+    key = _settings_key(directory)
+    if key is None:
         return None
-    key = (os.path.abspath(path), os.stat(path).st_mtime_ns)
     if key not in _HEARD:
         import numpy as np
         import transformers
