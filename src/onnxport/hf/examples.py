@@ -223,42 +223,44 @@ class ImageSizes(NamedTuple):
 # gives images of varying size.
 _PROBES = ((48, 64), (64, 40))
 _STRIDE = 32  # an example of varying size is rounded up to this: the deepest stride of convolutional backbones
-_PROBED: dict[tuple[str, int], tuple[list[tuple[int, int]], tuple[int, int] | None, bool]] = {}
+_PROBED: dict[Any, tuple[list[tuple[int, int]], tuple[int, int] | None, bool] | None] = {}
 
 
-def _settings_key(directory: str) -> tuple[str, int] | None:
-    """The directory's preprocessor_config.json, as a key of what was made of it (its path and time of change);
-    None where it has none."""
+def _probed(directory: str, made: dict[Any, Any], probe: Callable[[], Any], *extra: Any) -> Any:
+    """What ``probe`` makes of the directory's preprocessor_config.json, made once per version of that file (its
+    path and time of change, and ``extra``); None where the directory has none."""
     path = os.path.join(directory, "preprocessor_config.json")
     if not directory or not os.path.isfile(path):
         return None
-    return os.path.abspath(path), os.stat(path).st_mtime_ns
+    key = (os.path.abspath(path), os.stat(path).st_mtime_ns, *extra)
+    if key not in made:
+        made[key] = probe()
+    return made[key]
 
 
 def _probe_processor(directory: str) -> tuple[list[tuple[int, int]], tuple[int, int] | None, bool] | None:
     """What the image processor in ``directory`` makes of ``_PROBES``: the (height, width) of each image alone,
     that of the two batched (None when it cannot batch them: it does not pad) and whether the batch comes with
     a ``pixel_mask``; None where the directory has no image processor transformers loads."""
-    key = _settings_key(directory)
-    if key is None:
-        return None
-    if key not in _PROBED:
-        import numpy as np
-        import transformers
+    return _probed(directory, _PROBED, lambda: _processor_sizes(directory))
 
-        try:
-            processor = transformers.AutoImageProcessor.from_pretrained(directory, local_files_only=True)
-            pictures = [np.full((h, w, 3), 128, dtype=np.uint8) for h, w in _PROBES]
-            alone = [tuple(processor(p, return_tensors="np")["pixel_values"].shape[-2:]) for p in pictures]
-        except Exception:  # noqa: BLE001 - not an image processor (a feature extractor), or one that needs more
-            return None
-        try:
-            batch = processor(pictures, return_tensors="np")
-            batched, mask = tuple(batch["pixel_values"].shape[-2:]), "pixel_mask" in batch
-        except Exception:  # noqa: BLE001 - images of different sizes it does not pad
-            batched, mask = None, False
-        _PROBED[key] = (alone, batched, mask)
-    return _PROBED[key]
+
+def _processor_sizes(directory: str) -> tuple[list[tuple[int, int]], tuple[int, int] | None, bool] | None:
+    import numpy as np
+    import transformers
+
+    try:
+        processor = transformers.AutoImageProcessor.from_pretrained(directory, local_files_only=True)
+        pictures = [np.full((h, w, 3), 128, dtype=np.uint8) for h, w in _PROBES]
+        alone = [tuple(processor(p, return_tensors="np")["pixel_values"].shape[-2:]) for p in pictures]
+    except Exception:  # noqa: BLE001 - not an image processor (a feature extractor), or one that needs more
+        return None
+    try:
+        batch = processor(pictures, return_tensors="np")
+        batched, mask = tuple(batch["pixel_values"].shape[-2:]), "pixel_mask" in batch
+    except Exception:  # noqa: BLE001 - images of different sizes it does not pad
+        batched, mask = None, False
+    return alone, batched, mask
 
 
 def image_sizes(model: torch.nn.Module, config: Any) -> ImageSizes:
@@ -353,40 +355,36 @@ class AudioForm(NamedTuple):
 
 
 _CLIP_SECONDS = (1.0, 0.6, 0.25)  # the example's two clips, and the shortest, in seconds
-_HEARD: dict[tuple[str, int], AudioForm | None] = {}
+_HEARD: dict[Any, AudioForm | None] = {}
 
 
 def _probe_extractor(directory: str, takes: set[str]) -> AudioForm | None:
     """What the feature extractor in ``directory`` makes of ``_CLIP_SECONDS`` (None where the directory has none
     that transformers loads): the batch keeps the inputs of ``takes``."""
-    key = _settings_key(directory)
-    if key is None:
-        return None
-    if key not in _HEARD:
-        import numpy as np
-        import transformers
+    return _probed(directory, _HEARD, lambda: _extractor_form(directory, takes), frozenset(takes))
 
-        try:
-            extractor = transformers.AutoFeatureExtractor.from_pretrained(directory, local_files_only=True)
-            rate = int(extractor.sampling_rate)
-            rng = np.random.default_rng(0)
-            clips = [(rng.standard_normal(int(rate * s)) * 0.1).astype(np.float32) for s in _CLIP_SECONDS]
-            alone = [extractor(c, sampling_rate=rate, return_tensors="pt") for c in clips]
-            batch = extractor(clips[:2], sampling_rate=rate, padding=True, return_tensors="pt")
-        except Exception:  # noqa: BLE001 - not a feature extractor of audio (an image processor), or one that needs more
-            _HEARD[key] = None
-            return None
-        inputs = {k: torch.as_tensor(v) for k, v in batch.items() if k in takes}
-        main = next((k for k in ("input_features", "input_values") if k in inputs), None)
-        if main is None:
-            _HEARD[key] = None
-            return None
-        if "attention_mask" in inputs:
-            inputs["attention_mask"] = inputs["attention_mask"].long()
-        shapes = [tuple(a[main].shape[1:]) for a in alone]
-        _HEARD[key] = AudioForm(inputs, {i + 1: shortest for i, (one, other, shortest) in enumerate(zip(*shapes))
-                                         if one != other})
-    return _HEARD[key]
+
+def _extractor_form(directory: str, takes: set[str]) -> AudioForm | None:
+    import numpy as np
+    import transformers
+
+    try:
+        extractor = transformers.AutoFeatureExtractor.from_pretrained(directory, local_files_only=True)
+        rate = int(extractor.sampling_rate)
+        rng = np.random.default_rng(0)
+        clips = [(rng.standard_normal(int(rate * s)) * 0.1).astype(np.float32) for s in _CLIP_SECONDS]
+        alone = [extractor(c, sampling_rate=rate, return_tensors="pt") for c in clips]
+        batch = extractor(clips[:2], sampling_rate=rate, padding=True, return_tensors="pt")
+    except Exception:  # noqa: BLE001 - not a feature extractor of audio (an image processor), or one that needs more
+        return None
+    inputs = {k: torch.as_tensor(v) for k, v in batch.items() if k in takes}
+    main = next((k for k in ("input_features", "input_values") if k in inputs), None)
+    if main is None:
+        return None
+    if "attention_mask" in inputs:
+        inputs["attention_mask"] = inputs["attention_mask"].long()
+    shapes = [tuple(a[main].shape[1:]) for a in alone]
+    return AudioForm(inputs, {i + 1: shortest for i, (one, other, shortest) in enumerate(zip(*shapes)) if one != other})
 
 
 def audio_form(model: torch.nn.Module, config: Any) -> AudioForm:
