@@ -163,18 +163,15 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
             shapes["attention_mask"] = {0: BATCH, 1: clip}
     with torch.no_grad():
         out = encoder.encoder(**inputs, return_dict=True)
-    if getattr(out, "attention_mask", None) is not None:  # the encoder's mask of its own states
-        encoder.states_mask = states_mask
+    if "attention_mask" in getattr(type(out), "__dataclass_fields__", {}):  # read by the model's forward
         decoder.states_type = type(out)
-    elif "attention_mask" in getattr(type(out), "__dataclass_fields__", {}):  # read by the model's forward
-        decoder.states_type = type(out)
+    own = getattr(out, "attention_mask", None)  # the encoder's mask of its own states
+    encoder.states_mask = states_mask and own is not None
     encoder_prog = export(encoder, (), inputs, dynamic_shapes=shapes, **kw)
-    with torch.no_grad():
-        encoded = encoder(**inputs)
-    states = encoded["last_hidden_state"]
+    states = getattr(out, encoder.states)  # what the encoder model gives, from the run above
     batch = states.shape[0]
     step = {"input_ids": torch.full((batch, 1), start, dtype=torch.long)}
-    mask = encoded.get("encoder_attention_mask", inputs.get("attention_mask"))
+    mask = own.to(torch.int64) if encoder.states_mask else inputs.get("attention_mask")
     if mask is not None and _uses_encoder_mask(model) and (states_mask or decoder.states_type is None):
         step["encoder_attention_mask"] = mask
     step["encoder_hidden_states"] = states  # inputs in optimum's order
