@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["COMPLEX_INPUTS", "COMPLEX_OUTPUTS", "DIM_RANGES", "FLOAT64_AS_FLOAT32", "RANDOM_OUTPUTS", "TARGET",
-           "TASK", "names", "text", "write_names"]
+__all__ = ["COMPLEX_INPUTS", "COMPLEX_OUTPUTS", "DIM_RANGES", "FLOAT64_AS_FLOAT32", "RANDOM_DRAWS", "RANDOM_OUTPUTS",
+           "TARGET", "TASK", "names", "text", "write_names"]
 
 TARGET = "onnxport.target"  # the target the file was written for ("onnxruntime>=1.18"), see onnxport.targets
 TASK = "onnxport.hf.task"  # the task of each model export_hf writes ("text-generation"), see onnxport.hf.tasks
 RANDOM_OUTPUTS = "onnxport.random_outputs"  # JSON list: the outputs random ops feed (compared by shape and dtype)
+# JSON list: the values of the graph that are torch's standard draws (randn, rand and their _like forms), in the
+# order the program draws them; verification feeds eager PyTorch's own draws there (see onnxport.verify.draws)
+RANDOM_DRAWS = "onnxport.random_draws"
 # JSON list: the op types whose float64 nodes compute in float32 (no onnxruntime kernel); verification then
 # holds float64 outputs to float32's tolerances
 FLOAT64_AS_FLOAT32 = "onnxport.float64_as_float32"

@@ -30,10 +30,14 @@ from onnxport.translate.ops.complex import complex_translator, is_complex, touch
 from onnxport.translate.registry import BUILTIN, Translator, functional_variant, lookup, target_name
 
 __all__ = [
-    "Translated", "name_output_dims", "random_outputs", "translate", "translator_for", "untranslated_ops",
+    "DRAWS", "Translated", "is_random", "name_output_dims", "random_outputs", "translate", "translator_for",
+    "untranslated_ops",
 ]
 
 # Ops whose values differ from run to run (Dropout only with its training_mode input, i.e. in training).
+# torch's standard draws, each one value of the graph that verification can feed (see onnxport.verify.draws)
+DRAWS = frozenset((torch.ops.aten.randn.default, torch.ops.aten.randn_like.default, torch.ops.aten.rand.default,
+                    torch.ops.aten.rand_like.default))
 _RANDOM_OPS = frozenset(
     "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial Bernoulli".split()
 )
@@ -258,7 +262,8 @@ def translate(
                 f"input {node.name} is a {spec.kind.name}, which ONNX cannot hold",
                 fix="pass tensors, or lists/tuples/dicts of tensors, as model inputs and state",
             )
-    results = _GraphTranslator(ctx, gm, ctx.custom).run(bound)
+    translator = _GraphTranslator(ctx, gm, ctx.custom)
+    results = translator.run(bound)
     flat = torch.utils._pytree.tree_leaves(results, is_leaf=lambda x: x is None)
     out_specs = ep.graph_signature.output_specs
     user_flat = [r for r, s in zip(flat, out_specs) if s.kind == OutputKind.USER_OUTPUT]
@@ -271,6 +276,9 @@ def translate(
     random = random_outputs(graph)
     if random:
         metadata.write_names(model, metadata.RANDOM_OUTPUTS, random)
+        draws = [translator.env[n] for n in gm.graph.nodes if n.op == "call_function" and n.target in DRAWS]
+        if draws and all(isinstance(v, ir.Value) and v.name for v in draws):
+            metadata.write_names(model, metadata.RANDOM_DRAWS, [v.name for v in draws])
     complex_inputs = [bound[n].name for n in tensor_inputs if is_complex(n.meta.get("val"))]
     complex_outputs = [graph.outputs[slot].name for slot, val in zip(output_slots, _output_vals(gm, out_specs))
                        if isinstance(slot, int) and is_complex(val)]
@@ -383,7 +391,7 @@ def _taint(graph: ir.Graph, tainted: set[int]) -> bool:
     A node with subgraphs counts as random when one holds a random node or reads a tainted value."""
     found = False
     for node in graph:
-        random = _is_random(node) or any(id(v) in tainted for v in node.inputs if v is not None)
+        random = is_random(node) or any(id(v) in tainted for v in node.inputs if v is not None)
         for attr in node.attributes.values():
             subgraphs = {ir.AttributeType.GRAPH: [attr.value], ir.AttributeType.GRAPHS: attr.value}.get(attr.type, [])
             for sub in subgraphs:
@@ -394,7 +402,7 @@ def _taint(graph: ir.Graph, tainted: set[int]) -> bool:
     return found
 
 
-def _is_random(node: ir.Node) -> bool:
+def is_random(node: ir.Node) -> bool:
     if node.domain not in ("", "ai.onnx"):
         return False
     training = node.op_type == "Dropout" and len(node.inputs) > 2 and node.inputs[2] is not None

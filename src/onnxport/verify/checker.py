@@ -28,6 +28,7 @@ from onnxport.verify.ahead import EagerAhead, eager_outputs
 from onnxport.verify.budget import Budget
 from onnxport.verify.child import Crashed, SessionProcess, no_fork_reason
 from onnxport.verify.compare import OutputCheck, Verification, compare, tolerance
+from onnxport.verify.draws import Recording, feed_draws, mismatch, plan
 from onnxport.verify.integer import (
     float_products,
     integer_kernels,
@@ -106,6 +107,9 @@ class Checker:
         self._precisions: dict[str, torch.dtype] | None = None  # see computed_precisions
         self._quantized_steps: dict[str, float] | None = None  # see quantized_output_steps
         self._unit: tuple[float, float, int] | None = None  # eager s, onnxruntime s, input elements
+        self._draws = plan(program.model)  # the random draws fed eager PyTorch's own (see draws), or None
+        if self._draws:
+            self.result.draws_fed = len(self._draws)
 
     @property
     def eager_seconds(self) -> float:
@@ -141,9 +145,12 @@ class Checker:
             return "over budget"
         tensors = [torch.as_tensor(t) for t in flat]
         start = time.perf_counter()
-        taken = self._taken(args, kwargs) if derived is None else None
+        derived = None if self._draws else derived  # a set's draws are its own: eager PyTorch runs each
+        taken = self._taken(args, kwargs) if derived is None and not self._draws else None
+        drawn: list[torch.Tensor] = []
         try:
-            expected = derived if derived is not None else taken[0] if taken is not None else self._eager(args, kwargs)
+            expected = (derived if derived is not None else taken[0] if taken is not None
+                        else self._eager(args, kwargs, drawn))
         except Exception as exc:  # noqa: BLE001 - the model's own error
             if not generated:
                 raise _eager_fails(label, described, exc) from exc
@@ -161,6 +168,14 @@ class Checker:
             # after eager PyTorch's first run, not beside it: on few cores the two slowed each other down
             # more than they overlapped (R3D-18: 1.2 s of verification against 1.0 s)
             self._start_session()
+        if self._draws:
+            unfed = mismatch(self._draws, drawn)
+            if unfed:
+                self.result.runs.append(f"{described} (differs from eager PyTorch: {unfed})")
+                self.result.outputs = [OutputCheck(name, "", (), 0, 0, 0, 0, False, unfed)
+                                       for name in self.program.output_names]
+                return "mismatch"
+            tensors += [d.to(_FLOATS.get(v.dtype, d.dtype)) for v, d in zip(self._draws, drawn, strict=True)]
         actual, ort_s = self._outputs(tensors)
         if isinstance(actual, Exception) and "NOT_IMPLEMENTED" in str(actual) and self._unit is None:
             # e.g. bfloat16 kernels missing on the CPU provider: valid ONNX, but unverifiable here
@@ -194,6 +209,13 @@ class Checker:
         self.result.runs.append(f"{described} (differs from eager PyTorch: {str(worst).strip()})")
         return "mismatch"
 
+    def _random_outputs(self) -> list[str]:
+        """The outputs compared by shape and dtype alone: none where the draws are fed."""
+        return [] if self._draws else self.program.random_outputs
+
+    def _random_sizes(self) -> dict[str, list[int]]:
+        return {} if self._draws else self.program.random_sizes
+
     def _steps(self) -> dict[str, float]:
         if self._quantized_steps is None:
             self._quantized_steps = quantized_output_steps(self.program.model)
@@ -204,9 +226,16 @@ class Checker:
             self._precisions = computed_precisions(self.program.model)
         return self._precisions
 
-    def _eager(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+    def _eager(self, args: tuple, kwargs: dict[str, Any], drawn: list[torch.Tensor] | None = None) -> Any:
+        """Eager PyTorch's outputs; where the model's draws are fed, its draws appended to ``drawn``."""
         self.eager_runs += 1
-        return eager_outputs(self.model, args, kwargs)
+        if not self._draws:
+            return eager_outputs(self.model, args, kwargs)
+        with Recording() as recording:
+            outputs = eager_outputs(self.model, args, kwargs)
+        if drawn is not None:
+            drawn.extend(recording.draws)
+        return outputs
 
     def _taken(self, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, float] | None:
         """The eager outputs on these inputs from the run started ahead, and its seconds, if it stands."""
@@ -219,7 +248,8 @@ class Checker:
     def _start_session(self) -> None:
         level = session_level(self.program.model)
         self.result.optimization = level
-        self._session = SessionProcess(self.program.model, optimization=level, weights_as_inputs=level == "none")
+        self._session = SessionProcess(self.program.model, optimization=level, weights_as_inputs=level == "none",
+                                       prepare=self._prepare())
         self.result.isolated = self._session.isolated
         if not self._session.isolated:
             self.result.in_process_because = no_fork_reason()
@@ -245,8 +275,8 @@ class Checker:
             problem = f"onnxruntime {what} on {described}: {_first_line(actual)}"
             checks = [OutputCheck(name, "", (), 0, 0, 0, 0, False, problem) for name in names]
         else:
-            checks = compare(names, self.program.onnx_leaves(expected), actual, random=self.program.random_outputs,
-                             random_sizes=self.program.random_sizes,
+            checks = compare(names, self.program.onnx_leaves(expected), actual, random=self._random_outputs(),
+                             random_sizes=self._random_sizes(),
                              float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed(),
                              steps=self._steps())
         self._split["comparison"] += time.perf_counter() - start
@@ -265,7 +295,7 @@ class Checker:
         inputs, expected = failing
         for level in ("basic", "none"):
             session = SessionProcess(self.program.model, optimization=level, weights_as_inputs=level == "none",
-                                     prepare=self._as_torch_computes())
+                                     prepare=self._prepare(self._as_torch_computes()))
             try:
                 actual = session.run(inputs)
             except Exception as exc:  # noqa: BLE001
@@ -298,7 +328,8 @@ class Checker:
             return
         names = self.program.output_names
         exact, noisy = 0, []
-        session = SessionProcess(self.program.model, optimization="basic", prepare=self._as_torch_computes())
+        session = SessionProcess(self.program.model, optimization="basic",
+                                 prepare=self._prepare(self._as_torch_computes()))
         try:
             for inputs, expected, actual in self.mismatched_runs:
                 basic = session.run(inputs)
@@ -334,6 +365,19 @@ class Checker:
             + ", ".join(f"{c.name} max_abs={c.max_abs:.3g}" for c in differing)
             + "): integer kernels and float arithmetic round requantized activations each their own way; " + how)
 
+    def _prepare(self, then: Callable[[ir.Model], Any] | None = None) -> Callable[[ir.Model], Any] | None:
+        """A session's ``prepare``: the draws made inputs (where they are fed), then ``then``."""
+        if not self._draws:
+            return then
+        feed = feed_draws([v.name for v in self._draws])
+
+        def prepare(model: ir.Model) -> None:
+            feed(model)
+            if then is not None:
+                then(model)
+
+        return prepare
+
     def _as_torch_computes(self) -> Callable[[ir.Model], int] | None:
         """For a quantized model checked at a lower level: its integer products written back as the float
         products of dequantized values that eager PyTorch computes (see ``float_products``)."""
@@ -341,7 +385,7 @@ class Checker:
 
     def _compare_basic(self, expected: Any, actual: Any) -> list[OutputCheck]:
         return compare(self.program.output_names, self.program.onnx_leaves(expected), actual,
-                       random=self.program.random_outputs, random_sizes=self.program.random_sizes,
+                       random=self._random_outputs(), random_sizes=self._random_sizes(),
                        float64_as_float32=bool(self.program.float64_as_float32), computed=self._computed(),
                        steps=self._steps())
 

@@ -86,6 +86,7 @@ class Verification:
     time_split: dict[str, float] = dataclasses.field(default_factory=dict)
     reference: Any = dataclasses.field(default=None, repr=False, compare=False)  # the example's eager outputs
     integer_rounding: str = ""  # quantized outputs judged by onnxruntime's level 'basic' (see Checker)
+    draws_fed: int = 0  # the random draws of the model fed eager PyTorch's own on each set (see draws)
 
     @property
     def ok(self) -> bool:
@@ -123,7 +124,10 @@ class Verification:
         runs = [f"  inputs: {r}" for r in self.runs]
         branches = [textwrap.indent(str(self.branches), "  ")] if self.branches is not None else []
         rounding = [f"  {self.integer_rounding}"] if self.integer_rounding else []
-        return "\n".join([head, *cost, *runs, *(str(o) for o in self.outputs), *rounding, *branches])
+        fed = self.draws_fed
+        draws = [f"  random draws: the model's {fed} (randn, rand) fed eager PyTorch's own on each set, outputs "
+                 "compared value for value; the file draws its own"] if fed else []
+        return "\n".join([head, *cost, *draws, *runs, *(str(o) for o in self.outputs), *rounding, *branches])
 
 
 def compare(
