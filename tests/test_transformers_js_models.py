@@ -6,7 +6,8 @@ table grows with the length), GPTBigCode (StarCoder's; transformers.js feeds its
 (transformers.js runs it through its image-text-to-text sessions), BART's sequence classifier (its head reads
 the end-of-sequence token's features: the example must hold one per text), a ViT's image features (task
 image-feature-extraction), Moonshine's speech recognition (raw samples of any length; transformers.js's feature
-extractor gives no mask), all in one Node process."""
+extractor gives no mask), Cohere ASR's, and VITS's text-to-audio (the tokenizer.json export-hf writes for its Python
+tokenizer; a checkpoint without noise speaks transformers' waveform, a noisy one its own), all in one Node process."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import torch
 
 from onnxport.hf import export_hf
 from tests import speech_dirs
+from tests.speech_synthesis_dirs import TEXTS, write_vits
 from tests.test_transformers_js import (
     NEW_TOKENS,
     PROMPT,
@@ -154,9 +156,15 @@ def _cohere_asr(root: str) -> Case:
                 expected)
 
 
+def _vits(root: str, noise: bool = False) -> Case:
+    directory, _ = write_vits(os.path.join(root, f"vits-{'noisy' if noise else 'still'}"), noise=noise)
+    eager = transformers.pipeline("text-to-audio", model=directory)
+    return Case("text-to-audio", directory, TEXTS, {}, [eager(text) for text in TEXTS])
+
+
 MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier,
-          "vit-features": _vit_features, "moonshine": _moonshine,
-          "cohere_asr": _cohere_asr}
+          "vit-features": _vit_features, "moonshine": _moonshine, "cohere_asr": _cohere_asr, "vits": _vits,
+          "vits-noisy": lambda root: _vits(root, noise=True)}
 
 
 @pytest.fixture(scope="module")
@@ -193,6 +201,12 @@ def test_runs_as_transformers(js, name) -> None:
         if case.task == "image-feature-extraction":  # last_hidden_state, [1, patches + 1, hidden]
             got = np.array(got["data"], dtype=np.float32).reshape(got["dims"])
             np.testing.assert_allclose(got, expected.numpy(), atol=1e-4, rtol=1e-4)
+            continue
+        if case.task == "text-to-audio":
+            audio = np.array(got["audio"], dtype=np.float32)
+            assert got["sampling_rate"] == expected["sampling_rate"] and len(audio) % 16 == 0 and len(audio)
+            if name == "vits":  # no noise: transformers' waveform; the noisy one draws its own
+                np.testing.assert_allclose(audio, expected["audio"], atol=1e-4)
             continue
         if case.task == "automatic-speech-recognition":
             got, expected = [got], [expected]

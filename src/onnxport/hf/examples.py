@@ -450,5 +450,6 @@ TASKS: dict[str, Task] = {
     "question-answering": Task("AutoModelForQuestionAnswering", encoder_inputs),
     "sentence-similarity": Task("AutoModel", encoder_inputs),  # the transformer of a sentence-transformers directory
     "image-text-to-text": Task("AutoModelForImageTextToText", text_inputs, vlm=True),
+    "text-to-audio": Task("AutoModelForTextToWaveform", text_inputs),  # VITS: onnxport.hf.text_to_audio
     "text-to-image": Task("DiffusionPipeline", text_inputs),  # a diffusers directory: onnxport.hf.diffusion
 }

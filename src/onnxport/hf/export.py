@@ -18,7 +18,8 @@ gives images of varying size (DETR's and RT-DETR's shortest and longest edge, GL
 kept aspect ratio) their height and width are dynamic too, with the ``pixel_mask`` of a padded batch where the
 processor gives one and the model takes it; otherwise the config's ``image_size``; ``audio-classification``
 takes raw audio (``input_values``, and ``attention_mask`` where the model's feature extractor gives one) of
-dynamic batch and length. ``task="auto"`` reads the task from the directory (``onnxport.hf.tasks``).
+dynamic batch and length; ``text-to-audio`` (VITS: ``onnxport.hf.text_to_audio``) takes text ids and gives the
+waveform. ``task="auto"`` reads the task from the directory (``onnxport.hf.tasks``).
 
 OUT/ gets the model's ``config.json`` and its tokenizer or processor files, and every model written names its
 task in its metadata (``onnxport.hf.task``), so that ``onnxport.hf.pipeline(OUT)`` runs it in onnxruntime behind
@@ -69,6 +70,7 @@ from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence
 from onnxport.hf.seq2seq import Seq2SeqPrograms, check_speech, export_seq2seq
 from onnxport.hf.signature import cache_argument
 from onnxport.hf.tasks import MODULES_FILE, pick_task
+from onnxport.hf.text_to_audio import TOKENIZER_FILE, check_text_to_audio, vits_tokenizer
 from onnxport.program import OnnxProgram
 from onnxport.quantize.options import QuantizeOptions
 from onnxport.serial import serialized
@@ -211,7 +213,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     copied = [name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name))]
     if engine is not None:
         sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else () if spec.vlm else ("model",)
-        written = [*transformers_js.file_names(sessions, dtypes), *copied]
+        written = [*transformers_js.file_names(sessions, dtypes), *copied,
+                   *((TOKENIZER_FILE,) if task == "text-to-audio" else ())]
     else:
         written = [*(SEQ2SEQ_FILES if spec.seq2seq else () if spec.vlm else ("model.onnx",)),
                    *(("genai_config.json",) if task == "text-generation" else ()), *copied]
@@ -233,6 +236,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                             else [f"{stem}.onnx" for stem in stems])
     if task == "automatic-speech-recognition":
         check_speech(config, spec.auto)
+    if task == "text-to-audio":
+        check_text_to_audio(config, spec.auto)
+        tokenizer = vits_tokenizer(model_dir) if engine is not None else None  # refused before anything is loaded
     if task == "text-generation" or spec.seq2seq or spec.vlm:
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
@@ -333,6 +339,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         made = transformers_js.variants(files, dtypes)
         os.makedirs(out, exist_ok=True)
         _copy(model_dir, out, copied)
+        if task == "text-to-audio" and tokenizer is not None:  # transformers.js reads tokenizer.json alone
+            with open(os.path.join(out, TOKENIZER_FILE), "w", encoding="utf-8") as f:
+                json.dump(tokenizer, f, ensure_ascii=False)
         transformers_js.write_folder(out, made, transformers_js_settings(config, model_dir) if spec.vlm else None)
         return result
     os.makedirs(out, exist_ok=True)

@@ -6,7 +6,8 @@ transformers' own, read from the folder (``export_hf`` copies config.json and th
 there), and the answers are those ``transformers.pipeline(task)`` gives for the model in PyTorch, scores within
 the export's precision; the image tasks (``image-classification``, ``zero-shot-image-classification`` with the
 tokenizer too, ``object-detection``, ``image-segmentation``, ``depth-estimation``) get the folder's image
-processor, ``audio-classification`` its feature extractor. Two tasks transformers has no pipeline for get
+processor, ``audio-classification`` its feature extractor; ``text-to-audio`` (VITS) gives the waveform the model draws.
+Two tasks transformers has no pipeline for get
 onnxport's: ``question-answering`` (``onnxport.hf.question_answering``) and ``sentence-similarity``
 (``SentenceSimilarityPipeline``: embeddings as sentence-transformers' ``encode`` gives them, and cosine
 similarities).
@@ -51,6 +52,7 @@ RUNNABLE = {
     "image-segmentation": ("SemanticSegmenterOutput", "logits"),
     "depth-estimation": ("DepthEstimatorOutput", "predicted_depth"),
     "audio-classification": ("SequenceClassifierOutput", "logits"),
+    "text-to-audio": (_ANY, "waveform"),
 }
 # What each task's pipeline reads besides the model: its tokenizer, image processor or feature extractor.
 _COMPONENTS = {"image-classification": ("image_processor",), "image-feature-extraction": ("image_processor",),

@@ -6,8 +6,9 @@ config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and 
 ``*ForMaskedLM`` fill a mask, ``*ForSequenceClassification``, ``*ForTokenClassification``,
 ``*ForQuestionAnswering``, ``*ForImageClassification``, ``*ForObjectDetection``, ``*ForDepthEstimation`` and
 ``*ForAudioClassification`` are those tasks, ``*ForSemanticSegmentation`` is ``image-segmentation``; a class
-transformers' audio-classification or zero-shot-image-classification auto class loads is that task (the sequence
-classifier of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``); a
+transformers' audio-classification, zero-shot-image-classification or text-to-waveform auto class loads is that task
+(the sequence classifier of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``;
+``VitsModel``: ``text-to-audio``); a
 ``*ForConditionalGeneration`` is ``text2text-generation``, ``automatic-speech-recognition`` or
 ``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it, and a bare ``*Model`` of a text model (one with a vocabulary) is
 ``feature-extraction``. Anything else, or classes that disagree, is refused: the caller names the task.
@@ -60,6 +61,7 @@ _MAPPINGS = {
     "depth-estimation": "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES",
     "audio-classification": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
     "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+    "text-to-audio": "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES",
 }
 
 
@@ -121,8 +123,8 @@ def pick_task(directory: str | os.PathLike[str]) -> Picked:
 
 
 def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
-    for task in ("audio-classification", "zero-shot-image-classification"):
-        if name in model_class_names(task, model_type):  # Wav2Vec2ForSequenceClassification, CLIPModel
+    for task in ("audio-classification", "zero-shot-image-classification", "text-to-audio"):
+        if name in model_class_names(task, model_type):  # Wav2Vec2ForSequenceClassification, CLIPModel, VitsModel
             return task
     for suffix, task in _HEADS:
         if name.endswith(suffix):
