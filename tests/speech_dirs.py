@@ -127,6 +127,35 @@ def write_cohere_asr_processor(directory: str) -> list[int]:
     return [ids[t] for t in COHERE_PROMPT]
 
 
+# no apostrophe: transformers.js joins " 's" and the like where transformers' pipeline keeps the space
+CTC_CHARACTERS = ["<pad>", "<s>", "</s>", "<unk>", "|", *"abcdefghijk"]
+
+
+def write_wav2vec2_ctc(directory: str, *, norm: str = "group") -> tuple[str, Any, Any]:
+    """A Wav2Vec2 with its CTC head: raw samples in, a character's logits per frame out; its Python tokenizer's
+    files (vocab.json, tokenizer_config.json), as transformers' Wav2Vec2CTCTokenizer saves them. ``norm="layer"``:
+    the feature extractor gives an attention mask, which the model reads."""
+    import json
+
+    import transformers
+
+    config = transformers.Wav2Vec2Config(
+        vocab_size=len(CTC_CHARACTERS), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, conv_dim=(16, 16, 16), conv_stride=(5, 4, 2), conv_kernel=(10, 4, 2),
+        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, feat_extract_norm=norm,
+        do_stable_layer_norm=norm == "layer", pad_token_id=0, ctc_loss_reduction="mean")
+    model = transformers.Wav2Vec2ForCTC(config)
+    _spread(model, 0.3, None)
+    model.eval().save_pretrained(directory)
+    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=RATE, padding_value=0.0,
+                                                      do_normalize=True, return_attention_mask=norm == "layer")
+    extractor.save_pretrained(directory)
+    with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump({c: i for i, c in enumerate(CTC_CHARACTERS)}, f)
+    transformers.Wav2Vec2CTCTokenizer(os.path.join(directory, "vocab.json")).save_pretrained(directory)
+    return directory, model, extractor
+
+
 WRITERS = {"moonshine": write_moonshine, "speech_to_text": write_speech_to_text, "cohere_asr": write_cohere_asr,
            "speecht5": write_speecht5}
 

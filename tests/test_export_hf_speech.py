@@ -1,16 +1,20 @@
 """export-hf's automatic-speech-recognition beyond Whisper: the encoder takes what the checkpoint's feature extractor
 gives (raw samples or filter-bank frames, of any length, with the mask of a padded batch), and onnxport's runner
-generates transformers' tokens on padded batches of clips of other lengths than the example's, one longer."""
+generates transformers' tokens on padded batches of clips of other lengths than the example's, one longer; a CTC
+model (Wav2Vec2ForCTC) is one model.onnx that onnxport's pipeline runs as transformers' does, and the tokenizer.json
+a transformers.js folder gets decodes its frames' ids as transformers' pipeline does."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 import torch
 
 import onnxport
-from onnxport.hf import export_hf
+from onnxport.hf import export_hf, pipeline
+from onnxport.hf.char_tokenizers import tokenizer_json
 from tests import speech_dirs
 
 transformers = pytest.importorskip("transformers")
@@ -50,3 +54,31 @@ def test_a_speech_language_model_is_refused_before_it_is_loaded(tmp_path) -> Non
     with pytest.raises(InvalidInputError, match="VoxtralForConditionalGeneration\\) is a language model"):
         export_hf(str(directory), "automatic-speech-recognition", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("norm", ["layer", "group"])  # group: the model takes no mask, the pipeline's is dropped
+def test_a_ctc_model_transcribes_as_transformers_pipeline(tmp_path, norm) -> None:
+    directory, _, _ = speech_dirs.write_wav2vec2_ctc(str(tmp_path / "wav2vec2"), norm=norm)
+    program = export_hf(directory, "auto", tmp_path / "out")
+    assert "task auto: automatic-speech-recognition" in str(program.report)
+    assert sorted(f for f in os.listdir(tmp_path / "out") if f.endswith(".onnx")) == ["model.onnx"]
+    onnx = pipeline(tmp_path / "out")
+    eager = transformers.pipeline("automatic-speech-recognition", model=directory)
+    for clip in speech_dirs.clips((0.9, 1.7, 0.3)):  # one longer than the example's quarter second of samples
+        assert onnx(clip)["text"] == eager(clip)["text"]
+
+
+def test_the_ctc_tokenizer_json_decodes_as_transformers_pipeline(tmp_path) -> None:
+    from tokenizers import Tokenizer
+
+    directory, _, _ = speech_dirs.write_wav2vec2_ctc(str(tmp_path / "wav2vec2"))
+    written = Tokenizer.from_str(json.dumps(tokenizer_json(directory)))
+    python = transformers.AutoTokenizer.from_pretrained(directory)
+    generator = torch.Generator().manual_seed(0)
+    spaced = 0
+    for _ in range(20):  # frames' ids: blanks, repeats, word delimiters, special tokens
+        ids = torch.randint(0, len(speech_dirs.CTC_CHARACTERS), (60,), generator=generator).tolist()
+        expected = python.decode(ids, skip_special_tokens=False)  # as the pipeline decodes a CTC model's ids
+        assert written.decode(ids, skip_special_tokens=True).strip() == expected, ids  # (transformers.js trims)
+        spaced += " " in expected
+    assert spaced

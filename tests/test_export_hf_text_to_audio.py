@@ -13,7 +13,7 @@ import pytest
 
 from onnxport import InvalidInputError
 from onnxport.hf import export_hf, pipeline
-from onnxport.hf.text_to_audio import vits_tokenizer
+from onnxport.hf.char_tokenizers import tokenizer_json
 from tests.speech_synthesis_dirs import TEXTS, write_vits
 
 transformers = pytest.importorskip("transformers")
@@ -54,7 +54,7 @@ def test_the_tokenizer_json_gives_the_python_tokenizers_ids(tmp_path) -> None:
     from tokenizers import Tokenizer
 
     directory, _ = write_vits(str(tmp_path / "vits"), noise=False)
-    written = Tokenizer.from_str(json.dumps(vits_tokenizer(directory)))
+    written = Tokenizer.from_str(json.dumps(tokenizer_json(directory)))
     python = transformers.AutoTokenizer.from_pretrained(directory)
     for text in [*TEXTS, "  Spaces   AROUND  ", "digits 123 and ümlauts", "x", ""]:
         assert written.encode(text).ids == python(text).input_ids, text

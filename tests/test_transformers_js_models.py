@@ -6,7 +6,7 @@ table grows with the length), GPTBigCode (StarCoder's; transformers.js feeds its
 (transformers.js runs it through its image-text-to-text sessions), BART's sequence classifier (its head reads
 the end-of-sequence token's features: the example must hold one per text), a ViT's image features (task
 image-feature-extraction), Moonshine's speech recognition (raw samples of any length; transformers.js's feature
-extractor gives no mask), Cohere ASR's, and VITS's text-to-audio (the tokenizer.json export-hf writes for its Python
+extractor gives no mask), Cohere ASR's, Wav2Vec2's CTC recognition, and VITS's text-to-audio (the tokenizer.json export-hf writes for its Python
 tokenizer; a checkpoint without noise speaks transformers' waveform, a noisy one its own), all in one Node process."""
 
 from __future__ import annotations
@@ -156,6 +156,15 @@ def _cohere_asr(root: str) -> Case:
                 expected)
 
 
+def _wav2vec2_ctc(root: str) -> Case:
+    """A CTC model: transformers.js decodes the frames' ids with the tokenizer.json export-hf makes of vocab.json."""
+    directory, _, _ = speech_dirs.write_wav2vec2_ctc(os.path.join(root, "wav2vec2-ctc"), norm="layer")
+    eager = transformers.pipeline("automatic-speech-recognition", model=directory)
+    audio = speech_dirs.clips((0.9, 1.7, 0.3))
+    return Case("automatic-speech-recognition", directory, [{"audio": clip.tolist()} for clip in audio], {},
+                [eager(clip) for clip in audio])
+
+
 def _vits(root: str, noise: bool = False) -> Case:
     directory, _ = write_vits(os.path.join(root, f"vits-{'noisy' if noise else 'still'}"), noise=noise)
     eager = transformers.pipeline("text-to-audio", model=directory)
@@ -164,7 +173,7 @@ def _vits(root: str, noise: bool = False) -> Case:
 
 MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier,
           "vit-features": _vit_features, "moonshine": _moonshine, "cohere_asr": _cohere_asr, "vits": _vits,
-          "vits-noisy": lambda root: _vits(root, noise=True)}
+          "vits-noisy": lambda root: _vits(root, noise=True), "wav2vec2-ctc": _wav2vec2_ctc}
 
 
 @pytest.fixture(scope="module")

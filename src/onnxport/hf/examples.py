@@ -453,3 +453,6 @@ TASKS: dict[str, Task] = {
     "text-to-audio": Task("AutoModelForTextToWaveform", text_inputs),  # VITS: onnxport.hf.text_to_audio
     "text-to-image": Task("DiffusionPipeline", text_inputs),  # a diffusers directory: onnxport.hf.diffusion
 }
+# automatic-speech-recognition by a CTC head (Wav2Vec2ForCTC, HuBERT's, WavLM's: onnxport.hf.tasks.is_ctc): one
+# model, raw audio to a character's logits per frame
+CTC_SPEECH = Task("AutoModelForCTC", waveform_inputs, "auto")

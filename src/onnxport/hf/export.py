@@ -54,8 +54,9 @@ from onnxport import memory, metadata
 from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
+from onnxport.hf.char_tokenizers import TOKENIZER_FILE, tokenizer_json
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
-from onnxport.hf.examples import TASKS, Task, caching, read_config
+from onnxport.hf.examples import CTC_SPEECH, TASKS, Task, caching, read_config
 from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless, warn_states_genai_does_not_feed
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
 from onnxport.hf.multimodal.components import images_encoded
@@ -69,8 +70,8 @@ from onnxport.hf.multimodal.genai import genai_names, write_genai
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, check_speech, export_seq2seq
 from onnxport.hf.signature import cache_argument
-from onnxport.hf.tasks import MODULES_FILE, pick_task
-from onnxport.hf.text_to_audio import TOKENIZER_FILE, check_text_to_audio, vits_tokenizer
+from onnxport.hf.tasks import MODULES_FILE, is_ctc, pick_task
+from onnxport.hf.text_to_audio import check_text_to_audio
 from onnxport.program import OnnxProgram
 from onnxport.quantize.options import QuantizeOptions
 from onnxport.serial import serialized
@@ -193,7 +194,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         target = engine
     from onnxport.api import export
 
-    spec = TASKS[task]
+    spec = CTC_SPEECH if task == "automatic-speech-recognition" and is_ctc(directory) else TASKS[task]
     if target is None and opset is None and (task == "text-generation" or spec.vlm):
         target = genai_target()  # a folder onnxruntime-genai loads: the onnxruntime it requires computes fused ops
     if spec.vlm and precision == torch.float16:
@@ -211,10 +212,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                                 "from running the encoder)", fix="leave streaming unset, or pass streaming=False")
     # Where the files go, and what the directory says, before anything is loaded or exported.
     copied = [name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name))]
+    # transformers.js reads tokenizer.json alone: one made for a Python-only character tokenizer (VITS's, CTC's)
+    tokenizer = tokenizer_json(model_dir) if engine is not None else None
     if engine is not None:
         sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else () if spec.vlm else ("model",)
-        written = [*transformers_js.file_names(sessions, dtypes), *copied,
-                   *((TOKENIZER_FILE,) if task == "text-to-audio" else ())]
+        written = [*transformers_js.file_names(sessions, dtypes), *copied, *((TOKENIZER_FILE,) if tokenizer else ())]
     else:
         written = [*(SEQ2SEQ_FILES if spec.seq2seq else () if spec.vlm else ("model.onnx",)),
                    *(("genai_config.json",) if task == "text-generation" else ()), *copied]
@@ -234,11 +236,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             stems += (layout.audio_files[config.model_type],)  # the audio encoder transformers.js loads for the type
         check_output_folder(out, transformers_js.file_names(stems, dtypes) if engine is not None
                             else [f"{stem}.onnx" for stem in stems])
-    if task == "automatic-speech-recognition":
+    if task == "automatic-speech-recognition" and spec.seq2seq:
         check_speech(config, spec.auto)
     if task == "text-to-audio":
         check_text_to_audio(config, spec.auto)
-        tokenizer = vits_tokenizer(model_dir) if engine is not None else None  # refused before anything is loaded
     if task == "text-generation" or spec.seq2seq or spec.vlm:
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
@@ -339,7 +340,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         made = transformers_js.variants(files, dtypes)
         os.makedirs(out, exist_ok=True)
         _copy(model_dir, out, copied)
-        if task == "text-to-audio" and tokenizer is not None:  # transformers.js reads tokenizer.json alone
+        if tokenizer is not None:
             with open(os.path.join(out, TOKENIZER_FILE), "w", encoding="utf-8") as f:
                 json.dump(tokenizer, f, ensure_ascii=False)
         transformers_js.write_folder(out, made, transformers_js_settings(config, model_dir) if spec.vlm else None)

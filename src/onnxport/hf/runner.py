@@ -53,13 +53,15 @@ RUNNABLE = {
     "depth-estimation": ("DepthEstimatorOutput", "predicted_depth"),
     "audio-classification": ("SequenceClassifierOutput", "logits"),
     "text-to-audio": (_ANY, "waveform"),
+    "automatic-speech-recognition": ("CausalLMOutput", "logits"),  # a CTC model's (a seq2seq folder is refused)
 }
 # What each task's pipeline reads besides the model: its tokenizer, image processor or feature extractor.
 _COMPONENTS = {"image-classification": ("image_processor",), "image-feature-extraction": ("image_processor",),
                "object-detection": ("image_processor",),
                "image-segmentation": ("image_processor",), "depth-estimation": ("image_processor",),
                "zero-shot-image-classification": ("tokenizer", "image_processor"),
-               "audio-classification": ("feature_extractor",)}
+               "audio-classification": ("feature_extractor",),
+               "automatic-speech-recognition": ("feature_extractor", "tokenizer")}
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}  # transformers' names
 _ELSEWHERE = {
     "text-generation": "run the folder with onnxruntime-genai (og.Model(folder)) or onnxport.generate(folder + "
@@ -163,7 +165,7 @@ def _task(asked: str | None, recorded: str | None, path: str) -> str:
     if task is None:
         raise InvalidInputError(f"{path} does not name its task (onnxport's export_hf writes it in the model)",
                                 fix="pass the task: pipeline(folder, 'text-classification'), or " + _EXPORT_AGAIN)
-    if task in _ELSEWHERE:
+    if task in _ELSEWHERE and task not in RUNNABLE:  # (a speech model.onnx is a CTC model's)
         raise InvalidInputError(f"no pipeline runs a model exported for {task}", fix=_ELSEWHERE[task])
     if task not in RUNNABLE:
         raise InvalidInputError(f"onnxport has no pipeline for the task {task!r}",
@@ -179,8 +181,8 @@ class OnnxRuntimeModel:
     Inputs are fed by name and cast to the model's types; ``token_type_ids`` are zeros where the tokenizer gives
     none (an ``attention_mask`` ones, as a model reads a missing one: SigLIP's tokenizer gives none; a
     ``pixel_mask`` ones too, for a model exported with one, DETR's, whose processor pads no batch), and
-    dropped where the model takes none if they are all zeros (a single text), as is a ``pixel_mask`` of ones
-    (no padding; YOLOS takes none): other inputs the model does not take are an ``InvalidInputError``, never
+    dropped where the model takes none if they are all zeros (a single text), as are a ``pixel_mask`` and an
+    ``attention_mask`` of ones (no padding; YOLOS takes no pixel mask, a group-norm Wav2Vec2 no attention mask): other inputs the model does not take are an ``InvalidInputError``, never
     silently dropped. Images of varying size (DETR's, RT-DETR's: dynamic height and width) go as the image
     processor gives them; a model exported for one size refuses others.
     """
@@ -205,8 +207,9 @@ class OnnxRuntimeModel:
 
     @classmethod
     def of(cls, session: Any, config: Any, task: str, path: str = "model.onnx") -> OnnxRuntimeModel:
-        names = model_class_names("feature-extraction" if task == "sentence-similarity" else task,
-                                  getattr(config, "model_type", ""))
+        # (a speech folder's model.onnx is a CTC model's: transformers' pipeline decodes it as one by its class)
+        kind = {"sentence-similarity": "feature-extraction", "automatic-speech-recognition": "ctc"}.get(task, task)
+        names = model_class_names(kind, getattr(config, "model_type", ""))
         name = names[0] if names else cls.__name__
         return type(name, (cls,), {"__module__": __name__, "__qualname__": f"{cls.__name__}.{name}"})(
             session, config, task, path)
@@ -254,6 +257,12 @@ class OnnxRuntimeModel:
                 f"the image processor padded the images (pixel_mask), but {self.path} takes no pixel_mask, so its "
                 "answer would count the padding as the image's", fix="resize the images to one size (the image "
                 "processor's size as {'height': ..., 'width': ...}), or pass the images one at a time")
+        mask = given.pop("attention_mask", None)
+        if mask is not None and not bool(np.asarray(mask).all()):
+            raise InvalidInputError(
+                f"the pipeline padded the batch (attention_mask), but {self.path} takes no attention_mask (a model "
+                "that reads zero-padded audio as it is: Wav2Vec2 with group norm), so its answer would count the "
+                "padding as the input's", fix="pass the inputs one at a time")
         if given:
             raise InvalidInputError(f"the pipeline passed {', '.join(sorted(given))}, which {self.path} does not take",
                                     fix=f"run it with the pipeline of its task ({self.task}), or {_EXPORT_AGAIN}")

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
 
-__all__ = ["MODULES_FILE", "Picked", "model_class_names", "pick_task"]
+__all__ = ["MODULES_FILE", "Picked", "is_ctc", "model_class_names", "pick_task"]
 
 MODULES_FILE = "modules.json"  # what makes a directory a sentence-transformers model
 PIPELINE_INDEX = "model_index.json"  # what makes a directory a diffusers pipeline
@@ -42,6 +42,7 @@ _HEADS = (
     ("ForSemanticSegmentation", "image-segmentation"),
     ("ForDepthEstimation", "depth-estimation"),
     ("ForAudioClassification", "audio-classification"),
+    ("ForCTC", "automatic-speech-recognition"),  # a CTC head: one model, characters per frame
 )
 # transformers' lists of the classes each auto class loads, by task (its modeling_auto module).
 _MAPPINGS = {
@@ -62,6 +63,7 @@ _MAPPINGS = {
     "audio-classification": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
     "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
     "text-to-audio": "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES",
+    "ctc": "MODEL_FOR_CTC_MAPPING_NAMES",  # automatic-speech-recognition by a CTC head (see is_ctc)
 }
 
 
@@ -120,6 +122,23 @@ def pick_task(directory: str | os.PathLike[str]) -> Picked:
     raise InvalidInputError(
         f"cannot tell the task of {directory}: config.json's architectures disagree ("
         + ", ".join(f"{name}: {t}" for name, t in tasks.items() if t is not None) + ")", fix=fix)
+
+
+def is_ctc(directory: str) -> bool:
+    """Whether the speech model in ``directory`` recognises speech by a CTC head (Wav2Vec2, HuBERT, WavLM, Parakeet's
+    CTC: one model, a character per audio frame) rather than as an encoder-decoder: config.json's architectures
+    name a ``*ForCTC`` class, or its type has a CTC class and no speech encoder-decoder one."""
+    try:
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return False
+    names = data.get("architectures") or []
+    model_type = data.get("model_type") if isinstance(data.get("model_type"), str) else ""
+    if any(isinstance(n, str) and n.endswith("ForCTC") for n in names):
+        return True
+    return bool(model_class_names("ctc", model_type)) and not model_class_names("automatic-speech-recognition",
+                                                                                model_type)
 
 
 def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
