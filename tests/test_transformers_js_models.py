@@ -6,8 +6,9 @@ table grows with the length), GPTBigCode (StarCoder's; transformers.js feeds its
 (transformers.js runs it through its image-text-to-text sessions), BART's sequence classifier (its head reads
 the end-of-sequence token's features: the example must hold one per text), a ViT's image features (task
 image-feature-extraction), Moonshine's speech recognition (raw samples of any length; transformers.js's feature
-extractor gives no mask), Cohere ASR's, Wav2Vec2's CTC recognition, and VITS's text-to-audio (the tokenizer.json export-hf writes for its Python
-tokenizer; a checkpoint without noise speaks transformers' waveform, a noisy one its own), all in one Node process."""
+extractor gives no mask), Cohere ASR's, Wav2Vec2's CTC recognition, and VITS's text-to-audio (the tokenizer.json
+export-hf writes for its Python tokenizer; a checkpoint without noise speaks transformers' waveform, a noisy one its
+own), all in one Node process."""
 
 from __future__ import annotations
 

@@ -182,7 +182,8 @@ class OnnxRuntimeModel:
     none (an ``attention_mask`` ones, as a model reads a missing one: SigLIP's tokenizer gives none; a
     ``pixel_mask`` ones too, for a model exported with one, DETR's, whose processor pads no batch), and
     dropped where the model takes none if they are all zeros (a single text), as are a ``pixel_mask`` and an
-    ``attention_mask`` of ones (no padding; YOLOS takes no pixel mask, a group-norm Wav2Vec2 no attention mask): other inputs the model does not take are an ``InvalidInputError``, never
+    ``attention_mask`` of ones (no padding; YOLOS takes no pixel mask, a group-norm Wav2Vec2 no attention mask):
+    other inputs the model does not take are an ``InvalidInputError``, never
     silently dropped. Images of varying size (DETR's, RT-DETR's: dynamic height and width) go as the image
     processor gives them; a model exported for one size refuses others.
     """
