@@ -17,11 +17,12 @@ file cannot raise, so a taken assertion is dropped like the rest of torch's prov
 
 from __future__ import annotations
 
-import math
 import random
 from typing import Any
 
 import torch
+
+from onnxport.capture._evaluate import Evaluated
 
 __all__ = ["DENSE", "FARTHEST", "capture_deferred", "unproven_guards"]
 
@@ -83,33 +84,9 @@ def _sizes(ranges: Any, symbol: Any) -> list[int]:
     return dense + farther + sorted(n for n in landmarks if low + DENSE < n <= high) + [high]
 
 
-# torch's sympy functions, as Python computes them on integers (a compiled check is confirmed against sympy's own
-# evaluation on the first points before it is trusted with the rest).
-_PYTHON = {"FloorDiv": lambda a, b: a // b, "PythonMod": lambda a, b: a % b, "Mod": lambda a, b: a % b,
-           "CleanDiv": lambda a, b: a // b, "CeilDiv": lambda a, b: -(-a // b), "IntTrueDiv": lambda a, b: a / b,
-           "FloatTrueDiv": lambda a, b: a / b, "TruncToInt": math.trunc, "FloorToInt": math.floor,
-           "CeilToInt": math.ceil, "Identity": lambda a: a, "ToFloat": float, "Max": max, "Min": min}
-_CONFIRMED = 32  # points at which the compiled check must agree with sympy's evaluation
-
-
 def _holds(expr: Any, ranges: Any) -> bool:
-    import sympy
-
-    symbols = sorted(expr.free_symbols, key=str)
-    values = [_sizes(ranges, s) for s in symbols]
-    points: Any = ([(v,) for v in values[0]] if len(symbols) == 1 else
+    evaluated = Evaluated(expr)  # compiled, confirmed against sympy's evaluation at the first points
+    values = [_sizes(ranges, s) for s in evaluated.symbols]
+    points: Any = ([(v,) for v in values[0]] if len(values) == 1 else
                    [tuple(random.Random(i).choice(v) for v in values) for i in range(_COMBINATIONS)])
-
-    def exact(point: tuple[int, ...]) -> bool:  # torch's sympy functions evaluate at integers
-        return bool(expr.xreplace(dict(zip(symbols, map(sympy.Integer, point)))))
-
-    try:
-        check = sympy.lambdify(symbols, expr, modules=[_PYTHON, "math"])
-        if not all(bool(check(*point)) == exact(point) for point in points[:_CONFIRMED]):
-            check = None
-    except Exception:  # noqa: BLE001 - a function Python does not compute here: sympy's evaluation alone
-        check = None
-    try:
-        return all(exact(point) if check is None else bool(check(*point)) for point in points)
-    except Exception:  # noqa: BLE001 - an expression that does not evaluate to a truth: not shown to hold
-        return False
+    return all(evaluated(point) for point in points)  # (None, not evaluated there: not shown to hold)

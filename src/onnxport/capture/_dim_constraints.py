@@ -24,9 +24,10 @@ import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 
+from onnxport.capture._evaluate import Evaluated
 from onnxport.errors import SourceLocation, location_from_stack_trace
 
-__all__ = ["data_bound", "guards_hold", "modular_guards", "recorded_values", "relational_guard_sites",
+__all__ = ["data_bound", "guard_symbols", "guards_hold", "modular_guards", "recorded_values", "relational_guard_sites",
            "relational_guards", "size_step", "source_names", "step_notes"]
 
 _SCAN = 512  # sizes scanned above the example's to find the step of a dim (a chunk of up to 256 shows twice)
@@ -148,24 +149,40 @@ def _input_dims_read_as_sizes(ep: torch.export.ExportedProgram) -> set[Any]:
 
 
 def guards_hold(guards: Sequence[sympy.Expr], values: Mapping[Any, int]) -> bool:
-    """Whether every guard whose symbols ``values`` all set holds at those sizes."""
+    """Whether every guard whose symbols ``values`` all set holds at those sizes (each guard compiled once:
+    ``_evaluate``)."""
     for expr in guards:
-        if not expr.free_symbols <= set(values):
+        evaluated = _evaluated(expr)
+        if not evaluated.symbol_set <= values.keys():
             continue
-        try:
-            result = expr.xreplace({s: sympy.Integer(values[s]) for s in expr.free_symbols})
-        except (ZeroDivisionError, TypeError, ValueError):
-            return False
-        if result is sympy.false or result == sympy.false:
+        if not evaluated(tuple(values[s] for s in evaluated.symbols)):
             return False
     return True
+
+
+def guard_symbols(expr: sympy.Expr) -> frozenset[Any]:
+    """The symbols of a guard (sympy walks the whole expression for ``free_symbols`` at every call)."""
+    return _evaluated(expr).symbol_set
+
+
+def _evaluated(expr: sympy.Expr) -> Evaluated:
+    evaluated = _EVALUATED.get(expr)
+    if evaluated is None:
+        if len(_EVALUATED) > _MAX_EVALUATED:  # another program's guards
+            _EVALUATED.clear()
+        evaluated = _EVALUATED[expr] = Evaluated(expr)
+    return evaluated
+
+
+_EVALUATED: dict[sympy.Expr, Evaluated] = {}  # by guard: the guards of one program, evaluated at many sizes
+_MAX_EVALUATED = 4 * _MAX_GUARDS
 
 
 def size_step(guards: Sequence[sympy.Expr], symbols: Sequence[Any], example: Mapping[Any, int]) -> tuple[int, int] | None:
     """``(step, residue)`` when the guards let the ``symbols`` (moving together, the rest at the example's
     sizes) take only sizes ``step * k + residue`` above the example's, step >= 2; None when any size goes
     (two sizes in a row keep the guards) or no pattern shows in the sizes scanned."""
-    own = [g for g in guards if g.free_symbols & set(symbols)]
+    own = [g for g in guards if guard_symbols(g) & set(symbols)]
     if not own:
         return None
     start = example[symbols[0]]

@@ -55,7 +55,14 @@ from onnxport.capture.dynamic import (
     tensor_input_shapes,
     user_named_symbols,
 )
-from onnxport.capture._dim_constraints import data_bound, guards_hold, modular_guards, relational_guards, size_step
+from onnxport.capture._dim_constraints import (
+    data_bound,
+    guard_symbols,
+    guards_hold,
+    modular_guards,
+    relational_guards,
+    size_step,
+)
 from onnxport.errors import InvalidInputError
 
 __all__ = ["GroupSizes", "SampleSets", "guard_breaking_sets", "other_sizes", "resize_keeping_ends", "sizes_by_group"]
@@ -312,7 +319,7 @@ def _above_range(dims: _Dims, group: list[Any], ceilings: dict[str, int | None])
 
     lower, upper = dims.bounds(group)
     if upper >= _ABOVE_LIMIT:  # no range recorded; the model's guards may still bound it
-        upper = _guard_bound([g for g in dims.guards if g.free_symbols & set(group)], dims.example[group[0]], at)
+        upper = _guard_bound([g for g in dims.guards if guard_symbols(g) & set(group)], dims.example[group[0]], at)
     allowed = min((c for s in group if (c := ceilings[str(s)]) is not None), default=None)
     if upper is None or upper >= _ABOVE_LIMIT or (allowed is not None and allowed <= upper):
         return None  # unbounded, declared so, or so large that an eager run above it would cost too much
@@ -322,7 +329,7 @@ def _above_range(dims: _Dims, group: list[Any], ceilings: dict[str, int | None])
     above = range(2 * upper + 1, 2 * upper + 513)
     # the guards that bound the range itself ((s + 3) // 4 == 1: one chunk) hold nowhere above it; the others
     # (a multiple of a chunk length) say which sizes above it the model takes
-    kept = [g for g in dims.guards if g.free_symbols & set(group) and any(guards_hold([g], at(n)) for n in above)]
+    kept = [g for g in dims.guards if guard_symbols(g) & set(group) and any(guards_hold([g], at(n)) for n in above)]
     for size in above[:64]:
         if allowed is not None and size > allowed:
             return None
