@@ -475,3 +475,30 @@ def test_image_size_the_config_does_not_give_is_refused(tmp_path) -> None:
     with pytest.raises(onnxport.InvalidInputError, match=r"image_size \[0, 32\] is not a size in pixels"):
         export_hf(directory, "image-segmentation", tmp_path / "out")
     assert not os.path.exists(tmp_path / "out")
+
+
+def write_swin2sr(directory: str) -> torch.nn.Module:
+    """A Swin2SR (super-resolution by 2) and its image processor, which pads an image to a multiple of 4."""
+    torch.manual_seed(0)
+    config = transformers.Swin2SRConfig(image_size=16, embed_dim=16, depths=[1], num_heads=[2], window_size=4,
+                                        upscale=2, mlp_ratio=2.0)
+    model = transformers.Swin2SRForImageSuperResolution(config).eval()
+    model.save_pretrained(directory)
+    transformers.Swin2SRImageProcessor(pad_size=4).save_pretrained(directory)
+    return model
+
+
+@pytest.mark.sweep  # a minute: torch's reasoning on windows padded at every height and width
+def test_image_to_image_of_varying_sizes_equals_transformers(tmp_path) -> None:
+    from onnxport.hf.image_to_image import ImageToImagePipeline
+
+    directory = str(tmp_path / "swin2sr")
+    model = write_swin2sr(directory)
+    program = export_hf(directory, "auto", tmp_path / "out")
+    assert "task auto: image-to-image" in str(program.report)
+    eager = ImageToImagePipeline(model, transformers.AutoImageProcessor.from_pretrained(directory))
+    onnx = pipeline(tmp_path / "out")
+    for image in images((20, 28), (13, 9), (33, 40)):  # each padded to its own multiple of 4, then doubled
+        got, expected = np.asarray(onnx(image)), np.asarray(eager(image))
+        assert got.shape == expected.shape and got.shape[:2] >= (2 * image.height, 2 * image.width)
+        assert np.abs(got.astype(int) - expected.astype(int)).max() <= 1

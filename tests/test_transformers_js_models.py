@@ -6,9 +6,9 @@ table grows with the length), GPTBigCode (StarCoder's; transformers.js feeds its
 (transformers.js runs it through its image-text-to-text sessions), BART's sequence classifier (its head reads
 the end-of-sequence token's features: the example must hold one per text), a ViT's image features (task
 image-feature-extraction), Moonshine's speech recognition (raw samples of any length; transformers.js's feature
-extractor gives no mask), Cohere ASR's, Wav2Vec2's CTC recognition, and VITS's text-to-audio (the tokenizer.json
-export-hf writes for its Python tokenizer; a checkpoint without noise speaks transformers' waveform, a noisy one its
-own), all in one Node process."""
+extractor gives no mask), Cohere ASR's, Wav2Vec2's CTC recognition, Swin2SR's super-resolution (image-to-image),
+and VITS's text-to-audio (the tokenizer.json export-hf writes for its Python tokenizer; a checkpoint without noise
+speaks transformers' waveform, a noisy one its own), all in one Node process."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from tests.test_transformers_js import (
     Case,
     assert_close_scores,
     run_js,
+    write_png,
     write_special_tokenizer,
     write_vit,
 )
@@ -166,6 +167,18 @@ def _wav2vec2_ctc(root: str) -> Case:
                 [eager(clip) for clip in audio])
 
 
+def _swin2sr(root: str) -> Case:
+    """Super-resolution of images of other sizes than the example's (each padded to its own multiple of 4)."""
+    from onnxport.hf.image_to_image import ImageToImagePipeline
+    from tests.test_export_hf_vision_tasks import write_swin2sr
+
+    directory = os.path.join(root, "swin2sr")
+    eager = ImageToImagePipeline(write_swin2sr(directory), transformers.AutoImageProcessor.from_pretrained(directory))
+    paths = [os.path.join(root, f"small{i}.png") for i in range(2)]
+    pictures = [write_png(path, h, w, seed=i) for i, (path, (h, w)) in enumerate(zip(paths, [(20, 28), (13, 9)]))]
+    return Case("image-to-image", directory, [{"image": p} for p in paths], {}, [eager(p) for p in pictures])
+
+
 def _vits(root: str, noise: bool = False) -> Case:
     directory, _ = write_vits(os.path.join(root, f"vits-{'noisy' if noise else 'still'}"), noise=noise)
     eager = transformers.pipeline("text-to-audio", model=directory)
@@ -174,7 +187,7 @@ def _vits(root: str, noise: bool = False) -> Case:
 
 MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier,
           "vit-features": _vit_features, "moonshine": _moonshine, "cohere_asr": _cohere_asr, "vits": _vits,
-          "vits-noisy": lambda root: _vits(root, noise=True), "wav2vec2-ctc": _wav2vec2_ctc}
+          "vits-noisy": lambda root: _vits(root, noise=True), "wav2vec2-ctc": _wav2vec2_ctc, "swin2sr": _swin2sr}
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +224,10 @@ def test_runs_as_transformers(js, name) -> None:
         if case.task == "image-feature-extraction":  # last_hidden_state, [1, patches + 1, hidden]
             got = np.array(got["data"], dtype=np.float32).reshape(got["dims"])
             np.testing.assert_allclose(got, expected.numpy(), atol=1e-4, rtol=1e-4)
+            continue
+        if case.task == "image-to-image":  # RawImage: height, width, channels
+            image = np.array(got["data"], dtype=np.int64).reshape(got["height"], got["width"], got["channels"])
+            assert np.abs(image - np.asarray(expected).astype(np.int64)).max() <= 1
             continue
         if case.task == "text-to-audio":
             audio = np.array(got["audio"], dtype=np.float32)

@@ -442,6 +442,7 @@ TASKS: dict[str, Task] = {
     "object-detection": Task("AutoModelForObjectDetection", image_inputs, image_dynamic),
     "image-segmentation": Task("AutoModelForSemanticSegmentation", image_inputs, image_dynamic),
     "depth-estimation": Task("AutoModelForDepthEstimation", image_inputs, image_dynamic),
+    "image-to-image": Task("AutoModelForImageToImage", image_inputs, image_dynamic),  # Swin2SR's super-resolution
     "audio-classification": Task("AutoModelForAudioClassification", waveform_inputs, "auto"),
     "text2text-generation": Task("AutoModelForSeq2SeqLM", text_inputs, seq2seq=True),
     "automatic-speech-recognition": Task("AutoModelForSpeechSeq2Seq", audio_inputs, audio_axes, seq2seq=True),

@@ -7,10 +7,11 @@ there), and the answers are those ``transformers.pipeline(task)`` gives for the 
 the export's precision; the image tasks (``image-classification``, ``zero-shot-image-classification`` with the
 tokenizer too, ``object-detection``, ``image-segmentation``, ``depth-estimation``) get the folder's image
 processor, ``audio-classification`` its feature extractor; ``text-to-audio`` (VITS) gives the waveform the model draws.
-Two tasks transformers has no pipeline for get
-onnxport's: ``question-answering`` (``onnxport.hf.question_answering``) and ``sentence-similarity``
+Three tasks transformers has no pipeline for get
+onnxport's: ``question-answering`` (``onnxport.hf.question_answering``), ``sentence-similarity``
 (``SentenceSimilarityPipeline``: embeddings as sentence-transformers' ``encode`` gives them, and cosine
-similarities).
+similarities) and ``image-to-image`` (``onnxport.hf.image_to_image``: super-resolution, as transformers 4 and
+transformers.js compute it).
 
 The task is the one each exported model names in its metadata (``onnxport.hf.task``); a folder exported for
 text generation or a seq2seq task is refused, naming what runs it (onnxruntime-genai, ``onnxport.generate``,
@@ -53,11 +54,12 @@ RUNNABLE = {
     "depth-estimation": ("DepthEstimatorOutput", "predicted_depth"),
     "audio-classification": ("SequenceClassifierOutput", "logits"),
     "text-to-audio": (_ANY, "waveform"),
+    "image-to-image": ("ImageSuperResolutionOutput", "reconstruction"),
     "automatic-speech-recognition": ("CausalLMOutput", "logits"),  # a CTC model's (a seq2seq folder is refused)
 }
 # What each task's pipeline reads besides the model: its tokenizer, image processor or feature extractor.
 _COMPONENTS = {"image-classification": ("image_processor",), "image-feature-extraction": ("image_processor",),
-               "object-detection": ("image_processor",),
+               "object-detection": ("image_processor",), "image-to-image": ("image_processor",),
                "image-segmentation": ("image_processor",), "depth-estimation": ("image_processor",),
                "zero-shot-image-classification": ("tokenizer", "image_processor"),
                "audio-classification": ("feature_extractor",),
@@ -137,6 +139,12 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
 
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
         return QuestionAnsweringPipeline(model=model, tokenizer=tokenizer, task=task, device="cpu", **kwargs)
+    if task == "image-to-image":
+        from onnxport.hf.image_to_image import ImageToImagePipeline
+
+        if kwargs:
+            raise InvalidInputError(f"image-to-image takes no {', '.join(sorted(kwargs))}", fix="leave them out")
+        return ImageToImagePipeline(model, transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True))
     # transformers loads the tokenizer (or image processor) from the folder, as it would from the model's directory
     return transformers.pipeline(task, model=model, config=folder, device="cpu",
                                  **{component: folder for component in components}, **kwargs)

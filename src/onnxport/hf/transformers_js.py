@@ -58,7 +58,8 @@ SEQ2SEQ_SESSIONS = ("encoder_model", "decoder_model_merged")
 TASKS = ("text-generation", "feature-extraction", "text-classification", "fill-mask", "token-classification",
          "question-answering", "image-classification", "image-feature-extraction", "zero-shot-image-classification",
          "object-detection", "image-segmentation", "depth-estimation", "audio-classification",
-         "text2text-generation", "automatic-speech-recognition", "image-text-to-text", "text-to-audio")
+         "text2text-generation", "automatic-speech-recognition", "image-text-to-text", "text-to-audio",
+         "image-to-image")
 # transformers.js releases and the onnxruntime they run on: 4.0 to 4.2 on onnxruntime-node 1.24.3 and
 # onnxruntime-web 1.25 (a development build), 4.3 on 1.30 and 1.31. Its files are written for the oldest.
 _ENGINES = (((4, 0), "onnxruntime-web>=1.24"),)
