@@ -28,7 +28,6 @@ from tests.test_transformers_js import (
     Case,
     assert_close_scores,
     run_js,
-    write_png,
     write_special_tokenizer,
     write_vit,
 )
@@ -168,14 +167,23 @@ def _wav2vec2_ctc(root: str) -> Case:
 
 
 def _swin2sr(root: str) -> Case:
-    """Super-resolution of images of other sizes than the example's (each padded to its own multiple of 4)."""
+    """Super-resolution of images of other sizes than the example's, each padded to its own multiple of 4: sizes
+    that are not one already (transformers.js leaves those as they are, where transformers pads a window more), and
+    a plain border (transformers.js mirrors the edge pixels in another way than torchvision)."""
+    from PIL import Image
+
     from onnxport.hf.image_to_image import ImageToImagePipeline
     from tests.test_export_hf_vision_tasks import write_swin2sr
 
     directory = os.path.join(root, "swin2sr")
     eager = ImageToImagePipeline(write_swin2sr(directory), transformers.AutoImageProcessor.from_pretrained(directory))
-    paths = [os.path.join(root, f"small{i}.png") for i in range(2)]
-    pictures = [write_png(path, h, w, seed=i) for i, (path, (h, w)) in enumerate(zip(paths, [(20, 28), (13, 9)]))]
+    paths, pictures = [], []
+    for i, (h, w) in enumerate([(21, 30), (13, 9)]):
+        pixels = np.random.default_rng(i).integers(0, 255, (h, w, 3), dtype=np.uint8)
+        pixels[-4:], pixels[:, -4:] = 90, 90
+        paths.append(os.path.join(root, f"small{i}.png"))
+        pictures.append(Image.fromarray(pixels))
+        pictures[-1].save(paths[-1])
     return Case("image-to-image", directory, [{"image": p} for p in paths], {}, [eager(p) for p in pictures])
 
 

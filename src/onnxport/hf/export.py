@@ -343,7 +343,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if tokenizer is not None:
             with open(os.path.join(out, TOKENIZER_FILE), "w", encoding="utf-8") as f:
                 json.dump(tokenizer, f, ensure_ascii=False)
-        transformers_js.write_folder(out, made, transformers_js_settings(config, model_dir) if spec.vlm else None)
+        transformers_js.write_folder(out, made, transformers_js_settings(config, model_dir) if spec.vlm
+                                     else transformers_js.processor_settings(model_dir))
         return result
     os.makedirs(out, exist_ok=True)
     for name, prog in files.items():

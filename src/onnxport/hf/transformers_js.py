@@ -46,7 +46,7 @@ from onnxport.report import Report
 from onnxport.verify.session import initializer_bytes
 
 __all__ = ["DTYPES", "NAME", "SUBFOLDER", "TASKS", "engine_target", "file_names", "merge_decoders", "name_states",
-           "variant", "variants", "write_folder"]
+           "processor_settings", "variant", "variants", "write_folder"]
 
 NAME = "transformers.js"
 SUBFOLDER = "onnx"
@@ -375,6 +375,25 @@ def write_folder(out: str, files: Mapping[str, OnnxProgram],
         if name != "config.json" and entries:
             _add_settings(os.path.join(out, name), entries)
     _write_config(os.path.join(out, "config.json"), external, (settings or {}).get("config.json", {}))
+
+
+# Image processors' settings transformers.js reads under another name than transformers 5 saves them: class ->
+# {transformers' name: transformers.js's}. Swin2SR's window padding (transformers.js 4.3 takes size_divisor for a
+# size to pad to, and fails).
+_RENAMED_SETTINGS = {"Swin2SRImageProcessor": {"size_divisor": "pad_size"}}
+
+
+def processor_settings(directory: str) -> dict[str, dict[str, Any]]:
+    """``write_folder``'s ``settings`` for the processor in ``directory``: its entries under the names
+    transformers.js reads (none for most)."""
+    try:
+        with open(os.path.join(directory, "preprocessor_config.json"), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    renamed = _RENAMED_SETTINGS.get(data.get("image_processor_type", "") if isinstance(data, dict) else "", {})
+    entries = {theirs: data[ours] for ours, theirs in renamed.items() if ours in data and theirs not in data}
+    return {"preprocessor_config.json": entries} if entries else {}
 
 
 def _add_settings(path: str, entries: Mapping[str, Any]) -> None:
