@@ -144,7 +144,8 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
 
         if kwargs:
             raise InvalidInputError(f"image-to-image takes no {', '.join(sorted(kwargs))}", fix="leave them out")
-        return ImageToImagePipeline(model, transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True))
+        processor = transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+        return ImageToImagePipeline(model, processor)
     # transformers loads the tokenizer (or image processor) from the folder, as it would from the model's directory
     return transformers.pipeline(task, model=model, config=folder, device="cpu",
                                  **{component: folder for component in components}, **kwargs)
