@@ -81,6 +81,22 @@ def test_capture_error_points_at_user_line() -> None:
     assert "data-dependent" in str(err)
 
 
+def test_a_capture_failing_inside_torch_names_no_line_it_does_not_show() -> None:
+    from onnxport.capture.strategies import _capture_error
+
+    def inside_torch() -> None:  # a traceback whose frames are torch's alone
+        raise RuntimeError("Cannot create Dim with inconsistent min=0, max=-oo")
+
+    try:
+        inside_torch()
+    except RuntimeError as exc:
+        exc.__traceback__ = None
+        err = _capture_error(Twice(), [("non-strict", exc)])
+    assert err.location is None
+    assert "line shown" not in err.fix and "submodules" in err.fix
+    assert "in its own code" in str(err)
+
+
 def test_unsupported_ops_listed_at_once_with_counts_and_lines() -> None:
     with pytest.raises(onnxport.UnsupportedOpError) as info:
         onnxport.export(UsesMystery(), (torch.randn(3),))

@@ -749,9 +749,13 @@ def _capture_error(
     elif "Constraints violated" in text or "specializ" in text:
         cause = "the dynamic shapes asked for cannot hold for this model"
         fix = "follow torch's suggested dynamic_shapes in the error below, or relax the Dim ranges"
-    else:
+    elif location is not None:
         cause = "torch.export could not capture the model"
         fix = "simplify the line shown (Python side effects, unsupported builtins), or export a submodule"
+    else:  # torch failed in its own code: its traceback names no line of the model
+        cause = "torch.export could not capture the model, failing in its own code at no line of the model's"
+        fix = ("export the model's submodules one at a time to find the one torch fails on, and report the model to "
+               "onnxport")
     tried = "; ".join(f"{name}: {_first_line(e)}" for name, e in errors)
     return CaptureError(
         f"cannot capture {type(model).__name__}: {cause}.\n  tried: {tried}",
