@@ -502,3 +502,40 @@ def test_image_to_image_of_varying_sizes_equals_transformers(tmp_path) -> None:
         got, expected = np.asarray(onnx(image)), np.asarray(eager(image))
         assert got.shape == expected.shape and got.shape[:2] >= (2 * image.height, 2 * image.width)
         assert np.abs(got.astype(int) - expected.astype(int)).max() <= 1
+
+
+def write_owlvit(directory: str, initializer_factor: float = 3.0) -> torch.nn.Module:
+    """A random OWL-ViT (open-vocabulary detection: text queries of an image) with the word-level tokenizer and its
+    image processor (32x32 images: 16 boxes)."""
+    torch.manual_seed(0)
+    text = dict(vocab_size=len(WORDS) + 5, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, max_position_embeddings=16, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+                  patch_size=8)
+    config = transformers.OwlViTConfig(text_config=text, vision_config=vision, projection_dim=32,
+                                       initializer_factor=initializer_factor)
+    model = transformers.OwlViTForObjectDetection(config).eval()
+    model.save_pretrained(directory)
+    write_word_tokenizer(directory)
+    transformers.OwlViTImageProcessor(size={"height": 32, "width": 32}, crop_size={"height": 32, "width": 32}
+                                      ).save_pretrained(directory)
+    return model
+
+
+def test_zero_shot_object_detection_equals_transformers_pipeline(tmp_path) -> None:
+    directory, out = str(tmp_path / "owlvit"), tmp_path / "out"
+    model = write_owlvit(directory)
+    program = export_hf(directory, "auto", out)
+    assert "task auto: zero-shot-object-detection" in str(program.report)
+    onnx = pipeline(out)
+    eager = transformers.pipeline("zero-shot-object-detection", model=model, tokenizer=directory,
+                                  image_processor=directory)
+    labels = ["cat", "a big dog", "car", "house"]  # more queries than the example's, one longer
+    for picture in images((40, 50), (32, 70)):
+        got, expected = onnx(picture, candidate_labels=labels, threshold=0.0), eager(picture, candidate_labels=labels,
+                                                                                     threshold=0.0)
+        assert len(got) == len(expected) > len(labels)
+        assert_same(got, expected)
+    with pytest.raises(onnxport.InvalidInputError, match="does not write zero-shot-object-detection folders"):
+        export_hf(directory, "auto", tmp_path / "js", target="transformers.js")
+    assert not os.path.exists(tmp_path / "js")

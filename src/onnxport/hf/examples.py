@@ -323,6 +323,20 @@ def zero_shot_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     return {**inputs, **image_inputs(model, config)}
 
 
+def detection_queries_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """One image and three text queries of it (one padded): OWL-ViT's forward reads the queries as
+    ``len(input_ids) // len(pixel_values)`` per image, so the images stay one per call, as transformers' and
+    transformers.js's pipelines pass them."""
+    return {**zero_shot_inputs(model, config), **image_inputs(model, config, batch=1)}
+
+
+def detection_queries_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """The queries' number and length; one image (of dynamic height and width where the processor varies them)."""
+    shapes = zero_shot_dynamic(model, config)
+    return {**shapes, **{name: {k: v for k, v in dims.items() if k != 0} for name, dims in image_dynamic(
+        model, config).items()}}
+
+
 def zero_shot_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     texts, length = (torch.export.Dim.DYNAMIC,) * 2
     images = image_dynamic(model, config)
@@ -443,6 +457,8 @@ TASKS: dict[str, Task] = {
     "image-segmentation": Task("AutoModelForSemanticSegmentation", image_inputs, image_dynamic),
     "depth-estimation": Task("AutoModelForDepthEstimation", image_inputs, image_dynamic),
     "image-to-image": Task("AutoModelForImageToImage", image_inputs, image_dynamic),  # Swin2SR's super-resolution
+    "zero-shot-object-detection": Task("AutoModelForZeroShotObjectDetection", detection_queries_inputs,
+                                       detection_queries_dynamic),  # OWL-ViT, OWLv2: an image's text queries
     "audio-classification": Task("AutoModelForAudioClassification", waveform_inputs, "auto"),
     "text2text-generation": Task("AutoModelForSeq2SeqLM", text_inputs, seq2seq=True),
     "automatic-speech-recognition": Task("AutoModelForSpeechSeq2Seq", audio_inputs, audio_axes, seq2seq=True),

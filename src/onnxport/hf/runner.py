@@ -55,6 +55,7 @@ RUNNABLE = {
     "audio-classification": ("SequenceClassifierOutput", "logits"),
     "text-to-audio": (_ANY, "waveform"),
     "image-to-image": ("ImageSuperResolutionOutput", "reconstruction"),
+    "zero-shot-object-detection": (_ANY, "pred_boxes"),
     "automatic-speech-recognition": ("CausalLMOutput", "logits"),  # a CTC model's (a seq2seq folder is refused)
 }
 # What each task's pipeline reads besides the model: its tokenizer, image processor or feature extractor.
@@ -62,6 +63,7 @@ _COMPONENTS = {"image-classification": ("image_processor",), "image-feature-extr
                "object-detection": ("image_processor",), "image-to-image": ("image_processor",),
                "image-segmentation": ("image_processor",), "depth-estimation": ("image_processor",),
                "zero-shot-image-classification": ("tokenizer", "image_processor"),
+               "zero-shot-object-detection": ("tokenizer", "image_processor"),
                "audio-classification": ("feature_extractor",),
                "automatic-speech-recognition": ("feature_extractor", "tokenizer")}
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}  # transformers' names

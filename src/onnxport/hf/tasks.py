@@ -8,7 +8,7 @@ config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and 
 ``*ForAudioClassification`` are those tasks, ``*ForSemanticSegmentation`` is ``image-segmentation``; a class
 transformers' audio-classification, zero-shot-image-classification or text-to-waveform auto class loads is that task
 (the sequence classifier of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``;
-``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``: ``image-to-image``); a
+``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``: ``image-to-image``; ``OwlViTForObjectDetection``: ``zero-shot-object-detection``); a
 ``*ForConditionalGeneration`` is ``text2text-generation``, ``automatic-speech-recognition`` or
 ``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it, and a bare ``*Model`` of a text model (one with a vocabulary) is
 ``feature-extraction``. Anything else, or classes that disagree, is refused: the caller names the task.
@@ -64,6 +64,7 @@ _MAPPINGS = {
     "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
     "text-to-audio": "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES",
     "image-to-image": "MODEL_FOR_IMAGE_TO_IMAGE_MAPPING_NAMES",
+    "zero-shot-object-detection": "MODEL_FOR_ZERO_SHOT_OBJECT_DETECTION_MAPPING_NAMES",
     "ctc": "MODEL_FOR_CTC_MAPPING_NAMES",  # automatic-speech-recognition by a CTC head (see is_ctc)
 }
 
@@ -143,7 +144,8 @@ def is_ctc(directory: str) -> bool:
 
 
 def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
-    for task in ("audio-classification", "zero-shot-image-classification", "text-to-audio", "image-to-image"):
+    for task in ("audio-classification", "zero-shot-image-classification", "zero-shot-object-detection",
+                 "text-to-audio", "image-to-image"):
         if name in model_class_names(task, model_type):  # Wav2Vec2ForSequenceClassification, CLIPModel, VitsModel, ...
             return task
     for suffix, task in _HEADS:
