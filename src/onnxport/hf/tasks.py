@@ -8,7 +8,8 @@ config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and 
 ``*ForAudioClassification`` are those tasks, ``*ForSemanticSegmentation`` is ``image-segmentation``; a class
 transformers' audio-classification, zero-shot-image-classification or text-to-waveform auto class loads is that task
 (the sequence classifier of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``;
-``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``: ``image-to-image``; ``OwlViTForObjectDetection``: ``zero-shot-object-detection``); a
+``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``: ``image-to-image``; ``OwlViTForObjectDetection``:
+``zero-shot-object-detection``); a
 ``*ForConditionalGeneration`` is ``text2text-generation``, ``automatic-speech-recognition`` or
 ``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it, and a bare ``*Model`` of a text model (one with a vocabulary) is
 ``feature-extraction``. Anything else, or classes that disagree, is refused: the caller names the task.
