@@ -5,11 +5,11 @@ A sentence-transformers directory (a ``modules.json``) is ``sentence-similarity`
 config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and ``*LMHeadModel``) generate text,
 ``*ForMaskedLM`` fill a mask, ``*ForSequenceClassification``, ``*ForTokenClassification``,
 ``*ForQuestionAnswering``, ``*ForImageClassification``, ``*ForObjectDetection``, ``*ForDepthEstimation`` and
-``*ForAudioClassification`` are those tasks, ``*ForSemanticSegmentation`` is ``image-segmentation``; a class
-transformers' audio-classification, zero-shot-image-classification or text-to-waveform auto class loads is that task
-(the sequence classifier of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``;
-``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``: ``image-to-image``; ``OwlViTForObjectDetection``:
-``zero-shot-object-detection``); a
+``*ForAudioClassification`` are those tasks, ``*ForSemanticSegmentation`` is ``image-segmentation``, ``*ForCTC``
+``automatic-speech-recognition``; a class transformers' audio-classification, zero-shot-image-classification,
+zero-shot-object-detection, text-to-waveform or image-to-image auto class loads is that task (the sequence classifier
+of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``; ``OwlViTForObjectDetection``;
+``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``); a
 ``*ForConditionalGeneration`` is ``text2text-generation``, ``automatic-speech-recognition`` or
 ``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it, and a bare ``*Model`` of a text model (one with a vocabulary) is
 ``feature-extraction``. Anything else, or classes that disagree, is refused: the caller names the task.
