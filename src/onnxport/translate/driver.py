@@ -30,14 +30,14 @@ from onnxport.translate.ops.complex import complex_translator, is_complex, touch
 from onnxport.translate.registry import BUILTIN, Translator, functional_variant, lookup, target_name
 
 __all__ = [
-    "DRAWS", "Translated", "is_random", "name_output_dims", "random_outputs", "translate", "translator_for",
-    "untranslated_ops",
+    "DRAWS", "Translated", "is_random", "name_output_dims", "random_outputs", "subgraphs", "translate",
+    "translator_for", "untranslated_ops",
 ]
 
-# Ops whose values differ from run to run (Dropout only with its training_mode input, i.e. in training).
 # torch's standard draws, each one value of the graph that verification can feed (see onnxport.verify.draws)
 DRAWS = frozenset((torch.ops.aten.randn.default, torch.ops.aten.randn_like.default, torch.ops.aten.rand.default,
                     torch.ops.aten.rand_like.default))
+# Ops whose values differ from run to run (Dropout only with its training_mode input, i.e. in training).
 _RANDOM_OPS = frozenset(
     "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial Bernoulli".split()
 )
@@ -392,13 +392,19 @@ def _taint(graph: ir.Graph, tainted: set[int]) -> bool:
     found = False
     for node in graph:
         random = is_random(node) or any(id(v) in tainted for v in node.inputs if v is not None)
-        for attr in node.attributes.values():
-            subgraphs = {ir.AttributeType.GRAPH: [attr.value], ir.AttributeType.GRAPHS: attr.value}.get(attr.type, [])
-            for sub in subgraphs:
-                random = _taint(sub, tainted) or random
+        for sub in subgraphs(node):
+            random = _taint(sub, tainted) or random
         if random:
             tainted.update(id(v) for v in node.outputs)
             found = True
+    return found
+
+
+def subgraphs(node: ir.Node) -> list[ir.Graph]:
+    """The graphs the node's attributes hold (an If's branches, a Loop's body)."""
+    found = []
+    for attr in node.attributes.values():
+        found.extend({ir.AttributeType.GRAPH: [attr.value], ir.AttributeType.GRAPHS: attr.value}.get(attr.type, []))
     return found
 
 

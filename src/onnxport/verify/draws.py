@@ -25,7 +25,7 @@ from onnx_ir.passes import common as common_passes
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from onnxport import metadata
-from onnxport.translate.driver import DRAWS, is_random
+from onnxport.translate.driver import DRAWS, is_random, subgraphs
 
 __all__ = ["Recording", "feed_draws", "mismatch", "plan"]
 
@@ -58,22 +58,15 @@ def plan(model: ir.Model) -> list[ir.Value] | None:
 def _holds_random(node: ir.Node) -> bool:
     if is_random(node):
         return True
-    return any(_holds_random(inner) for graph in _subgraphs(node) for inner in graph)
+    return any(_holds_random(inner) for graph in subgraphs(node) for inner in graph)
 
 
 def _reads(node: ir.Node) -> list[ir.Value | None]:
     """The node's inputs and the outer values its subgraphs read."""
     found = list(node.inputs)
-    for graph in _subgraphs(node):
+    for graph in subgraphs(node):
         for inner in graph:
             found.extend(v for v in _reads(inner) if v is not None and v.graph is not graph)
-    return found
-
-
-def _subgraphs(node: ir.Node) -> list[ir.Graph]:
-    found = []
-    for attr in node.attributes.values():
-        found.extend({ir.AttributeType.GRAPH: [attr.value], ir.AttributeType.GRAPHS: attr.value}.get(attr.type, []))
     return found
 
 
