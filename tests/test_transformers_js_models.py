@@ -7,8 +7,9 @@ table grows with the length), GPTBigCode (StarCoder's; transformers.js feeds its
 the end-of-sequence token's features: the example must hold one per text), a ViT's image features (task
 image-feature-extraction), Moonshine's speech recognition (raw samples of any length; transformers.js's feature
 extractor gives no mask), Cohere ASR's, Wav2Vec2's CTC recognition, Swin2SR's super-resolution (image-to-image),
-and VITS's text-to-audio (the tokenizer.json export-hf writes for its Python tokenizer; a checkpoint without noise
-speaks transformers' waveform, a noisy one its own), all in one Node process."""
+VITS's text-to-audio (the tokenizer.json export-hf writes for its Python tokenizer; a checkpoint without noise
+speaks transformers' waveform, a noisy one its own), Donut's document question answering, TrOCR's and ViT-GPT2's
+image-to-text, all in one Node process."""
 
 from __future__ import annotations
 
@@ -193,9 +194,55 @@ def _vits(root: str, noise: bool = False) -> Case:
     return Case("text-to-audio", directory, TEXTS, {}, [eager(text) for text in TEXTS])
 
 
+def _pictures(root: str, sizes: tuple[tuple[int, int], ...]) -> tuple[list[str], list[object]]:
+    from tests.vlm_dirs import images
+
+    pictures = images(*sizes)
+    paths = [os.path.join(root, f"picture{i}-{h}x{w}.png") for i, (h, w) in enumerate(sizes)]
+    for picture, path in zip(pictures, paths, strict=True):
+        picture.save(path)
+    return paths, pictures
+
+
+def _donut(root: str) -> Case:
+    """Donut's document question answering: transformers.js's pipeline writes its DocVQA prompt as transformers'
+    does, and reads the answer between its answer tokens."""
+    from tests.document_dirs import ANSWERS, PICTURES, write_donut
+
+    directory = os.path.join(root, "donut")
+    model = write_donut(directory)
+    eager = transformers.pipeline("document-question-answering", model=model, image_processor=directory,
+                                  tokenizer=directory)
+    paths, pictures = _pictures(root, PICTURES)
+    asked = [(i, question) for i in range(len(paths)) for question in ANSWERS]
+    return Case("document-question-answering", directory, [{"image": paths[i], "question": q} for i, q in asked], {},
+                [eager(pictures[i], q) for i, q in asked])
+
+
+def _captioner(root: str, name: str) -> Case:
+    """A VisionEncoderDecoder's image-to-text on pictures of its image processor's size (transformers.js resizes
+    others otherwise than PIL): TrOCR's (its decoder's cross-attention cached) and ViT-GPT2's (transformers.js caches
+    its GPT-2 decoder's self-attention alone)."""
+    from tests.document_dirs import write_trocr, write_vit_gpt2
+
+    directory = os.path.join(root, name)
+    model = {"trocr": write_trocr, "vit-gpt2": write_vit_gpt2}[name](directory)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    processor = transformers.AutoImageProcessor.from_pretrained(directory)
+    paths, pictures = _pictures(root, ((32, 32),) * 2)
+    expected = []
+    for picture in pictures:
+        with torch.no_grad():
+            ids = model.generate(**processor(picture, return_tensors="pt"), do_sample=False, max_new_tokens=NEW_TOKENS)
+        expected.append([{"generated_text": tokenizer.decode(ids[0], skip_special_tokens=True).strip()}])
+    return Case("image-to-text", directory, [{"image": p} for p in paths], {"max_new_tokens": NEW_TOKENS}, expected)
+
+
 MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier,
           "vit-features": _vit_features, "moonshine": _moonshine, "cohere_asr": _cohere_asr, "vits": _vits,
-          "vits-noisy": lambda root: _vits(root, noise=True), "wav2vec2-ctc": _wav2vec2_ctc, "swin2sr": _swin2sr}
+          "vits-noisy": lambda root: _vits(root, noise=True), "wav2vec2-ctc": _wav2vec2_ctc, "swin2sr": _swin2sr,
+          "donut": _donut, "trocr": lambda root: _captioner(root, "trocr"),
+          "vit-gpt2": lambda root: _captioner(root, "vit-gpt2")}
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +289,9 @@ def test_runs_as_transformers(js, name) -> None:
             assert got["sampling_rate"] == expected["sampling_rate"] and len(audio) % 16 == 0 and len(audio)
             if name == "vits":  # no noise: transformers' waveform; the noisy one draws its own
                 np.testing.assert_allclose(audio, expected["audio"], atol=1e-4)
+            continue
+        if case.task == "document-question-answering":
+            assert got == expected and expected[0]["answer"]
             continue
         if case.task == "automatic-speech-recognition":
             got, expected = [got], [expected]

@@ -3,8 +3,8 @@
 //   node run_transformers_js.mjs --modules .runtimes/transformers-js JOBS.json RESULTS.json
 //
 // JOBS.json is a list of {folder, task, dtype, inputs, options}: each input is a string, a {question, context}
-// pair, {image: PATH} (read with transformers.js's RawImage), {audio: [samples]} (a Float32Array), or
-// {image: PATH, labels: [...]} for zero-shot image classification. RESULTS.json gets, per job, {outputs} (one
+// pair, {image: PATH} (read with transformers.js's RawImage), {image: PATH, question} for document question
+// answering, {audio: [samples]} (a Float32Array), or {image: PATH, labels: [...]} for zero-shot image classification. RESULTS.json gets, per job, {outputs} (one
 // per input) or {error}. Tensors become {dims, data}; images {width, height, channels, data}.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -34,6 +34,9 @@ function plain(value) {
 
 async function call(pipe, task, input, options) {
   if (typeof input === 'string') return pipe(input, options);
+  if (input.question !== undefined && input.image !== undefined) {
+    return pipe(await tjs.RawImage.read(input.image), input.question, options);
+  }
   if (input.question !== undefined) return pipe(input.question, input.context, options);
   if (input.audio !== undefined) return pipe(Float32Array.from(input.audio), options);
   const image = await tjs.RawImage.read(input.image);

@@ -467,6 +467,10 @@ TASKS: dict[str, Task] = {
     "question-answering": Task("AutoModelForQuestionAnswering", encoder_inputs),
     "sentence-similarity": Task("AutoModel", encoder_inputs),  # the transformer of a sentence-transformers directory
     "image-text-to-text": Task("AutoModelForImageTextToText", text_inputs, vlm=True),
+    # an encoder-decoder whose encoder reads the image (a VisionEncoderDecoder: TrOCR, Donut, ViT-GPT2), exported as
+    # for image-text-to-text; its decoder starts from its start token, or from Donut's question prompt
+    "image-to-text": Task("AutoModelForImageTextToText", text_inputs, vlm=True),
+    "document-question-answering": Task("AutoModelForImageTextToText", text_inputs, vlm=True),
     "text-to-audio": Task("AutoModelForTextToWaveform", text_inputs),  # VITS: onnxport.hf.text_to_audio
     "text-to-image": Task("DiffusionPipeline", text_inputs),  # a diffusers directory: onnxport.hf.diffusion
 }

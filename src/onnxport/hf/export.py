@@ -61,6 +61,8 @@ from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
 from onnxport.hf.multimodal.components import images_encoded
 from onnxport.hf.multimodal.consumers import (
+    TRANSFORMERS_JS_DECODER_CACHES,
+    TRANSFORMERS_JS_ENCODED_TYPES,
     TRANSFORMERS_JS_TYPES,
     transformers_js_refusal,
     transformers_js_settings,
@@ -198,7 +200,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if target is None and opset is None and (task == "text-generation" or spec.vlm):
         target = genai_target()  # a folder onnxruntime-genai loads: the onnxruntime it requires computes fused ops
     if spec.vlm and precision == torch.float16:
-        raise InvalidInputError("onnxport does not export image-text-to-text models as float16",
+        raise InvalidInputError(f"onnxport does not export {task} models as float16",
                                 fix="pass dtype='fp32' (the default), 'bf16' or 'auto'")
     sentence = read_sentence_model(directory) if task == "sentence-similarity" else None
     model_dir = sentence.transformer if sentence is not None else directory  # where config.json and weights are
@@ -231,6 +233,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         check_supported(config)  # first: what stands in the way of a type said before its config is read further
         layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME
         encoded = _images_encoded(_model_class(spec.auto, config), config)
+        _check_encoded_task(task, config, encoded)
         stems = tuple(layout.files_of(bool(getattr(config, "is_encoder_decoder", False)), encoded).values())
         if engine is not None and config.model_type in layout.audio_files and transformers_js_refusal(config) is None:
             stems += (layout.audio_files[config.model_type],)  # the audio encoder transformers.js loads for the type
@@ -243,11 +246,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if task == "text-generation" or spec.seq2seq or spec.vlm:
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
-        why = None if engine is None else "it has no such model type" \
-            if config.model_type not in TRANSFORMERS_JS_TYPES else transformers_js_refusal(config)
+        why = None if engine is None else _transformers_js_vlm_refusal(task, config)
         if why is not None:
-            raise InvalidInputError(f"transformers.js does not run {config.model_type} models for image-text-to-text: "
-                                    f"{why}", fix="export it for onnxruntime (no target) and run it with generate_vlm")
+            raise InvalidInputError(f"transformers.js does not run {config.model_type} models for {task}: {why}",
+                                    fix="export it for onnxruntime (no target) and run it with onnxport.hf.pipeline "
+                                    "(generate_vlm for image-text-to-text)")
         check_output_folder(out, genai_names(config) if engine is None else ())  # genai's, for the types it runs
     scheme = prequantized.scheme_of(config)
     if scheme is not None:
@@ -392,6 +395,46 @@ def _model_class(auto: str, config: Any) -> str:
     known = {name for entry in names for name in ((entry,) if isinstance(entry, str) else entry)}
     named = next((name for name in getattr(config, "architectures", None) or () if name in known), None)
     return named if named is not None and hasattr(transformers, named) else auto
+
+
+# The tasks of an encoder-decoder whose encoder reads the image (``multimodal.components.images_encoded``), and the
+# model types each takes (None: any such model): document-question-answering's prompt is Donut's, a question between
+# its task tokens, which a VisionEncoderDecoder's decoder reads.
+ENCODED_TASKS = {"image-to-text": None, "document-question-answering": ("vision-encoder-decoder",)}
+
+
+def _check_encoded_task(task: str, config: Any, encoded: bool) -> None:
+    """Refuse, before the model is loaded, an ``ENCODED_TASKS`` task for a model that is not such an
+    encoder-decoder (or not of the task's types)."""
+    if task not in ENCODED_TASKS:
+        return
+    if not encoded:
+        raise InvalidInputError(
+            f"{task} is the task of an encoder-decoder whose encoder reads the image (a VisionEncoderDecoder: "
+            f"TrOCR, Donut), and a {config.model_type} model reads the image's rows among its prompt's tokens",
+            fix="export it for image-text-to-text")
+    types = ENCODED_TASKS[task]
+    if types is not None and config.model_type not in types:
+        raise InvalidInputError(
+            f"{task} asks a {', '.join(types)} model (Donut) its question as a prompt between its task tokens, "
+            f"which a {config.model_type} model does not read", fix="export it for image-to-text")
+
+
+def _transformers_js_vlm_refusal(task: str, config: Any) -> str | None:
+    """Why transformers.js cannot run a model of ``config`` for ``task`` (image-text-to-text or an
+    ``ENCODED_TASKS`` one) from onnxport's files, or None."""
+    if task in ENCODED_TASKS:
+        types = TRANSFORMERS_JS_ENCODED_TYPES[task]
+        if config.model_type not in types:
+            return f"its {task} pipeline loads {', '.join(types)} models alone"
+        decoder = config.get_text_config(decoder=True).model_type
+        if decoder not in TRANSFORMERS_JS_DECODER_CACHES:
+            return (f"it cannot size the cache of a {decoder} decoder (its getNormalizedConfig knows the decoders of "
+                    f"{', '.join(TRANSFORMERS_JS_DECODER_CACHES)})")
+        return None
+    if config.model_type not in TRANSFORMERS_JS_TYPES:
+        return "it has no such model type"
+    return transformers_js_refusal(config)
 
 
 def _images_encoded(auto: str, config: Any) -> bool:

@@ -7,14 +7,16 @@ there), and the answers are those ``transformers.pipeline(task)`` gives for the 
 the export's precision; the image tasks (``image-classification``, ``zero-shot-image-classification`` with the
 tokenizer too, ``object-detection``, ``image-segmentation``, ``depth-estimation``) get the folder's image
 processor, ``audio-classification`` its feature extractor; ``text-to-audio`` (VITS) gives the waveform the model draws.
-Three tasks transformers has no pipeline for get
+Four tasks transformers has no pipeline for get
 onnxport's: ``question-answering`` (``onnxport.hf.question_answering``), ``sentence-similarity``
 (``SentenceSimilarityPipeline``: embeddings as sentence-transformers' ``encode`` gives them, and cosine
-similarities) and ``image-to-image`` (``onnxport.hf.image_to_image``: super-resolution, as transformers 4 and
-transformers.js compute it).
+similarities), ``image-to-image`` (``onnxport.hf.image_to_image``: super-resolution, as transformers 4 and
+transformers.js compute it) and ``image-to-text`` (``onnxport.hf.image_to_text``: an image encoder-decoder's
+captions, generated in onnxruntime). ``document-question-answering`` (a Donut folder) runs transformers' own
+pipeline, its ``generate`` onnxport's (:data:`GENERATING`).
 
 The task is the one each exported model names in its metadata (``onnxport.hf.task``); a folder exported for
-text generation or a seq2seq task is refused, naming what runs it (onnxruntime-genai, ``onnxport.generate``,
+text generation or another seq2seq task is refused, naming what runs it (onnxruntime-genai, ``onnxport.generate``,
 ``onnxport.generate_seq2seq``).
 """
 
@@ -66,6 +68,8 @@ _COMPONENTS = {"image-classification": ("image_processor",), "image-feature-extr
                "zero-shot-object-detection": ("tokenizer", "image_processor"),
                "audio-classification": ("feature_extractor",),
                "automatic-speech-recognition": ("feature_extractor", "tokenizer")}
+# The tasks whose folder holds an encoder and decoders that a pipeline runs (``onnxport.hf.image_to_text``).
+GENERATING = ("image-to-text", "document-question-answering")
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}  # transformers' names
 _ELSEWHERE = {
     "text-generation": "run the folder with onnxruntime-genai (og.Model(folder)) or onnxport.generate(folder + "
@@ -108,7 +112,11 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
     if not os.path.isdir(folder):
         raise InvalidInputError(f"{folder} is not a folder", fix="give the folder export_hf (onnxport export-hf) wrote")
     if not os.path.isfile(path):
-        if os.path.isfile(os.path.join(folder, "encoder_model.onnx")):
+        encoder = os.path.join(folder, "encoder_model.onnx")
+        recorded = _recorded_task(encoder) if os.path.isfile(encoder) else None
+        if recorded in GENERATING:
+            return _generating(folder, _task(task, recorded, encoder), kwargs)
+        if os.path.isfile(encoder):
             raise InvalidInputError(f"{folder} holds a seq2seq export (encoder_model.onnx, decoder_model.onnx, ...), "
                                     "which no pipeline runs", fix=_ELSEWHERE["text2text-generation"])
         raise InvalidInputError(f"{folder} has no model.onnx",
@@ -117,6 +125,10 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
         raise InvalidInputError(f"{folder} has no config.json, which the pipeline reads (labels, tokens)",
                                 fix=f"{_EXPORT_AGAIN}, which copies it, or copy the model's config.json there")
     task = _task(task, _recorded_task(path), path)
+    if task in GENERATING:
+        raise InvalidInputError(f"{task} runs an encoder and its decoders (encoder_model.onnx, decoder_model.onnx, "
+                                f"decoder_with_past_model.onnx), and {folder} holds one model.onnx",
+                                fix=f"export the model with export_hf(directory, {task!r}, folder)")
     components = _COMPONENTS.get(task, ("tokenizer",))
     for component in components:
         files = _FILES[component]
@@ -153,6 +165,34 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
                                  **{component: folder for component in components}, **kwargs)
 
 
+def _generating(folder: str, task: str, kwargs: dict[str, Any]) -> Any:
+    """The pipeline of a :data:`GENERATING` task on ``folder``'s encoder and decoders: onnxport's image-to-text one
+    (transformers 5 has none), transformers' document-question-answering one on Donut's."""
+    import transformers
+
+    from onnxport.hf.image_to_text import EncodedGenerator, ImageToTextPipeline
+
+    for component in ("tokenizer", "image_processor"):
+        if not any(os.path.isfile(os.path.join(folder, name)) for name in _FILES[component]):
+            raise InvalidInputError(f"{folder} has no {component.replace('_', ' ')} ({' or '.join(_FILES[component])})",
+                                    fix=f"copy the model's {component.replace('_', ' ')} files there")
+    model = EncodedGenerator.of(folder)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    processor = transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+    if task == "image-to-text":
+        if kwargs:
+            raise InvalidInputError(f"image-to-text takes no {', '.join(sorted(kwargs))} here",
+                                    fix="pass max_new_tokens or generate_kwargs when calling the pipeline")
+        return ImageToTextPipeline(model, processor, tokenizer)
+    try:
+        return transformers.DocumentQuestionAnsweringPipeline(
+            model=model, tokenizer=tokenizer, image_processor=processor, task=task, device="cpu", **kwargs)
+    except ValueError as exc:  # the pipeline's own checks: a Donut, a fast tokenizer that pads on the right
+        raise InvalidInputError(f"transformers' {task} pipeline does not take {folder}: {exc}",
+                                fix="export a Donut checkpoint (a donut-swin encoder) with its fast tokenizer, which "
+                                "pads on the right") from None
+
+
 def _recorded_task(path: str) -> str | None:
     """The task ``path``'s metadata names (its graph read, not its weights)."""
     import onnx
@@ -176,6 +216,8 @@ def _task(asked: str | None, recorded: str | None, path: str) -> str:
     if task is None:
         raise InvalidInputError(f"{path} does not name its task (onnxport's export_hf writes it in the model)",
                                 fix="pass the task: pipeline(folder, 'text-classification'), or " + _EXPORT_AGAIN)
+    if task in GENERATING:
+        return task
     if task in _ELSEWHERE and task not in RUNNABLE:  # (a speech model.onnx is a CTC model's)
         raise InvalidInputError(f"no pipeline runs a model exported for {task}", fix=_ELSEWHERE[task])
     if task not in RUNNABLE:

@@ -89,6 +89,7 @@ class DecoderPart(torch.nn.Module):
         super().__init__()
         self.model = model
         self.states_type: Any = None  # the encoder's output class, where it carries the mask of its states
+        self.self_only = False  # the cache holds self-attention alone: cross-attention recomputed at each step
 
     def forward(self, input_ids: Any = None, encoder_attention_mask: Any = None, encoder_hidden_states: Any = None,
                 past_key_values: Any = None, inputs_embeds: Any = None) -> dict[str, Any]:
@@ -102,6 +103,10 @@ class DecoderPart(torch.nn.Module):
         None."""
         from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPooling
 
+        if self.self_only:  # an empty cross-attention cache, which the step fills from encoder_hidden_states
+            from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+            past_key_values = EncoderDecoderCache(past_key_values or DynamicCache(), DynamicCache())
         if inputs_embeds is not None or self.model.config.model_type in VISION_TEXT_DECODERS:  # the decoder alone
             decoder = decoder_of(self.model)
             tokens = {"input_ids": input_ids} if inputs_embeds is None else {"inputs_embeds": inputs_embeds}
@@ -121,14 +126,16 @@ class DecoderPart(torch.nn.Module):
                          use_cache=True,
                          return_dict=True,
                          **{cache_argument(self.model): past_key_values})
-        return {"logits": out.logits, "present": cache_of(out)}
+        present = cache_of(out)
+        return {"logits": out.logits, "present": present.self_attention_cache if self.self_only else present}
 
 
 @serialized
 def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, opset: int | None = None,
                    verify: bool = True, progress: bool = False, target: Any = None,
                    dtype: torch.dtype | None = None, decoder_embeds: bool = False,
-                   audio_axes: dict[int, int] | None = None, states_mask: bool = True) -> Seq2SeqPrograms:
+                   audio_axes: dict[int, int] | None = None, states_mask: bool = True,
+                   cross_cache: bool = True) -> Seq2SeqPrograms:
     """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past.
 
     ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}``, ``{"input_features"}`` or
@@ -143,13 +150,17 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
     embeddings (``inputs_embeds``) instead of their ids. ``states_mask``: where the encoder gives the mask of its
     own states (its output's ``attention_mask``: Moonshine's, Cohere ASR's), the encoder returns it as
     ``encoder_attention_mask`` and the decoders take that mask; False: the decoders take none (transformers.js feeds
-    such a type's decoder none, one unpadded clip at a time).
+    such a type's decoder none, one unpadded clip at a time). ``cross_cache=False``: the cache holds the
+    self-attention's keys and values alone (``past_key_values.{i}.key``/``.value``, as a decoder-only model's), and
+    each step computes the cross-attention's from ``encoder_hidden_states`` (transformers.js caches a
+    VisionEncoderDecoder's GPT-2 decoder so).
     """
     from onnxport.api import export
 
     model = model.eval()
     start = _start_token(model)
     encoder, decoder = EncoderPart(model), DecoderPart(model)
+    decoder.self_only = not cross_cache
     kw = dict(opset=opset, verify=verify, progress=progress, target=target, dtype=dtype)
     text = {0: BATCH, 1: ENCODER}
     shapes = {name: {0: BATCH} if name in FIXED_SIZE_INPUTS else text for name in inputs}
@@ -195,8 +206,13 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
         past_dim = torch.export.Dim(PAST_DECODER.__name__, max=longest - NEW)
         decoder_dim = torch.export.Dim(DECODER.__name__, max=longest - NEW)
         shapes.update(input_ids={0: BATCH, 1: decoder_dim}, inputs_embeds={0: BATCH, 1: decoder_dim})
-    layer = ({0: BATCH, 2: PAST_DECODER if longest is None else past_dim},) * 2 + ({0: BATCH, 2: ENCODER},) * 2
-    shapes = dict(shapes, past_key_values=[layer] * len(cache.self_attention_cache.layers))
+    layer = ({0: BATCH, 2: PAST_DECODER if longest is None else past_dim},) * 2
+    if cross_cache:
+        layer += ({0: BATCH, 2: ENCODER},) * 2
+    # (a layer the step left empty has no tensors: a decoder whose cache is sized by another count of layers, an
+    # MBart decoder's by its config's encoder_layers, as Donut's is)
+    layers = cache.self_attention_cache.layers if cross_cache else cache.layers
+    shapes = dict(shapes, past_key_values=[layer if each.keys is not None else () for each in layers])
     past_prog = export(decoder, (), with_past, dynamic_shapes={k: shapes[k] for k in with_past}, **kw)
     return Seq2SeqPrograms(encoder_prog, decoder_prog, past_prog)
 

@@ -11,8 +11,9 @@ zero-shot-object-detection, text-to-waveform or image-to-image auto class loads 
 of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``; ``OwlViTForObjectDetection``;
 ``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``); a
 ``*ForConditionalGeneration`` is ``text2text-generation``, ``automatic-speech-recognition`` or
-``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it, and a bare ``*Model`` of a text model (one with a vocabulary) is
-``feature-extraction``. Anything else, or classes that disagree, is refused: the caller names the task.
+``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it, a
+``VisionEncoderDecoderModel`` (TrOCR, Donut: its encoder reads the image) ``image-to-text``, and a bare ``*Model`` of
+a text model (one with a vocabulary) is ``feature-extraction``. Anything else, or classes that disagree, is refused: the caller names the task.
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ def is_ctc(directory: str) -> bool:
 
 
 def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
+    if model_type == "vision-encoder-decoder":  # an image's text (a Donut asked questions: document-question-answering)
+        return "image-to-text"
     for task in ("audio-classification", "zero-shot-image-classification", "zero-shot-object-detection",
                  "text-to-audio", "image-to-image"):
         if name in model_class_names(task, model_type):  # Wav2Vec2ForSequenceClassification, CLIPModel, VitsModel, ...

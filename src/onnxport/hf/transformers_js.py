@@ -59,7 +59,7 @@ TASKS = ("text-generation", "feature-extraction", "text-classification", "fill-m
          "question-answering", "image-classification", "image-feature-extraction", "zero-shot-image-classification",
          "object-detection", "image-segmentation", "depth-estimation", "audio-classification",
          "text2text-generation", "automatic-speech-recognition", "image-text-to-text", "text-to-audio",
-         "image-to-image")
+         "image-to-image", "image-to-text", "document-question-answering")
 # Tasks transformers.js has a pipeline for whose folders onnxport does not write yet, and why.
 _NOT_YET = {"zero-shot-object-detection": "its pipeline's boxes and scores from onnxport's OWL-ViT folder are not yet "
                                           "those transformers computes from the same model (its session, fed "

@@ -65,6 +65,8 @@ __all__ = [
     "ONNXRUNTIME",
     "PIECES",
     "TRANSFORMERS_JS",
+    "TRANSFORMERS_JS_DECODER_CACHES",
+    "TRANSFORMERS_JS_ENCODED_TYPES",
     "TRANSFORMERS_JS_REFUSED",
     "TRANSFORMERS_JS_TYPES",
     "Layout",
@@ -151,6 +153,18 @@ TRANSFORMERS_JS = Layout("transformers.js", {"vision": "vision_encoder", "tokens
 TRANSFORMERS_JS_TYPES = ("llava", "llava_onevision", "florence2", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
                          "qwen3_5", "qwen3_5_moe", "lfm2_vl", "lfm3_vl", "idefics3", "smolvlm", "paligemma", "gemma3",
                          "gemma3n", "gemma4", "mistral3", "lighton_ocr", "glm_ocr")
+# transformers.js 4.3's types for the tasks of an encoder-decoder whose encoder reads the image (its
+# MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES and MODEL_FOR_DOCUMENT_QUESTION_ANSWERING_MAPPING_NAMES, less idefics3 and
+# smolvlm, which read image tokens in a prompt: image-text-to-text), its sessions encoder_model and
+# decoder_model_merged.
+TRANSFORMERS_JS_ENCODED_TYPES = {"image-to-text": ("vision-encoder-decoder",),
+                                 "document-question-answering": ("vision-encoder-decoder",)}
+# transformers.js's cache of a VisionEncoderDecoder's decoder, by the decoder's model type (what getNormalizedConfig in
+# configs.js gives it): True where it sizes the decoder as an encoder-decoder's (the cross-attention's keys and values
+# cached, past_key_values.{i}.decoder.* and .encoder.*), False where it sizes it as a decoder-only model's
+# (past_key_values.{i}.key and .value: the decoder recomputes cross-attention at each step). Other decoders (BERT's,
+# RoBERTa's) it cannot size a cache for.
+TRANSFORMERS_JS_DECODER_CACHES = {"trocr": True, "mbart": True, "bart": True, "marian": True, "gpt2": False}
 
 # The types transformers.js loads with sessions onnxport does not write, and why.
 TRANSFORMERS_JS_REFUSED = {

@@ -27,7 +27,7 @@ from onnxport.hf.multimodal.components import (
     image_rows,
     images_encoded,
 )
-from onnxport.hf.multimodal.consumers import ONNXRUNTIME, Layout
+from onnxport.hf.multimodal.consumers import ONNXRUNTIME, TRANSFORMERS_JS, TRANSFORMERS_JS_DECODER_CACHES, Layout
 from onnxport.hf.multimodal.examples import (
     ImageSets,
     audio_sets,
@@ -245,8 +245,10 @@ def _encoded_pieces(model: torch.nn.Module, config: Any, directory: str | None, 
         raise InvalidInputError(f"{config.model_type} models are exported with their weights loaded (the decoders' "
                                 "examples come from running the encoder)", fix="pass streaming=False")
     sets = encoder_image_sets(model, config, directory)
+    cross = layout is not TRANSFORMERS_JS or \
+        TRANSFORMERS_JS_DECODER_CACHES.get(config.get_text_config(decoder=True).model_type, True)
     made = export_seq2seq(model, sets[0], opset=options.get("opset"), progress=options.get("progress", False),
-                          target=options.get("target"))
+                          target=options.get("target"), cross_cache=cross)
     quantize = options.get("quantize")
     if quantize is not None:
         made = type(made)(made.encoder, made.decoder.quantize(quantize), made.decoder_with_past.quantize(quantize))
