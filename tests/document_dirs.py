@@ -102,3 +102,24 @@ def write_vit_gpt2(directory: str) -> torch.nn.Module:
     return _vision_encoder_decoder(directory, transformers.GPT2Config(
         vocab_size=len(vocab), n_embd=32, n_layer=2, n_head=4, n_positions=64, add_cross_attention=True,
         bos_token_id=1, eos_token_id=2, pad_token_id=0, decoder_start_token_id=1))
+
+
+def write_sam(directory: str) -> torch.nn.Module:
+    """A tiny SAM (a ViT encoder on 64x64 images in 8x8 patches, windowed attention but in its last layer; a prompt
+    encoder and mask decoder of width 16), its weights spread, and its image processor (longest edge 64, padded to
+    64x64)."""
+    torch.manual_seed(0)
+    config = transformers.SamConfig(
+        vision_config=dict(hidden_size=32, output_channels=16, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=64, patch_size=8, window_size=4, global_attn_indexes=[1], mlp_dim=64,
+                           num_pos_feats=8),
+        prompt_encoder_config=dict(hidden_size=16, image_size=64, patch_size=8, mask_input_channels=4),
+        mask_decoder_config=dict(hidden_size=16, mlp_dim=32, num_hidden_layers=2, num_attention_heads=2,
+                                 iou_head_hidden_dim=16))
+    model = transformers.SamModel(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    transformers.SamImageProcessorPil(size={"longest_edge": 64}, pad_size={"height": 64, "width": 64},
+                                      mask_size={"longest_edge": 16}, mask_pad_size={"height": 16, "width": 16}
+                                      ).save_pretrained(directory)
+    return model

@@ -9,7 +9,8 @@ image-feature-extraction), Moonshine's speech recognition (raw samples of any le
 extractor gives no mask), Cohere ASR's, Wav2Vec2's CTC recognition, Swin2SR's super-resolution (image-to-image),
 VITS's text-to-audio (the tokenizer.json export-hf writes for its Python tokenizer; a checkpoint without noise
 speaks transformers' waveform, a noisy one its own), Donut's document question answering, TrOCR's and ViT-GPT2's
-image-to-text, all in one Node process."""
+image-to-text, and SAM's masks (its model and processor: transformers.js has no mask-generation pipeline), all in
+one Node process."""
 
 from __future__ import annotations
 
@@ -238,11 +239,34 @@ def _captioner(root: str, name: str) -> Case:
     return Case("image-to-text", directory, [{"image": p} for p in paths], {"max_new_tokens": NEW_TOKENS}, expected)
 
 
+def _sam(root: str) -> Case:
+    """SAM's masks for point prompts (one point; two on the object and one off it) on a picture of its processor's
+    size: transformers.js's SamModel and processor, as its users call them (it has no mask-generation pipeline)."""
+    from tests.document_dirs import write_sam
+
+    directory = os.path.join(root, "sam")
+    model = write_sam(directory)
+    processor = transformers.SamProcessor(image_processor=transformers.AutoImageProcessor.from_pretrained(directory))
+    paths, pictures = _pictures(root, ((64, 64),))
+    prompts = [{"points": [[[[20.0, 30.0]]]]}, {"points": [[[[10.0, 12.0], [40.0, 50.0], [60.0, 5.0]]]],
+                                                  "labels": [[[1, 1, 0]]]}]
+    expected = []
+    for prompt in prompts:
+        inputs = processor(images=pictures[0], input_points=prompt["points"], input_labels=prompt.get("labels"),
+                           return_tensors="pt")
+        with torch.no_grad():
+            out = model(pixel_values=inputs["pixel_values"], input_points=inputs["input_points"],
+                        input_labels=inputs.get("input_labels"))
+        sized = processor.post_process_masks(out.pred_masks, inputs["original_sizes"], inputs["reshaped_input_sizes"])
+        expected.append({"iou_scores": out.iou_scores, "pred_masks": out.pred_masks, "masks": sized[0]})
+    return Case("mask-generation", directory, [{"image": paths[0], **prompt} for prompt in prompts], {}, expected)
+
+
 MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier,
           "vit-features": _vit_features, "moonshine": _moonshine, "cohere_asr": _cohere_asr, "vits": _vits,
           "vits-noisy": lambda root: _vits(root, noise=True), "wav2vec2-ctc": _wav2vec2_ctc, "swin2sr": _swin2sr,
           "donut": _donut, "trocr": lambda root: _captioner(root, "trocr"),
-          "vit-gpt2": lambda root: _captioner(root, "vit-gpt2")}
+          "vit-gpt2": lambda root: _captioner(root, "vit-gpt2"), "sam": _sam}
 
 
 @pytest.fixture(scope="module")
@@ -289,6 +313,13 @@ def test_runs_as_transformers(js, name) -> None:
             assert got["sampling_rate"] == expected["sampling_rate"] and len(audio) % 16 == 0 and len(audio)
             if name == "vits":  # no noise: transformers' waveform; the noisy one draws its own
                 np.testing.assert_allclose(audio, expected["audio"], atol=1e-4)
+            continue
+        if case.task == "mask-generation":  # tensors as {dims, data}
+            for key in ("iou_scores", "pred_masks"):
+                value = np.array(got[key]["data"], dtype=np.float32).reshape(got[key]["dims"])
+                np.testing.assert_allclose(value, expected[key].numpy(), atol=1e-4, rtol=1e-4)
+            sized = np.array(got["masks"]["data"]).reshape(got["masks"]["dims"]).astype(bool)
+            assert sized.shape == tuple(expected["masks"].shape) and (sized != expected["masks"].numpy()).mean() < 1e-3
             continue
         if case.task == "document-question-answering":
             assert got == expected and expected[0]["answer"]

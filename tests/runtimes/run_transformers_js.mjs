@@ -44,10 +44,33 @@ async function call(pipe, task, input, options) {
   return pipe(image, options);
 }
 
+// mask-generation has no pipeline in transformers.js: its SamModel and processor, as its users call them. Each input is
+// {image: PATH, points: [[[[x, y], ...]]], labels?}; the output, the model's scores and masks and the processor's
+// masks at the image's size.
+async function masks(job) {
+  const options = { dtype: job.dtype, local_files_only: true };
+  const model = await tjs.AutoModelForMaskGeneration.from_pretrained(job.folder, options);
+  const processor = await tjs.AutoProcessor.from_pretrained(job.folder, options);
+  const outputs = [];
+  for (const input of job.inputs) {
+    const inputs = await processor(await tjs.RawImage.read(input.image),
+      { input_points: input.points, input_labels: input.labels ?? null });
+    const { iou_scores, pred_masks } = await model(inputs);
+    const sized = await processor.post_process_masks(pred_masks, inputs.original_sizes, inputs.reshaped_input_sizes);
+    outputs.push(plain({ iou_scores, pred_masks, masks: sized[0] }));
+  }
+  await model.dispose();
+  return { outputs };
+}
+
 const jobs = JSON.parse(fs.readFileSync(jobsFile, 'utf8'));
 const results = [];
 for (const job of jobs) {
   try {
+    if (job.task === 'mask-generation') {
+      results.push(await masks(job));
+      continue;
+    }
     const pipe = await tjs.pipeline(job.task, job.folder, { dtype: job.dtype, local_files_only: true });
     const outputs = [];
     for (const input of job.inputs) outputs.push(plain(await call(pipe, job.task, input, job.options ?? {})));

@@ -436,13 +436,15 @@ class Task(NamedTuple):
     """How a task is exported: the auto class that loads it, example inputs from the model and config, the
     ``dynamic_shapes`` (or a function of the model and config giving them; seq2seq tasks choose their own) and
     whether it is an encoder-decoder for generation, or a vision-language model (``onnxport.hf.vlm``: its
-    three models make their own inputs)."""
+    three models make their own inputs); ``pieces``: the file stems of a task exported as several models that
+    make their own inputs (mask-generation's, ``onnxport.hf.mask_generation``)."""
 
     auto: str
     inputs: Callable[[torch.nn.Module, Any], dict[str, Any]]
     dynamic: Any = "auto"
     seq2seq: bool = False
     vlm: bool = False
+    pieces: tuple[str, ...] = ()
 
 
 TASKS: dict[str, Task] = {
@@ -472,6 +474,8 @@ TASKS: dict[str, Task] = {
     "image-to-text": Task("AutoModelForImageTextToText", text_inputs, vlm=True),
     "document-question-answering": Task("AutoModelForImageTextToText", text_inputs, vlm=True),
     "text-to-audio": Task("AutoModelForTextToWaveform", text_inputs),  # VITS: onnxport.hf.text_to_audio
+    "mask-generation": Task("AutoModelForMaskGeneration", text_inputs,  # SAM: onnxport.hf.mask_generation
+                            pieces=("vision_encoder", "prompt_encoder_mask_decoder")),
     "text-to-image": Task("DiffusionPipeline", text_inputs),  # a diffusers directory: onnxport.hf.diffusion
 }
 # automatic-speech-recognition by a CTC head (Wav2Vec2ForCTC, HuBERT's, WavLM's: onnxport.hf.tasks.is_ctc): one

@@ -58,6 +58,7 @@ from onnxport.hf.char_tokenizers import TOKENIZER_FILE, tokenizer_json
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
 from onnxport.hf.examples import CTC_SPEECH, TASKS, Task, caching, read_config
 from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless, warn_states_genai_does_not_feed
+from onnxport.hf.mask_generation import check_mask_generation, export_mask_generation
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
 from onnxport.hf.multimodal.components import images_encoded
 from onnxport.hf.multimodal.consumers import (
@@ -101,7 +102,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
               ) -> OnnxProgram | Seq2SeqPrograms | VlmPrograms | dict[str, OnnxProgram]:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
     programs of a seq2seq task, the three of a vision-language model; for ``text-to-image``, a diffusers pipeline
-    directory, ``{component: program}``: ``onnxport.hf.diffusion``).
+    directory, ``{component: program}``: ``onnxport.hf.diffusion``; for ``mask-generation``, SAM's
+    ``{file stem: program}``: ``onnxport.hf.mask_generation``).
 
     ``streaming`` (default: None, decided by size) exports without loading the weights when True: the ONNX
     weights are the checkpoint's, copied from its safetensors files when the model is saved, and the export is not
@@ -209,7 +211,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                                 fix="leave it out (loaded and verified where the weights fit in memory), or pass "
                                 "True to stream them, False to load them")
     asked_streaming = streaming
-    if streaming and spec.seq2seq:
+    if streaming and (spec.seq2seq or spec.pieces):
         raise InvalidInputError(f"{task} models are exported with their weights loaded (their example inputs come "
                                 "from running the encoder)", fix="leave streaming unset, or pass streaming=False")
     # Where the files go, and what the directory says, before anything is loaded or exported.
@@ -217,10 +219,12 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     # transformers.js reads tokenizer.json alone: one made for a Python-only character tokenizer (VITS's, CTC's)
     tokenizer = tokenizer_json(model_dir) if engine is not None else None
     if engine is not None:
-        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else () if spec.vlm else ("model",)
+        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else () if spec.vlm else spec.pieces or ("model",)
         written = [*transformers_js.file_names(sessions, dtypes), *copied, *((TOKENIZER_FILE,) if tokenizer else ())]
     else:
-        written = [*(SEQ2SEQ_FILES if spec.seq2seq else () if spec.vlm else ("model.onnx",)),
+        models = SEQ2SEQ_FILES if spec.seq2seq else () if spec.vlm else \
+            tuple(f"{stem}.onnx" for stem in spec.pieces) or ("model.onnx",)
+        written = [*models,
                    *(("genai_config.json",) if task == "text-generation" else ()), *copied]
     check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
     config = read_config(model_dir)
@@ -243,6 +247,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         check_speech(config, spec.auto)
     if task == "text-to-audio":
         check_text_to_audio(config, spec.auto)
+    if task == "mask-generation":
+        check_mask_generation(config)
     if task == "text-generation" or spec.seq2seq or spec.vlm:
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
     if spec.vlm:
@@ -299,6 +305,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         result = VlmPrograms.of(made, layout, bool(getattr(config, "is_encoder_decoder", False)),
                                 images_encoded(model, config))
         files = made if engine is not None else {f"{stem}.onnx": prog for stem, prog in made.items()}
+    elif spec.pieces:  # several models made from the one loaded (mask-generation's), each verified
+        result = export_mask_generation(model, opset=opset, progress=progress, target=target, quantize=quantize,
+                                        dtype=torch.float16 if half else None)
+        files = result if engine is not None else {f"{stem}.onnx": prog for stem, prog in result.items()}
     elif spec.seq2seq:
         inputs = spec.inputs(model, config)
         axes = spec.dynamic(model, config) if callable(spec.dynamic) else None
@@ -330,7 +340,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if engine is not None and spec.seq2seq:
         files = {"encoder_model": result.encoder,
                  "decoder_model_merged": transformers_js.merge_decoders(result.decoder, result.decoder_with_past)}
-    elif engine is not None and not spec.vlm:
+    elif engine is not None and not spec.vlm and not spec.pieces:
         files = {"model": result}
     for prog in files.values():
         prog.model.metadata_props[metadata.TASK] = task
@@ -479,7 +489,7 @@ def _one_head_size(model: torch.nn.Module, inputs: dict[str, Any], task: str, en
 def _stream_or_load(directory: str, spec: Task, precision: torch.dtype | None) -> tuple[bool, str]:
     """Whether to stream the weights (and why) when the caller did not say: load them, and so verify the export,
     wherever they fit in memory with room to spare (``onnxport.memory.fits``); stream only those that do not."""
-    if spec.seq2seq:
+    if spec.seq2seq or spec.pieces:
         return False, ""
     nbytes = stream.loaded_size(directory, precision)
     if nbytes is None or memory.fits(nbytes):  # no safetensors files: from_pretrained reads what there is

@@ -13,7 +13,8 @@ onnxport's: ``question-answering`` (``onnxport.hf.question_answering``), ``sente
 similarities), ``image-to-image`` (``onnxport.hf.image_to_image``: super-resolution, as transformers 4 and
 transformers.js compute it) and ``image-to-text`` (``onnxport.hf.image_to_text``: an image encoder-decoder's
 captions, generated in onnxruntime). ``document-question-answering`` (a Donut folder) runs transformers' own
-pipeline, its ``generate`` onnxport's (:data:`GENERATING`).
+pipeline, its ``generate`` onnxport's (:data:`GENERATING`), and ``mask-generation`` transformers' own on SAM's two
+models (``onnxport.hf.mask_generation.SamOnnxModel``).
 
 The task is the one each exported model names in its metadata (``onnxport.hf.task``); a folder exported for
 text generation or another seq2seq task is refused, naming what runs it (onnxruntime-genai, ``onnxport.generate``,
@@ -34,6 +35,7 @@ import torch
 from onnxport import metadata
 from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
+from onnxport.hf.examples import TASKS
 from onnxport.hf.sentence import SETTINGS_FILE
 from onnxport.hf.tasks import model_class_names
 
@@ -70,6 +72,7 @@ _COMPONENTS = {"image-classification": ("image_processor",), "image-feature-extr
                "automatic-speech-recognition": ("feature_extractor", "tokenizer")}
 # The tasks whose folder holds an encoder and decoders that a pipeline runs (``onnxport.hf.image_to_text``).
 GENERATING = ("image-to-text", "document-question-answering")
+MASKS = TASKS["mask-generation"].pieces  # SAM's models, run behind transformers' mask-generation pipeline
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}  # transformers' names
 _ELSEWHERE = {
     "text-generation": "run the folder with onnxruntime-genai (og.Model(folder)) or onnxport.generate(folder + "
@@ -116,6 +119,9 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
         recorded = _recorded_task(encoder) if os.path.isfile(encoder) else None
         if recorded in GENERATING:
             return _generating(folder, _task(task, recorded, encoder), kwargs)
+        vision = os.path.join(folder, f"{MASKS[0]}.onnx")
+        if os.path.isfile(vision) and _task(task, _recorded_task(vision), vision) == "mask-generation":
+            return _masks(folder, providers, session_options, kwargs)
         if os.path.isfile(encoder):
             raise InvalidInputError(f"{folder} holds a seq2seq export (encoder_model.onnx, decoder_model.onnx, ...), "
                                     "which no pipeline runs", fix=_ELSEWHERE["text2text-generation"])
@@ -125,6 +131,9 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
         raise InvalidInputError(f"{folder} has no config.json, which the pipeline reads (labels, tokens)",
                                 fix=f"{_EXPORT_AGAIN}, which copies it, or copy the model's config.json there")
     task = _task(task, _recorded_task(path), path)
+    if task == "mask-generation":
+        raise InvalidInputError(f"mask-generation runs SAM's {' and '.join(MASKS)}, and {folder} holds one model.onnx",
+                                fix=f"export the model with export_hf(directory, {task!r}, folder)")
     if task in GENERATING:
         raise InvalidInputError(f"{task} runs an encoder and its decoders (encoder_model.onnx, decoder_model.onnx, "
                                 f"decoder_with_past_model.onnx), and {folder} holds one model.onnx",
@@ -193,6 +202,20 @@ def _generating(folder: str, task: str, kwargs: dict[str, Any]) -> Any:
                                 "pads on the right") from None
 
 
+def _masks(folder: str, providers: Any, session_options: Any, kwargs: dict[str, Any]) -> Any:
+    """transformers' mask-generation pipeline on SAM's two models in ``folder`` (``onnxport.hf.mask_generation``)."""
+    import transformers
+
+    from onnxport.hf.mask_generation import SamOnnxModel
+
+    if not any(os.path.isfile(os.path.join(folder, name)) for name in _FILES["image_processor"]):
+        raise InvalidInputError(f"{folder} has no image processor (preprocessor_config.json)",
+                                fix="copy the model's preprocessor_config.json there")
+    model = SamOnnxModel.of(folder, providers=providers, session_options=session_options)
+    return transformers.pipeline("mask-generation", model=model, config=folder, image_processor=folder, device="cpu",
+                                 **kwargs)
+
+
 def _recorded_task(path: str) -> str | None:
     """The task ``path``'s metadata names (its graph read, not its weights)."""
     import onnx
@@ -216,7 +239,7 @@ def _task(asked: str | None, recorded: str | None, path: str) -> str:
     if task is None:
         raise InvalidInputError(f"{path} does not name its task (onnxport's export_hf writes it in the model)",
                                 fix="pass the task: pipeline(folder, 'text-classification'), or " + _EXPORT_AGAIN)
-    if task in GENERATING:
+    if task in (*GENERATING, "mask-generation"):
         return task
     if task in _ELSEWHERE and task not in RUNNABLE:  # (a speech model.onnx is a CTC model's)
         raise InvalidInputError(f"no pipeline runs a model exported for {task}", fix=_ELSEWHERE[task])

@@ -9,7 +9,7 @@ config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and 
 ``automatic-speech-recognition``; a class transformers' audio-classification, zero-shot-image-classification,
 zero-shot-object-detection, text-to-waveform or image-to-image auto class loads is that task (the sequence classifier
 of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``; ``OwlViTForObjectDetection``;
-``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``); a
+``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``; ``SamModel``: ``mask-generation``); a
 ``*ForConditionalGeneration`` is ``text2text-generation``, ``automatic-speech-recognition`` or
 ``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it, a
 ``VisionEncoderDecoderModel`` (TrOCR, Donut: its encoder reads the image) ``image-to-text``, and a bare ``*Model`` of
@@ -67,6 +67,7 @@ _MAPPINGS = {
     "text-to-audio": "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES",
     "image-to-image": "MODEL_FOR_IMAGE_TO_IMAGE_MAPPING_NAMES",
     "zero-shot-object-detection": "MODEL_FOR_ZERO_SHOT_OBJECT_DETECTION_MAPPING_NAMES",
+    "mask-generation": "MODEL_FOR_MASK_GENERATION_MAPPING_NAMES",
     "ctc": "MODEL_FOR_CTC_MAPPING_NAMES",  # automatic-speech-recognition by a CTC head (see is_ctc)
 }
 
@@ -149,7 +150,7 @@ def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
     if model_type == "vision-encoder-decoder":  # an image's text (a Donut asked questions: document-question-answering)
         return "image-to-text"
     for task in ("audio-classification", "zero-shot-image-classification", "zero-shot-object-detection",
-                 "text-to-audio", "image-to-image"):
+                 "text-to-audio", "image-to-image", "mask-generation"):
         if name in model_class_names(task, model_type):  # Wav2Vec2ForSequenceClassification, CLIPModel, VitsModel, ...
             return task
     for suffix, task in _HEADS:

@@ -52,14 +52,15 @@ NAME = "transformers.js"
 SUBFOLDER = "onnx"
 # dtype -> file suffix, as transformers.js names them; the default folder holds them all.
 DTYPES = {"fp32": "", "fp16": "_fp16", "q8": "_quantized", "q4": "_q4", "q4f16": "_q4f16"}
-# The export-hf tasks transformers.js runs (a pipeline, or for image-text-to-text AutoModelForImageTextToText:
-# onnxport.hf.multimodal.consumers), and the sessions (files) each loads.
+# The export-hf tasks transformers.js runs (a pipeline; for image-text-to-text AutoModelForImageTextToText:
+# onnxport.hf.multimodal.consumers; for mask-generation its SamModel, which has no pipeline there), and the sessions
+# (files) each loads.
 SEQ2SEQ_SESSIONS = ("encoder_model", "decoder_model_merged")
 TASKS = ("text-generation", "feature-extraction", "text-classification", "fill-mask", "token-classification",
          "question-answering", "image-classification", "image-feature-extraction", "zero-shot-image-classification",
          "object-detection", "image-segmentation", "depth-estimation", "audio-classification",
          "text2text-generation", "automatic-speech-recognition", "image-text-to-text", "text-to-audio",
-         "image-to-image", "image-to-text", "document-question-answering")
+         "image-to-image", "image-to-text", "document-question-answering", "mask-generation")
 # Tasks transformers.js has a pipeline for whose folders onnxport does not write yet, and why.
 _NOT_YET = {"zero-shot-object-detection": "its pipeline's boxes and scores from onnxport's OWL-ViT folder are not yet "
                                           "those transformers computes from the same model (its session, fed "
@@ -389,6 +390,10 @@ def write_folder(out: str, files: Mapping[str, OnnxProgram],
 # {transformers' name: transformers.js's}. Swin2SR's window padding (transformers.js 4.3 takes size_divisor for a
 # size to pad to, and fails).
 _RENAMED_SETTINGS = {"Swin2SRImageProcessor": {"size_divisor": "pad_size"}}
+# The processor transformers.js's AutoProcessor must be told to build (``processor_class``), by image processor type,
+# where the processor does more than its image processor (SAM's scales the prompt's points) and transformers 5 saves
+# no processor_class beside the image processor's settings.
+_PROCESSOR_CLASSES = {"SamImageProcessor": "SamProcessor"}
 
 
 def processor_settings(directory: str) -> dict[str, dict[str, Any]]:
@@ -399,8 +404,11 @@ def processor_settings(directory: str) -> dict[str, dict[str, Any]]:
             data = json.load(f)
     except (OSError, ValueError):
         return {}
-    renamed = _RENAMED_SETTINGS.get(data.get("image_processor_type", "") if isinstance(data, dict) else "", {})
+    kind = data.get("image_processor_type", "") if isinstance(data, dict) else ""
+    renamed = _RENAMED_SETTINGS.get(kind, {})
     entries = {theirs: data[ours] for ours, theirs in renamed.items() if ours in data and theirs not in data}
+    if kind in _PROCESSOR_CLASSES and "processor_class" not in data:
+        entries["processor_class"] = _PROCESSOR_CLASSES[kind]
     return {"preprocessor_config.json": entries} if entries else {}
 
 
