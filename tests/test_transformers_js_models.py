@@ -9,8 +9,8 @@ image-feature-extraction), Moonshine's speech recognition (raw samples of any le
 extractor gives no mask), Cohere ASR's, Wav2Vec2's CTC recognition, Swin2SR's super-resolution (image-to-image),
 VITS's text-to-audio (the tokenizer.json export-hf writes for its Python tokenizer; a checkpoint without noise
 speaks transformers' waveform, a noisy one its own), Donut's document question answering, TrOCR's and ViT-GPT2's
-image-to-text, and SAM's masks (its model and processor: transformers.js has no mask-generation pipeline), all in
-one Node process."""
+image-to-text, SAM's masks (its model and processor: transformers.js has no mask-generation pipeline) and OWL-ViT's
+boxes (pictures of its processor's size: transformers.js resizes otherwise than PIL), all in one Node process."""
 
 from __future__ import annotations
 
@@ -262,11 +262,29 @@ def _sam(root: str) -> Case:
     return Case("mask-generation", directory, [{"image": paths[0], **prompt} for prompt in prompts], {}, expected)
 
 
+def _owlvit(root: str) -> Case:
+    """OWL-ViT's boxes for three text queries (one of two words: the queries padded together, where transformers'
+    pipeline runs one at a time) on pictures of its processor's size."""
+    from tests.test_export_hf_vision_tasks import write_owlvit
+
+    directory = os.path.join(root, "owlvit")
+    eager = transformers.pipeline("zero-shot-object-detection", model=write_owlvit(directory, initializer_factor=1.0),
+                                  tokenizer=directory, image_processor=directory)
+    labels = ["cat", "a big dog", "car"]
+    paths, pictures = _pictures(root, ((32, 32),) * 2)
+    return Case("zero-shot-object-detection", directory, [{"image": p, "labels": labels} for p in paths],
+                {"threshold": 0.0}, [eager(p, candidate_labels=labels, threshold=0.0) for p in pictures])
+
+
+def _detections(found: list[dict]) -> list[tuple]:
+    return sorted((d["label"], tuple(d["box"][k] for k in ("xmin", "ymin", "xmax", "ymax")), d["score"]) for d in found)
+
+
 MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "bart-classifier": _bart_classifier,
           "vit-features": _vit_features, "moonshine": _moonshine, "cohere_asr": _cohere_asr, "vits": _vits,
           "vits-noisy": lambda root: _vits(root, noise=True), "wav2vec2-ctc": _wav2vec2_ctc, "swin2sr": _swin2sr,
           "donut": _donut, "trocr": lambda root: _captioner(root, "trocr"),
-          "vit-gpt2": lambda root: _captioner(root, "vit-gpt2"), "sam": _sam}
+          "vit-gpt2": lambda root: _captioner(root, "vit-gpt2"), "sam": _sam, "owlvit": _owlvit}
 
 
 @pytest.fixture(scope="module")
@@ -313,6 +331,11 @@ def test_runs_as_transformers(js, name) -> None:
             assert got["sampling_rate"] == expected["sampling_rate"] and len(audio) % 16 == 0 and len(audio)
             if name == "vits":  # no noise: transformers' waveform; the noisy one draws its own
                 np.testing.assert_allclose(audio, expected["audio"], atol=1e-4)
+            continue
+        if case.task == "zero-shot-object-detection":  # every box of every query (threshold 0)
+            got, expected = _detections(got), _detections(expected)
+            assert [g[:2] for g in got] == [e[:2] for e in expected] and len(got) == 48
+            np.testing.assert_allclose([g[2] for g in got], [e[2] for e in expected], atol=1e-4)
             continue
         if case.task == "mask-generation":  # tensors as {dims, data}
             for key in ("iou_scores", "pred_masks"):

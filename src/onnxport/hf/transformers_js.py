@@ -60,12 +60,10 @@ TASKS = ("text-generation", "feature-extraction", "text-classification", "fill-m
          "question-answering", "image-classification", "image-feature-extraction", "zero-shot-image-classification",
          "object-detection", "image-segmentation", "depth-estimation", "audio-classification",
          "text2text-generation", "automatic-speech-recognition", "image-text-to-text", "text-to-audio",
-         "image-to-image", "image-to-text", "document-question-answering", "mask-generation")
+         "image-to-image", "image-to-text", "document-question-answering", "mask-generation",
+         "zero-shot-object-detection")
 # Tasks transformers.js has a pipeline for whose folders onnxport does not write yet, and why.
-_NOT_YET = {"zero-shot-object-detection": "its pipeline's boxes and scores from onnxport's OWL-ViT folder are not yet "
-                                          "those transformers computes from the same model (its session, fed "
-                                          "transformers' pixel values, computes transformers' logits; its pipeline's "
-                                          "own image preprocessing gives others)"}
+_NOT_YET: dict[str, str] = {}
 # transformers.js releases and the onnxruntime they run on: 4.0 to 4.2 on onnxruntime-node 1.24.3 and
 # onnxruntime-web 1.25 (a development build), 4.3 on 1.30 and 1.31. Its files are written for the oldest.
 _ENGINES = (((4, 0), "onnxruntime-web>=1.24"),)
