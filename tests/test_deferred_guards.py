@@ -39,3 +39,21 @@ def test_a_check_that_decides_stays_an_error() -> None:
     with pytest.raises(CaptureError, match="2\\*_length"):
         onnxport.export(Pairs(), (torch.randn(2, 50),),
                         dynamic_shapes=({0: torch.export.Dim("batch"), 1: torch.export.Dim("length")},))
+
+
+@pytest.mark.transformers
+def test_a_violation_torch_cannot_suggest_fixes_for_is_reported_as_a_violation() -> None:
+    """LongT5's local attention pads its length to a multiple of its block: torch's solver then builds a Dim of an
+    empty range while writing its suggested fixes (``Cannot create Dim with inconsistent min=0, max=-oo``); the
+    capture says what the model requires of the length, not that torch failed in its own code."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LongT5Config(vocab_size=99, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4,
+                                       local_radius=4, decoder_start_token_id=0)
+    encoder = transformers.LongT5EncoderModel(config).eval()
+    ids = torch.randint(3, 99, (2, 8))
+    length = torch.export.Dim("length")
+    with pytest.raises(CaptureError, match=r"not all values of length = input_ids.shape\[1\]") as info:
+        onnxport.export(encoder, (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+                        dynamic_shapes={"input_ids": {1: length}, "attention_mask": {1: length}}, verify=False)
+    assert "failing in its own code" not in str(info.value)

@@ -310,6 +310,7 @@ def _capturing(model: torch.nn.Module, small: list[str], rewriter: ControlFlowRe
     stack.enter_context(_quiet())
     stack.enter_context(_size_oblivious(bool(small)))
     stack.enter_context(_older_torch.patched())
+    stack.enter_context(_deferred_guards.reported_violations())
     stack.enter_context(integrations.patched(model))
     stack.enter_context(_specialised.recording(model_files(model)))
     if rewriter is not None:
