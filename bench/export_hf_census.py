@@ -426,8 +426,11 @@ def run_row(task: str, model_type: str, class_name: str, row: dict[str, Any], sa
         check_encoder(out, row, eager, enc, "the image inputs" if task in IMAGE_TASKS else "the tokenizer")
 
 
-def export_cli(task: str, directory: str, out: str, row: dict[str, Any], deadline: float) -> None:
-    cmd = [sys.executable, "-m", "onnxport", "export-hf", directory, "--task", task, "-o", out]
+def export_cli(task: str, directory: str, out: str, row: dict[str, Any], deadline: float,
+               options: Sequence[str] = (), logs: str = LOGS) -> None:
+    """``onnxport export-hf`` on the row's directory, with ``options`` (the transformers.js census's target), its
+    stderr kept under ``logs``; the row's status and reason from how it ended."""
+    cmd = [sys.executable, "-m", "onnxport", "export-hf", directory, "--task", task, "-o", out, *options]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     start = time.perf_counter()
     budget = max(5.0, deadline - time.time() - 15)
@@ -442,8 +445,8 @@ def export_cli(task: str, directory: str, out: str, row: dict[str, Any], deadlin
         return
     row["export_s"] = round(time.perf_counter() - start, 1)
     row["rc"] = proc.returncode
-    os.makedirs(os.path.join(LOGS, task), exist_ok=True)
-    with open(os.path.join(LOGS, task, row["type"] + ".stderr"), "w") as f:
+    os.makedirs(os.path.join(logs, task), exist_ok=True)
+    with open(os.path.join(logs, task, row["type"] + ".stderr"), "w") as f:
         f.write(proc.stderr)
     report = [line for line in proc.stdout.splitlines() if line.strip() and not line.startswith("saved ")]
     if report:

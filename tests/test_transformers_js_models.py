@@ -280,9 +280,9 @@ def _owlvit(root: str) -> Case:
 def _detr(root: str) -> Case:
     """DETR's boxes on pictures neither processor resizes (shortest edge 64, longest 96: transformers.js scales a
     picture up until its longest edge is 96, transformers does not), one of each orientation: dynamic height and
-    width, no padding (transformers.js feeds a pixel mask of ones, 64x64 whatever the size). transformers.js drops a box whose likeliest class is DETR's
-    no-object one, where transformers keeps it at a low threshold: the no-object class is made unlikely, as a
-    trained DETR's is where it finds something."""
+    width, no padding (transformers.js feeds a pixel mask of ones, 64x64 whatever the size). transformers.js drops
+    a box whose likeliest class is DETR's no-object one, where transformers keeps it at a low threshold: the
+    no-object class is made unlikely, as a trained DETR's is where it finds something."""
     from tests.test_export_hf_vision_tasks import write_detector
 
     directory = os.path.join(root, "detr")
@@ -308,18 +308,27 @@ MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "ba
           "vit-gpt2": lambda root: _captioner(root, "vit-gpt2"), "sam": _sam, "owlvit": _owlvit, "detr": _detr}
 
 
+# The cases of the tasks added last also run in fp16 and q8 (transformers.js's default on the wasm backend).
+OTHER_DTYPES = ("fp16", "q8")
+EVERY_DTYPE = ("donut", "trocr", "vit-gpt2", "sam", "owlvit", "detr")
+
+
 @pytest.fixture(scope="module")
 def js(tmp_path_factory):
+    """name -> (Case, fp32 result, {dtype: result} of OTHER_DTYPES for the EVERY_DTYPE cases)."""
     root = str(tmp_path_factory.mktemp("transformers-js-models"))
     cases, jobs = {}, []
     for name, make in MAKERS.items():
         case = make(root)
         case.out = os.path.join(root, f"{name}-out")
-        export_hf(case.directory, case.task, case.out, target="transformers.js", dtypes=["fp32"])
+        dtypes = ["fp32", *OTHER_DTYPES] if name in EVERY_DTYPE else ["fp32"]
+        export_hf(case.directory, case.task, case.out, target="transformers.js", dtypes=dtypes)
         cases[name] = case
-        jobs.append({"folder": case.out, "task": case.task, "dtype": "fp32", "inputs": case.inputs,
-                     "options": case.options})
-    return {name: (case, result) for (name, case), result in zip(cases.items(), run_js(jobs, root), strict=True)}
+        jobs += [{"folder": case.out, "task": case.task, "dtype": dtype, "inputs": case.inputs,
+                  "options": case.options} for dtype in dtypes]
+    results = iter(run_js(jobs, root))
+    return {name: (case, next(results), {dtype: next(results) for dtype in OTHER_DTYPES if name in EVERY_DTYPE})
+            for name, case in cases.items()}
 
 
 def test_the_speech_types_without_a_mask_take_none_in_the_installed_transformers_js() -> None:
@@ -333,7 +342,7 @@ def test_the_speech_types_without_a_mask_take_none_in_the_installed_transformers
 
 @pytest.mark.parametrize("name", list(MAKERS))
 def test_runs_as_transformers(js, name) -> None:
-    case, result = js[name]
+    case, result = js[name][:2]
     assert "error" not in result, result.get("error")
     for got, expected in zip(result["outputs"], case.expected, strict=True):
         if case.task == "text-classification":
@@ -373,3 +382,28 @@ def test_runs_as_transformers(js, name) -> None:
         key = "text" if case.task == "automatic-speech-recognition" else "generated_text"
         text, wanted = got[0][key], expected[0][key]
         assert "".join(text.split()) == "".join(wanted.split()), (text, wanted)
+
+
+@pytest.mark.parametrize("dtype", OTHER_DTYPES)
+@pytest.mark.parametrize("name", EVERY_DTYPE)
+def test_runs_in_the_other_dtypes(js, name, dtype) -> None:
+    """Every answer given, of fp32's form; fp16's scores and masks near fp32's (float16 weights, float32 islands)."""
+    case, fp32, others = js[name]
+    result = others[dtype]
+    assert "error" not in result, result.get("error")
+    assert len(result["outputs"]) == len(fp32["outputs"])
+    for got, reference in zip(result["outputs"], fp32["outputs"], strict=True):
+        if case.task == "mask-generation":
+            for key in ("iou_scores", "pred_masks", "masks"):
+                assert got[key]["dims"] == reference[key]["dims"]
+            if dtype == "fp16":
+                np.testing.assert_allclose(got["pred_masks"]["data"], reference["pred_masks"]["data"], atol=2e-2)
+        elif case.task in ("image-to-text", "document-question-answering"):
+            key = "generated_text" if case.task == "image-to-text" else "answer"
+            assert isinstance(got[0][key], str)
+        else:  # detection: as many boxes (threshold 0; DETR's no-object class made unlikely), each labelled
+            assert len(got) == len(reference)
+            assert all(isinstance(d["label"], str) and set(d["box"]) == {"xmin", "ymin", "xmax", "ymax"} for d in got)
+            if dtype == "fp16":
+                np.testing.assert_allclose(sorted(d["score"] for d in got), sorted(d["score"] for d in reference),
+                                           atol=1e-2)
