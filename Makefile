@@ -152,6 +152,13 @@ bench-export-hf-census: $(VENV)/.installed
 # It runs at the newest transformers, with torchvision, timm and scipy (requirements-census.txt), in .venv-census,
 # layered on .venv as .venv-tf is.
 CENSUS_VENV := .venv-census
+
+# export-hf --target transformers.js over transformers.js's registry (tiny random checkpoint -> the CLI -> its own
+# class in Node, against transformers reloading the checkpoint), one row per task and type; resumes.
+.PHONY: bench-transformers-js-census
+bench-transformers-js-census: $(VENV)/.installed runtimes
+	OMP_NUM_THREADS=1 $(BIN)/python bench/transformers_js_census.py --resume
+
 # The speech-recognition census: every type of transformers' speech-to-text mapping, at the newest transformers.
 .PHONY: bench-speech-census
 bench-speech-census: $(TF_VENV)/.installed
