@@ -644,3 +644,22 @@ def test_external_data_is_named_and_declared_as_transformers_js_reads_it(tmp_pat
     whole, split = run_js(jobs, str(tmp_path))
     assert "error" not in split, split.get("error")
     assert split == whole
+
+
+def test_a_hybrid_models_layer_kinds_are_written_in_transformers_js_words() -> None:
+    """transformers 5 saves a Granite 4 hybrid's layers as linear_attention and full_attention; transformers.js 4.3
+    names its caches from "mamba" and "attention" layers (getCacheNames in configs.js), and feeds none for others."""
+    transformers = pytest.importorskip("transformers")
+    from onnxport.hf.transformers_js import _HYBRID_LAYERS, config_settings
+    from tests.test_transformers_js_vlm import SOURCE, _read
+
+    config = transformers.GraniteMoeHybridConfig(num_hidden_layers=3,
+                                                 layer_types=["linear_attention", "full_attention", "linear_attention"])
+    assert config_settings(config) == {"config.json": {"layer_types": ["mamba", "attention", "mamba"]}}
+    assert config_settings(transformers.LlamaConfig()) == {}
+    if not os.path.isdir(SOURCE):
+        pytest.fail("transformers.js is not installed: run `make runtimes`")
+    names = _read("configs.js")
+    branch = names[names.index("['granitemoehybrid', 'falcon_h1', 'nemotron_h'].includes"):][:800]
+    assert all(f"'{model_type}'" in branch for model_type in _HYBRID_LAYERS)
+    assert "=== 'mamba'" in branch and "=== 'attention'" in branch

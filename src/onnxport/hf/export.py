@@ -229,6 +229,13 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
     config = read_config(model_dir)
     if engine is not None and task == "text-generation" and transformers_js_text_only(config):
+        why = transformers_js_refusal(config)
+        if why is not None:
+            raise InvalidInputError(
+                f"transformers.js generates text with a {config.model_type} checkpoint through its image-text-to-text "
+                "sessions (embed_tokens, decoder_model_merged), which onnxport writes from the whole model's "
+                f"image-text-to-text export, and this one it does not write: {why}",
+                fix="export it for onnxruntime (no target) and run it with onnxruntime-genai or onnxport.generate")
         logger.info("transformers.js generates text with a %s checkpoint through its image-text-to-text sessions "
                     "(embed_tokens, decoder_model_merged): the folder is the image-text-to-text one",
                     config.model_type)
@@ -357,7 +364,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             with open(os.path.join(out, TOKENIZER_FILE), "w", encoding="utf-8") as f:
                 json.dump(tokenizer, f, ensure_ascii=False)
         transformers_js.write_folder(out, made, transformers_js_settings(config, model_dir) if spec.vlm
-                                     else transformers_js.processor_settings(model_dir))
+                                     else {**transformers_js.processor_settings(model_dir),
+                                           **transformers_js.config_settings(config)})
         return result
     os.makedirs(out, exist_ok=True)
     for name, prog in files.items():

@@ -45,8 +45,8 @@ from onnxport.program import OnnxProgram
 from onnxport.report import Report
 from onnxport.verify.session import initializer_bytes
 
-__all__ = ["DTYPES", "NAME", "SUBFOLDER", "TASKS", "engine_target", "file_names", "merge_decoders", "name_states",
-           "processor_settings", "variant", "variants", "write_folder"]
+__all__ = ["DTYPES", "NAME", "SUBFOLDER", "TASKS", "config_settings", "engine_target", "file_names", "merge_decoders",
+           "name_states", "processor_settings", "variant", "variants", "write_folder"]
 
 NAME = "transformers.js"
 SUBFOLDER = "onnx"
@@ -392,6 +392,23 @@ _RENAMED_SETTINGS = {"Swin2SRImageProcessor": {"size_divisor": "pad_size"}}
 # where the processor does more than its image processor (SAM's scales the prompt's points) and transformers 5 saves
 # no processor_class beside the image processor's settings.
 _PROCESSOR_CLASSES = {"SamImageProcessor": "SamProcessor"}
+
+
+# The layer kinds transformers.js reads in a hybrid model's config (getCacheNames in configs.js, written for the
+# checkpoints transformers 4 saved: "mamba" and "attention"), where transformers 5 saves "linear_attention" and
+# "full_attention": model type -> the config entry that lists them.
+_HYBRID_LAYERS = {"granitemoehybrid": "layer_types", "falcon_h1": "layer_types", "nemotron_h": "layers_block_type"}
+_LAYER_WORDS = {"linear_attention": "mamba", "full_attention": "attention"}
+
+
+def config_settings(config: Any) -> dict[str, dict[str, Any]]:
+    """``write_folder``'s ``settings`` for ``config.json``: the entries transformers.js reads in other words than
+    transformers wrote them (a hybrid model's layer kinds)."""
+    key = _HYBRID_LAYERS.get(getattr(config, "model_type", ""))
+    kinds = getattr(config, key, None) if key else None
+    if not isinstance(kinds, (list, tuple)) or not any(k in _LAYER_WORDS for k in kinds):
+        return {}
+    return {"config.json": {key: [_LAYER_WORDS.get(k, k) for k in kinds]}}
 
 
 def processor_settings(directory: str) -> dict[str, dict[str, Any]]:

@@ -192,10 +192,11 @@ def transformers_js_text_only(config: Any) -> bool:
     """transformers.js loads a checkpoint of ``config`` for text generation through its image-text-to-text sessions
     (``embed_tokens`` and ``decoder_model_merged``, its text-only mode: a ``...ForCausalLM`` class given a config
     whose ``architectures`` name a ``...ForConditionalGeneration`` it knows, ``resolveTypeConfig`` in
-    models/modeling_utils.js): a Gemma 3 checkpoint saved with its vision tower, asked for text generation."""
+    models/modeling_utils.js): a Gemma 3 checkpoint saved with its vision tower, asked for text generation. onnxport
+    writes those sessions from the whole model's image-text-to-text export: where that is refused
+    (:func:`transformers_js_refusal`), so is the folder."""
     architectures = getattr(config, "architectures", None) or [""]
-    return (config.model_type in TRANSFORMERS_JS_TYPES and transformers_js_refusal(config) is None
-            and architectures[0].endswith("ForConditionalGeneration"))
+    return config.model_type in TRANSFORMERS_JS_TYPES and architectures[0].endswith("ForConditionalGeneration")
 
 
 # The types whose config.json transformers.js reads flat (the text model's sizes at the top level).
