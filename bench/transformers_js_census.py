@@ -58,6 +58,7 @@ from export_hf_census_common import (
     short_trace,
     task_types,
 )
+from export_hf_census_report import reason_of
 
 JSONL = os.path.join(HERE, "transformers_js_census.jsonl")
 MD = os.path.join(HERE, "transformers_js_census.md")
@@ -326,7 +327,7 @@ def write_md(rows: dict[tuple[str, str], dict[str, Any]], path: str = MD) -> Non
         "## Rows", "", "| task | type | transformers.js class | status | reason |", "| --- | --- | --- | --- | --- |"]
     for (task, model_type), row in sorted(rows.items()):
         lines.append(f"| {task} | {model_type} | {row.get('js_class', '')} | {row.get('status')} | "
-                     f"{_esc(row.get('reason', ''))} |")
+                     f"{_esc(reason_of(row))} |")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -348,10 +349,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not os.path.isfile(REGISTRY):
         parser.error(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
     if not opts.report:
+        import census_build  # noqa: F401
         import torch  # noqa: F401 - imported once here, so each forked child starts with them loaded
         import transformers  # noqa: F401
-
-        import census_build  # noqa: F401
 
         chosen = [t.strip() for t in opts.tasks.split(",")] if opts.tasks else tasks
         wanted = {t.strip() for t in opts.types.split(",") if t.strip()} if opts.types else None

@@ -97,6 +97,18 @@ def test_a_capture_failing_inside_torch_names_no_line_it_does_not_show() -> None
     assert "in its own code" in str(err)
 
 
+def test_a_capture_onnxport_stops_is_not_said_to_fail_inside_torch() -> None:
+    """onnxport refusing something torch hands it during capture (a cache layer it cannot name, flattened by its
+    pytree nodes): the error says so, and gives that refusal's fix."""
+    from onnxport.capture.strategies import _capture_error
+
+    refusal = onnxport.InvalidInputError("past_key_values layer 0 is a HCACache that holds tensors in 'buffer_kv', "
+                                         "which onnxport does not know how to name", fix="export without a cache")
+    err = _capture_error(Twice(), [("non-strict", refusal), ("strict", RuntimeError("Unsupported"))])
+    assert "in its own code" not in str(err) and "onnxport stopping it" in str(err)
+    assert err.fix == "export without a cache" and "buffer_kv" in str(err)
+
+
 def test_unsupported_ops_listed_at_once_with_counts_and_lines() -> None:
     with pytest.raises(onnxport.UnsupportedOpError) as info:
         onnxport.export(UsesMystery(), (torch.randn(3),))

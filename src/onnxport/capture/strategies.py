@@ -26,6 +26,7 @@ from onnxport.capture.rewrite import RewriteRefused
 from onnxport.errors import (
     CaptureError,
     InvalidInputError,
+    OnnxportError,
     SourceLocation,
     location_from_exception,
     location_from_stack_trace,
@@ -753,6 +754,9 @@ def _capture_error(
     elif location is not None:
         cause = "torch.export could not capture the model"
         fix = "simplify the line shown (Python side effects, unsupported builtins), or export a submodule"
+    elif (ours := next((e for _, e in errors if isinstance(e, OnnxportError)), None)) is not None:
+        cause = "torch.export could not capture the model, onnxport stopping it (below)"  # not torch's own failure
+        fix = getattr(ours, "fix", None) or "see the error of the first attempt below"
     else:  # torch failed in its own code: its traceback names no line of the model
         cause = "torch.export could not capture the model, failing in its own code at no line of the model's"
         fix = ("export the model's submodules one at a time to find the one torch fails on, and report the model to "
