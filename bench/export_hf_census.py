@@ -402,14 +402,7 @@ def run_row(task: str, model_type: str, class_name: str, row: dict[str, Any], sa
             row["generation_config_left_out"] = eager["left_out"]
         eos = getattr(model.generation_config, "eos_token_id", None)
         row["eos"] = eos if isinstance(eos, list) else [eos] if eos is not None else []
-    row["status"] = "not saved"
-    save()
-    try:
-        model.save_pretrained(directory)
-        if task not in IMAGE_TASKS:
-            write_tokenizer(directory, vocab, row.get("tokenizer_gives"))
-    except Exception as exc:  # noqa: BLE001
-        row["reason"] = first_line(exc)
+    if not save_checkpoint(task, model, directory, vocab, row, save):
         return
     del model
     row["status"] = "timeout"
@@ -424,6 +417,21 @@ def run_row(task: str, model_type: str, class_name: str, row: dict[str, Any], sa
         check_generation(out, row, eager, deadline)
     else:
         check_encoder(out, row, eager, enc, "the image inputs" if task in IMAGE_TASKS else "the tokenizer")
+
+
+def save_checkpoint(task: str, model: Any, directory: str, vocab: int, row: dict[str, Any], save: Any) -> bool:
+    """``save_pretrained`` (safetensors) and the word-level tokenizer (but for the image tasks) in ``directory``;
+    False, with the row "not saved" and why, where that fails."""
+    row["status"] = "not saved"
+    save()
+    try:
+        model.save_pretrained(directory)
+        if task not in IMAGE_TASKS:
+            write_tokenizer(directory, vocab, row.get("tokenizer_gives"))
+    except Exception as exc:  # noqa: BLE001
+        row["reason"] = first_line(exc)
+        return False
+    return True
 
 
 def export_cli(task: str, directory: str, out: str, row: dict[str, Any], deadline: float,

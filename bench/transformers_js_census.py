@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from census import run_in_fork
-from export_hf_census import build_and_run, eager_encoder, eager_generate, export_cli, write_tokenizer
+from export_hf_census import build_and_run, eager_encoder, eager_generate, export_cli, save_checkpoint
 from export_hf_census_common import (
     HERE,
     IMAGE_TASKS,
@@ -224,14 +224,7 @@ def run_row(spec: dict[str, Any], row: dict[str, Any], save: Any, work: str, dea
     if got is None:
         return
     _, model, eager, enc, vocab = got
-    row["status"] = "not saved"
-    save()
-    try:
-        model.save_pretrained(directory)
-        if task not in IMAGE_TASKS:
-            write_tokenizer(directory, vocab, row.get("tokenizer_gives"))
-    except Exception as exc:  # noqa: BLE001
-        row["reason"] = first_line(exc)
+    if not save_checkpoint(task, model, directory, vocab, row, save):
         return
     del model
     reference = _reference(task, directory, eager, enc, row.get("prompt"), row)

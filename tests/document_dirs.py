@@ -14,12 +14,13 @@ import os
 import torch
 import transformers
 
-from tests.vlm_dirs import images, spread, write_tokenizer
+from tests.vlm_dirs import images, spread, vision_encoder_decoder, write_tokenizer
 
 TASK_TOKENS = ("<s_docvqa>", "<s_question>", "</s_question>", "<s_answer>", "</s_answer>")
 # The questions the model is taught, and their answers (each asked of both pictures).
 ANSWERS = {"what is in this picture?": "a cat", "what is it?": "the dog"}
 PICTURES = ((40, 60), (50, 30))
+_TOKENS = {"decoder_start_token_id": 1, "pad_token_id": 0, "eos_token_id": 2}  # a captioner's config's
 
 
 def prompt(question: str) -> str:
@@ -72,26 +73,14 @@ def _teach(model: torch.nn.Module, tokenizer: object, pixels: torch.Tensor) -> N
         optimizer.step()
 
 
-def _vision_encoder_decoder(directory: str, decoder: object) -> torch.nn.Module:
-    """A VisionEncoderDecoder of a ViT encoder (32x32 images in 8x8 patches) and ``decoder``'s config, spread."""
-    encoder = transformers.ViTConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     image_size=32, patch_size=8)
-    config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
-    config.decoder_start_token_id, config.pad_token_id, config.eos_token_id = 1, 0, 2
-    model = transformers.VisionEncoderDecoderModel(config).eval()
-    spread(model)
-    model.save_pretrained(directory)
-    transformers.ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(directory)
-    return model
-
-
 def write_trocr(directory: str) -> torch.nn.Module:
     """TrOCR's architecture: a ViT encoder and a TrOCR decoder (learned positions, cross-attention)."""
     torch.manual_seed(0)
     vocab = write_tokenizer(directory)
-    return _vision_encoder_decoder(directory, transformers.TrOCRConfig(
+    return vision_encoder_decoder(directory, transformers.TrOCRConfig(
         vocab_size=len(vocab), d_model=32, decoder_layers=2, decoder_attention_heads=4, decoder_ffn_dim=64,
-        max_position_embeddings=64, bos_token_id=1, eos_token_id=2, pad_token_id=0, decoder_start_token_id=1))
+        max_position_embeddings=64, bos_token_id=1, eos_token_id=2, pad_token_id=0, decoder_start_token_id=1),
+        **_TOKENS)
 
 
 def write_vit_gpt2(directory: str) -> torch.nn.Module:
@@ -99,9 +88,9 @@ def write_vit_gpt2(directory: str) -> torch.nn.Module:
     with cross-attention."""
     torch.manual_seed(0)
     vocab = write_tokenizer(directory)
-    return _vision_encoder_decoder(directory, transformers.GPT2Config(
+    return vision_encoder_decoder(directory, transformers.GPT2Config(
         vocab_size=len(vocab), n_embd=32, n_layer=2, n_head=4, n_positions=64, add_cross_attention=True,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0, decoder_start_token_id=1))
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, decoder_start_token_id=1), **_TOKENS)
 
 
 def write_sam(directory: str) -> torch.nn.Module:

@@ -620,24 +620,31 @@ def write_instructblip(directory: str) -> torch.nn.Module:
     return model
 
 
-def write_vision_encoder_decoder(directory: str) -> torch.nn.Module:
-    """A random VisionEncoderDecoder as TrOCR and Donut are built (a ViT encoder on 32x32 images in 8x8 patches; a
-    BERT decoder with cross-attention, whose learned positions bound its length; no start token of its own, so
-    generation starts from its bos) and its ViT image processor."""
-    torch.manual_seed(0)
-    vocab = write_tokenizer(directory)
+def vision_encoder_decoder(directory: str, decoder: object, **tokens: int) -> torch.nn.Module:
+    """A VisionEncoderDecoder of a ViT encoder (32x32 images in 8x8 patches) and ``decoder``'s config, its weights
+    spread, saved in ``directory`` with its ViT image processor; ``tokens``: the config's start, pad and end ids."""
     encoder = transformers.ViTConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                                      image_size=32, patch_size=8)
-    decoder = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
-                                      num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
-                                      is_decoder=True, add_cross_attention=True, bos_token_id=1, eos_token_id=2,
-                                      pad_token_id=0)
     config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+    for name, value in tokens.items():
+        setattr(config, name, value)
     model = transformers.VisionEncoderDecoderModel(config).eval()
     spread(model)
     model.save_pretrained(directory)
     transformers.ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(directory)
     return model
+
+
+def write_vision_encoder_decoder(directory: str) -> torch.nn.Module:
+    """A random VisionEncoderDecoder as TrOCR and Donut are built (a ViT encoder; a BERT decoder with
+    cross-attention, whose learned positions bound its length; no start token of its own, so generation starts from
+    its bos) and its ViT image processor."""
+    torch.manual_seed(0)
+    vocab = write_tokenizer(directory)
+    return vision_encoder_decoder(directory, transformers.BertConfig(
+        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=64, is_decoder=True, add_cross_attention=True, bos_token_id=1, eos_token_id=2,
+        pad_token_id=0))
 
 
 def write_pix2struct(directory: str) -> torch.nn.Module:
