@@ -663,3 +663,25 @@ def test_a_hybrid_models_layer_kinds_are_written_in_transformers_js_words() -> N
     branch = names[names.index("['granitemoehybrid', 'falcon_h1', 'nemotron_h'].includes"):][:800]
     assert all(f"'{model_type}'" in branch for model_type in _HYBRID_LAYERS)
     assert "=== 'mamba'" in branch and "=== 'attention'" in branch
+
+
+def test_causal_lms_whose_cache_transformers_js_feeds_otherwise_are_refused_before_loading(tmp_path) -> None:
+    transformers = pytest.importorskip("transformers")
+    from onnxport.hf.transformers_js import _GENERATION_REFUSED, generation_refusal
+    from tests.test_transformers_js_vlm import SOURCE, _read
+
+    directory = str(tmp_path / "mbart")
+    transformers.MBartConfig(vocab_size=64, d_model=16, decoder_layers=1, decoder_attention_heads=2,
+                             architectures=["MBartForCausalLM"]).save_pretrained(directory)  # no weights: not loaded
+    with pytest.raises(onnxport.InvalidInputError, match="sizes a mbart decoder's cache as an encoder-decoder's"):
+        export_hf(directory, "text-generation", tmp_path / "out", target="transformers.js")
+    assert not os.path.exists(tmp_path / "out")
+    assert generation_refusal(transformers.LlamaConfig()) is None
+    if not os.path.isdir(SOURCE):
+        pytest.fail("transformers.js is not installed: run `make runtimes`")
+    names = _read("configs.js")
+    cache_names = names[names.index("export function getCacheNames"):names.index("function getKeyValueNames")]
+    assert "_conv.${i}.query" in cache_names and "'olmo_hybrid'" in cache_names
+    assert ".conv_state`" in cache_names and ".shift_state`" in cache_names  # zaya's
+    assert "glm_moe_dsa" not in cache_names and "indexer_key" not in cache_names
+    assert set(_GENERATION_REFUSED) == {"olmo_hybrid", "zaya", "glm_moe_dsa", "qwen3_5_text"}

@@ -228,6 +228,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                    *(("genai_config.json",) if task == "text-generation" else ()), *copied]
     check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
     config = read_config(model_dir)
+    why = transformers_js.generation_refusal(config) if engine is not None and task == "text-generation" else None
+    if why is not None:
+        raise InvalidInputError(f"transformers.js cannot generate with a {config.model_type} folder: {why}",
+                                fix="export it for onnxruntime (no target) and run it with onnxruntime-genai or "
+                                "onnxport.generate")
     if engine is not None and task == "text-generation" and transformers_js_text_only(config):
         why = transformers_js_refusal(config)
         if why is not None:

@@ -108,6 +108,35 @@ def check_task(task: str) -> None:
                                 fix=f"export it for onnxruntime (no target), or pick one of {', '.join(TASKS)}")
 
 
+# Causal LMs whose cache transformers.js 4.3 feeds under names or in a layout onnxport's file does not have
+# (getCacheNames in configs.js), or whose class there cannot run a text-only checkpoint: model type -> why.
+_GENERATION_REFUSED = {
+    "olmo_hybrid": "it feeds a linear-attention layer three conv states (past_conv.{i}.query, .key, .value), where "
+                   "transformers 5's layer keeps one of its fused convolution",
+    "zaya": "it feeds key, value, conv_state and shift_state for every cca_time1-th layer, where transformers' cache "
+            "holds each layer's key, value, conv_state and recurrent_state",
+    "glm_moe_dsa": "it feeds the keys and values of each layer alone, where the model's cache also holds its "
+                   "indexer's keys (indexer_key)",
+    "qwen3_5_text": "its Qwen3_5ForCausalLM reads the vision config's spatial_merge_size, which a text checkpoint "
+                    "does not have",
+}
+
+
+def generation_refusal(config: Any) -> str | None:
+    """Why transformers.js cannot generate with a text-generation folder of ``config`` (its cache names or its
+    class), or None: :data:`_GENERATION_REFUSED`, or a decoder whose type it sizes as an encoder-decoder's
+    (MBart's, TrOCR's: it feeds past_key_values.{i}.decoder.* and .encoder.*, a decoder alone having no encoder)."""
+    from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_DECODER_CACHES
+
+    model_type = getattr(config, "model_type", "")
+    if model_type in _GENERATION_REFUSED:
+        return _GENERATION_REFUSED[model_type]
+    if TRANSFORMERS_JS_DECODER_CACHES.get(model_type):
+        return (f"it sizes a {model_type} decoder's cache as an encoder-decoder's (past_key_values.{{i}}.decoder.* "
+                "and .encoder.*), which a decoder alone does not have")
+    return None
+
+
 def check_dtypes(dtypes: Any) -> tuple[str, ...]:
     """``dtypes`` (None: all of ``DTYPES``) as a checked tuple."""
     if dtypes is None:
