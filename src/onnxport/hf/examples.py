@@ -18,8 +18,8 @@ from onnxport.hf import stream
 from onnxport.hf.genai import check_plain_generation, takes_positions
 from onnxport.hf.signature import cache_argument, cache_of, self_attention_cache
 
-__all__ = ["EXAMPLE_BATCH", "NEW", "PAST", "TASKS", "Task", "cacheless", "caching", "image_size", "token_ids",
-           "read_config"]
+__all__ = ["ENCODED_TASKS", "EXAMPLE_BATCH", "NEW", "PAST", "TASKS", "Task", "cacheless", "caching", "image_size",
+           "read_config", "token_ids"]
 
 EXAMPLE_BATCH = 2
 PAST, NEW = 4, 3  # a decode step exports the one model that serves prefill (past 0) and decode
@@ -478,6 +478,10 @@ TASKS: dict[str, Task] = {
                             pieces=("vision_encoder", "prompt_encoder_mask_decoder")),
     "text-to-image": Task("DiffusionPipeline", text_inputs),  # a diffusers directory: onnxport.hf.diffusion
 }
+# The tasks of an encoder-decoder whose encoder reads the image (``multimodal.components.images_encoded``), and the
+# model types each takes (None: any such model): document-question-answering's prompt is Donut's, a question between
+# its task tokens, which a VisionEncoderDecoder's decoder reads.
+ENCODED_TASKS = {"image-to-text": None, "document-question-answering": ("vision-encoder-decoder",)}
 # automatic-speech-recognition by a CTC head (Wav2Vec2ForCTC, HuBERT's, WavLM's: onnxport.hf.tasks.is_ctc): one
 # model, raw audio to a character's logits per frame
 CTC_SPEECH = Task("AutoModelForCTC", waveform_inputs, "auto")

@@ -56,7 +56,7 @@ from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
 from onnxport.hf.char_tokenizers import TOKENIZER_FILE, tokenizer_json
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
-from onnxport.hf.examples import CTC_SPEECH, TASKS, Task, caching, read_config
+from onnxport.hf.examples import CTC_SPEECH, ENCODED_TASKS, TASKS, Task, caching, read_config
 from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless, warn_states_genai_does_not_feed
 from onnxport.hf.mask_generation import check_mask_generation, export_mask_generation
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
@@ -418,12 +418,6 @@ def _model_class(auto: str, config: Any) -> str:
     known = {name for entry in names for name in ((entry,) if isinstance(entry, str) else entry)}
     named = next((name for name in getattr(config, "architectures", None) or () if name in known), None)
     return named if named is not None and hasattr(transformers, named) else auto
-
-
-# The tasks of an encoder-decoder whose encoder reads the image (``multimodal.components.images_encoded``), and the
-# model types each takes (None: any such model): document-question-answering's prompt is Donut's, a question between
-# its task tokens, which a VisionEncoderDecoder's decoder reads.
-ENCODED_TASKS = {"image-to-text": None, "document-question-answering": ("vision-encoder-decoder",)}
 
 
 def _check_encoded_task(task: str, config: Any, encoded: bool) -> None:

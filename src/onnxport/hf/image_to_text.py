@@ -17,9 +17,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
 from onnxport.errors import InvalidInputError
+from onnxport.hf.pipeline_model import PipelineModel
 
 __all__ = ["EncodedGenerator", "ImageToTextPipeline"]
 
@@ -30,7 +29,7 @@ _IGNORED = ("output_attentions",)
 _MAX_LENGTH = 20  # generate's length in all where nothing sets one
 
 
-class EncodedGenerator:
+class EncodedGenerator(PipelineModel):
     """The encoder and decoders in ``folder``, with ``generate`` as a transformers encoder-decoder's: the image
     inputs (``inputs``, ``pixel_values`` or ``flattened_patches`` with their ``attention_mask``) and an optional
     ``decoder_input_ids`` prompt in, the decoder's tokens out (``(batch, prompt + new)``, its start token first
@@ -51,8 +50,6 @@ class EncodedGenerator:
         self.name_or_path = folder
         self.config = config
         self.generation_config = generation_config or transformers.GenerationConfig.from_model_config(config)
-        self.device = torch.device("cpu")
-        self.dtype = torch.float32
 
     @classmethod
     def of(cls, folder: str) -> EncodedGenerator:
@@ -67,12 +64,6 @@ class EncodedGenerator:
 
     def __repr__(self) -> str:
         return f"EncodedGenerator({self.folder!r})"
-
-    def to(self, *args: Any, **kwargs: Any) -> EncodedGenerator:
-        return self  # onnxruntime's providers place the model
-
-    def eval(self) -> EncodedGenerator:
-        return self
 
     def can_generate(self) -> bool:
         return True

@@ -25,6 +25,7 @@ import torch
 
 from onnxport.errors import InvalidInputError
 from onnxport.hf.examples import TASKS
+from onnxport.hf.pipeline_model import PipelineModel
 
 __all__ = ["PIECES", "SamOnnxModel", "check_mask_generation", "export_mask_generation"]
 
@@ -107,7 +108,7 @@ def export_mask_generation(model: torch.nn.Module, **options: Any) -> dict[str, 
             PIECES[1]: export(PromptEncoderMaskDecoder(model), (), prompts, dynamic_shapes=prompt_shapes, **options)}
 
 
-class SamOnnxModel:
+class SamOnnxModel(PipelineModel):
     """The two models in ``folder``, called as transformers' mask-generation pipeline calls a ``SamModel``:
     ``get_image_embeddings(pixel_values)``, then the model on ``image_embeddings``, ``input_points`` and
     ``input_labels`` -> ``iou_scores`` and ``pred_masks`` (torch tensors). ``SamOnnxModel.of`` names its class
@@ -122,8 +123,6 @@ class SamOnnxModel:
         self.folder = folder
         self.name_or_path = folder
         self.config = config
-        self.device = torch.device("cpu")
-        self.dtype = torch.float32
         self.sessions = {}
         for stem in PIECES:
             path = os.path.join(folder, f"{stem}.onnx")
@@ -139,20 +138,10 @@ class SamOnnxModel:
         import transformers
 
         config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
-        return type("SamModel", (cls,), {"__module__": __name__, "__qualname__": f"{cls.__name__}.SamModel"})(
-            folder, config, **options)
+        return cls.named("SamModel")(folder, config, **options)
 
     def __repr__(self) -> str:
         return f"SamOnnxModel({self.folder!r})"
-
-    def to(self, *args: Any, **kwargs: Any) -> SamOnnxModel:
-        return self  # onnxruntime's providers place the model
-
-    def eval(self) -> SamOnnxModel:
-        return self
-
-    def can_generate(self) -> bool:
-        return False
 
     def get_image_embeddings(self, pixel_values: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         """The vision encoder's ``image_embeddings`` of ``pixel_values``."""

@@ -35,7 +35,8 @@ import torch
 from onnxport import metadata
 from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
-from onnxport.hf.examples import TASKS
+from onnxport.hf.examples import ENCODED_TASKS, TASKS
+from onnxport.hf.pipeline_model import PipelineModel
 from onnxport.hf.sentence import SETTINGS_FILE
 from onnxport.hf.tasks import model_class_names
 
@@ -71,7 +72,7 @@ _COMPONENTS = {"image-classification": ("image_processor",), "image-feature-extr
                "audio-classification": ("feature_extractor",),
                "automatic-speech-recognition": ("feature_extractor", "tokenizer")}
 # The tasks whose folder holds an encoder and decoders that a pipeline runs (``onnxport.hf.image_to_text``).
-GENERATING = ("image-to-text", "document-question-answering")
+GENERATING = tuple(ENCODED_TASKS)
 MASKS = TASKS["mask-generation"].pieces  # SAM's models, run behind transformers' mask-generation pipeline
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}  # transformers' names
 _ELSEWHERE = {
@@ -139,12 +140,7 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
                                 f"decoder_with_past_model.onnx), and {folder} holds one model.onnx",
                                 fix=f"export the model with export_hf(directory, {task!r}, folder)")
     components = _COMPONENTS.get(task, ("tokenizer",))
-    for component in components:
-        files = _FILES[component]
-        if not any(os.path.isfile(os.path.join(folder, name)) for name in files):
-            raise InvalidInputError(f"{folder} has no {component.replace('_', ' ')} ({' or '.join(files)})",
-                                    fix=f"copy the model's {component.replace('_', ' ')} files there (export_hf "
-                                    "copies them when the model directory has them)")
+    _check_components(folder, components)
     session = ort.InferenceSession(path, sess_options=session_options,
                                    providers=list(providers) if providers else ["CPUExecutionProvider"])
     import transformers
@@ -181,10 +177,7 @@ def _generating(folder: str, task: str, kwargs: dict[str, Any]) -> Any:
 
     from onnxport.hf.image_to_text import EncodedGenerator, ImageToTextPipeline
 
-    for component in ("tokenizer", "image_processor"):
-        if not any(os.path.isfile(os.path.join(folder, name)) for name in _FILES[component]):
-            raise InvalidInputError(f"{folder} has no {component.replace('_', ' ')} ({' or '.join(_FILES[component])})",
-                                    fix=f"copy the model's {component.replace('_', ' ')} files there")
+    _check_components(folder, ("tokenizer", "image_processor"))
     model = EncodedGenerator.of(folder)
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
     processor = transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True)
@@ -208,12 +201,20 @@ def _masks(folder: str, providers: Any, session_options: Any, kwargs: dict[str, 
 
     from onnxport.hf.mask_generation import SamOnnxModel
 
-    if not any(os.path.isfile(os.path.join(folder, name)) for name in _FILES["image_processor"]):
-        raise InvalidInputError(f"{folder} has no image processor (preprocessor_config.json)",
-                                fix="copy the model's preprocessor_config.json there")
+    _check_components(folder, ("image_processor",))
     model = SamOnnxModel.of(folder, providers=providers, session_options=session_options)
     return transformers.pipeline("mask-generation", model=model, config=folder, image_processor=folder, device="cpu",
                                  **kwargs)
+
+
+def _check_components(folder: str, components: Sequence[str]) -> None:
+    """Refuse a folder that lacks the files of one of the pipeline's ``components`` (tokenizer, image processor...)."""
+    for component in components:
+        files = _FILES[component]
+        if not any(os.path.isfile(os.path.join(folder, name)) for name in files):
+            raise InvalidInputError(f"{folder} has no {component.replace('_', ' ')} ({' or '.join(files)})",
+                                    fix=f"copy the model's {component.replace('_', ' ')} files there (export_hf "
+                                    "copies them when the model directory has them)")
 
 
 def _recorded_task(path: str) -> str | None:
@@ -249,7 +250,7 @@ def _task(asked: str | None, recorded: str | None, path: str) -> str:
     return task
 
 
-class OnnxRuntimeModel:
+class OnnxRuntimeModel(PipelineModel):
     """An exported model in an onnxruntime session, called as a transformers model: ``model(**tensors)`` -> the
     task's ``ModelOutput`` (torch tensors). ``OnnxRuntimeModel.of`` names its class after the transformers class
     the task's auto class loads (``BertForMaskedLM``...), which is what pipelines check a model by.
@@ -273,7 +274,6 @@ class OnnxRuntimeModel:
         self.path = path
         self.name_or_path = os.path.dirname(path)
         self.base_model_prefix = getattr(config, "model_type", "model")
-        self.device = torch.device("cpu")
         inputs = {i.name: i.type for i in session.get_inputs()}
         self.dtype = torch.float16 if "tensor(float16)" in inputs.values() else torch.float32
         modalities = [kind for name, kind in (("pixel_values", "image"), ("input_values", "audio"),
@@ -288,20 +288,10 @@ class OnnxRuntimeModel:
         kind = {"sentence-similarity": "feature-extraction", "automatic-speech-recognition": "ctc"}.get(task, task)
         names = model_class_names(kind, getattr(config, "model_type", ""))
         name = names[0] if names else cls.__name__
-        return type(name, (cls,), {"__module__": __name__, "__qualname__": f"{cls.__name__}.{name}"})(
-            session, config, task, path)
+        return cls.named(name)(session, config, task, path)
 
     def __repr__(self) -> str:
         return f"OnnxRuntimeModel({self.path!r}, task={self.task!r})"
-
-    def to(self, *args: Any, **kwargs: Any) -> OnnxRuntimeModel:
-        return self  # onnxruntime's providers place the model
-
-    def eval(self) -> OnnxRuntimeModel:
-        return self
-
-    def can_generate(self) -> bool:
-        return False
 
     def __call__(self, **inputs: Any) -> Any:
         return self.forward(**inputs)
