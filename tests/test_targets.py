@@ -175,6 +175,30 @@ def test_llama_per_target(target: str | None, dtype: torch.dtype | None, fused: 
         torch.testing.assert_close(prog(**inputs).logits, expected, atol=1e-4, rtol=1e-3)
 
 
+class _LowestMask(torch.nn.Module):
+    """Attention under an additive mask that fills hidden keys with ``finfo.min``, as transformers' models do
+    (Parakeet's relative-position scores): a padded query's row is hidden entirely."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        both = keep[:, None, :, None] & keep[:, None, None, :]
+        bias = torch.zeros(both.shape, dtype=q.dtype).masked_fill(~both, torch.finfo(q.dtype).min)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
+def test_a_float_mask_hiding_a_row_averages_its_values_as_torch() -> None:
+    """torch averages the values uniformly in a row of the lowest value (the lowest swamps the scores); the fused
+    ``Attention`` of onnxruntime zeroes such a row unless the mask is lifted off the lowest."""
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 6, 8, generator=generator) for _ in range(3))
+    keep = torch.ones(2, 6, dtype=torch.bool)
+    keep[1, 4:] = False
+    prog = onnxport.export(_LowestMask(), (q, k, v, keep), target="onnxruntime>=1.24")
+    assert _ops(prog)["Attention"] == 1
+    assert prog.report.verification.ok, str(prog.report.verification)
+    got = prog(q, k, v, keep)
+    torch.testing.assert_close(got[1, :, 4:], v[1].mean(-2, keepdim=True).expand(2, 2, 8), atol=1e-5, rtol=1e-4)
+
+
 def test_cli_target(tmp_path: Any, capsys: Any) -> None:
     path = tmp_path / "two.py"
     path.write_text("import torch\nclass Two(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n")

@@ -66,7 +66,8 @@ def _fits_attention(ctx: Ctx, q: ir.Value, k: ir.Value, mask: ir.Value | None, d
     computes this dtype and grouping right, see ``onnxport.targets``), 4-D inputs (batch, heads, seq, embed), a
     dtype onnxruntime runs it in, no dropout, and a mask that broadcasts over the scores from the right.
     ``Attention`` takes grouped key/value heads as they are (q heads a multiple of kv heads), as torch's
-    ``enable_gqa`` does, and gives a query row that the mask hides entirely zero weights, as torch does."""
+    ``enable_gqa`` does, and gives a query row that a bool mask hides entirely zero weights, as torch does (a
+    float mask's row of the lowest value, which torch averages, is lifted: ``_lift_lowest``)."""
     if dropout_p or q.dtype not in _ATTENTION_DTYPES or k.dtype != q.dtype or rank(q) != 4 or rank(k) != 4:
         return False
     if not ctx.forms.attention(q.dtype, grouped=q.shape[1] != k.shape[1]):
@@ -83,11 +84,23 @@ def _attention(ctx: Ctx, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.Value |
     attrs = {"is_causal": 1} if is_causal else {}
     if scale is not None:
         attrs["scale"] = float(scale)
+    if mask is not None and mask.dtype != ir.DataType.BOOL:
+        mask = _lift_lowest(ctx, mask, q)
     if mask is not None:
         mask = _mask_rows(ctx, mask, q)
     out = ctx.op.Attention(q, k, v, *([] if mask is None else [mask]), **attrs)
     out.shape = ir.Shape([*q.shape[:-1], v.shape[-1]])
     return out
+
+
+def _lift_lowest(ctx: Ctx, mask: ir.Value, q: ir.Value) -> ir.Value:
+    """A float mask with its values below half the dtype's lowest raised to it. onnxruntime's ``Attention`` reads
+    the lowest finite value as -inf and gives a row that is all of it zero weights; torch adds it to the scores,
+    which it swamps, and averages the values uniformly (a padded frame's row of the additive masks transformers
+    fills with ``finfo.min``: Parakeet's). Half the lowest keeps torch's result in both: a hidden key's weight is
+    still 0, a row hidden entirely still the uniform average. (A float32 graph converted to float16 afterwards
+    saturates the constant to float16's lowest, and such a row is zero again there.)"""
+    return ctx.op.Max(mask, ctx.const(float(ml_dtypes.finfo(q.dtype.numpy()).min) / 2, like=mask))
 
 
 def _mask_rows(ctx: Ctx, mask: ir.Value, q: ir.Value) -> ir.Value:
