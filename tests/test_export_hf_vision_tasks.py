@@ -433,6 +433,63 @@ def test_audio_classification_equals_transformers_pipeline(norm, tmp_path) -> No
     assert_same(onnx(clips[0], top_k=2), eager(clips[0], top_k=2))
 
 
+def _frames(clips: list[np.ndarray], extractor, model) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    batch = dict(extractor(clips, sampling_rate=16000, padding=True, return_tensors="np"))
+    batch = {k: v.astype(np.int64) if k == "attention_mask" else v for k, v in batch.items()}
+    with torch.no_grad():
+        return batch, model(**{k: torch.from_numpy(v) for k, v in batch.items()}).logits.numpy()
+
+
+def test_audio_frame_classification_matches_eager_on_padded_batches(tmp_path) -> None:
+    """Wav2Vec2ForAudioFrameClassification (a label per frame, speaker diarization's): the feature extractor's
+    padded batch and mask, at lengths and batch sizes other than the example's."""
+    directory, out = str(tmp_path / "frames"), tmp_path / "out"
+    torch.manual_seed(0)
+    config = transformers.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, conv_dim=(16, 16, 16),
+        conv_stride=(5, 4, 2), conv_kernel=(10, 8, 4), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+        feat_extract_norm="layer", do_stable_layer_norm=True, num_labels=3, initializer_range=0.3)
+    config.architectures = ["Wav2Vec2ForAudioFrameClassification"]
+    model = transformers.Wav2Vec2ForAudioFrameClassification(config).eval()
+    model.save_pretrained(directory)
+    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0,
+                                                      do_normalize=True, return_attention_mask=True)
+    extractor.save_pretrained(directory)
+    assert pick_task(directory).task == "audio-frame-classification"
+    prog = export_hf(directory, "auto", out)
+    assert [i.name for i in prog.model.graph.inputs] == ["input_values", "attention_mask"]
+    rng = np.random.default_rng(1)
+    for lengths in ((3000, 5210, 1600), (7000,)):
+        batch, expected = _frames([rng.standard_normal(n).astype(np.float32) for n in lengths], extractor, model)
+        np.testing.assert_allclose(prog(**batch).logits.numpy(), expected, atol=1e-4, rtol=1e-3)
+    with pytest.raises(onnxport.InvalidInputError, match="no pipeline runs a model exported for audio-frame"):
+        pipeline(out)
+
+
+def test_audio_spectrogram_transformer_takes_its_extractors_frames(tmp_path) -> None:
+    """AST classifies log-mel frames its feature extractor pads to one length (its positions are learned for it):
+    the example is the extractor's, only the batch dynamic."""
+    directory, out = str(tmp_path / "ast"), tmp_path / "out"
+    torch.manual_seed(0)
+    config = transformers.ASTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                    max_length=64, num_mel_bins=32, frequency_stride=10, time_stride=10,
+                                    num_labels=4, id2label=AUDIO_LABELS,
+                                    label2id={v: k for k, v in AUDIO_LABELS.items()})
+    model = transformers.ASTForAudioClassification(config).eval()
+    model.save_pretrained(directory)
+    extractor = transformers.ASTFeatureExtractor(num_mel_bins=32, max_length=64)
+    extractor.save_pretrained(directory)
+    prog = export_hf(directory, "auto", out)
+    assert [d if isinstance(d, int) else "dynamic" for d in prog.model.graph.inputs[0].shape] == ["dynamic", 64, 32]
+    rng = np.random.default_rng(2)
+    batch, expected = _frames([rng.standard_normal(n).astype(np.float32) for n in (3000, 9000, 500)], extractor, model)
+    np.testing.assert_allclose(prog(**batch).logits.numpy(), expected, atol=1e-4, rtol=1e-3)
+    onnx = pipeline(out, top_k=None)
+    eager = transformers.pipeline("audio-classification", model=model, feature_extractor=extractor, top_k=None)
+    clip = rng.standard_normal(4000).astype(np.float32)
+    assert_same(onnx(clip), eager(clip))
+
+
 def test_cli_exports_audio_classification(tmp_path, capsys) -> None:
     directory, out = str(tmp_path / "wav2vec2"), tmp_path / "out"
     write_wav2vec2(directory, "group")
@@ -454,6 +511,7 @@ def test_auto_picks_the_image_and_audio_tasks(tmp_path) -> None:
         "GLPNForDepthEstimation": (transformers.GLPNConfig(), "depth-estimation"),
         "Wav2Vec2ForSequenceClassification": (transformers.Wav2Vec2Config(), "audio-classification"),
         "HubertForSequenceClassification": (transformers.HubertConfig(), "audio-classification"),
+        "WavLMForXVector": (transformers.WavLMConfig(), "audio-xvector"),
         "BertForSequenceClassification": (transformers.BertConfig(), "text-classification"),
     }
     for architecture, (config, task) in expected.items():

@@ -677,6 +677,11 @@ def test_causal_lms_whose_cache_transformers_js_feeds_otherwise_are_refused_befo
         export_hf(directory, "text-generation", tmp_path / "out", target="transformers.js")
     assert not os.path.exists(tmp_path / "out")
     assert generation_refusal(transformers.LlamaConfig()) is None
+    directory = str(tmp_path / "speecht5")  # a speech recognizer whose transformers.js class feeds no audio
+    transformers.SpeechT5Config(architectures=["SpeechT5ForSpeechToText"]).save_pretrained(directory)
+    with pytest.raises(onnxport.InvalidInputError, match="SpeechT5ForSpeechToText passes its encoder input_ids"):
+        export_hf(directory, "automatic-speech-recognition", tmp_path / "out", target="transformers.js")
+    assert not os.path.exists(tmp_path / "out")
     if not os.path.isdir(SOURCE):
         pytest.fail("transformers.js is not installed: run `make runtimes`")
     names = _read("configs.js")

@@ -18,8 +18,8 @@ from onnxport.hf import stream
 from onnxport.hf.genai import check_plain_generation, takes_positions
 from onnxport.hf.signature import cache_argument, cache_of, self_attention_cache
 
-__all__ = ["ENCODED_TASKS", "EXAMPLE_BATCH", "NEW", "PAST", "TASKS", "Task", "cacheless", "caching", "image_size",
-           "read_config", "token_ids"]
+__all__ = ["ENCODED_TASKS", "ENCODER_DECODER_FEATURES", "EXAMPLE_BATCH", "NEW", "PAST", "TASKS", "Task", "cacheless",
+           "caching", "feature_dynamic", "feature_inputs", "image_size", "read_config", "token_ids"]
 
 EXAMPLE_BATCH = 2
 PAST, NEW = 4, 3  # a decode step exports the one model that serves prefill (past 0) and decode
@@ -345,8 +345,14 @@ def zero_shot_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
 
 
 def waveform_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """Raw audio (``input_values``) of two lengths, the shorter padded, and its ``attention_mask`` where the
-    model's feature extractor gives one (layer-normalised convolutions; otherwise padding is zeros)."""
+    """An audio encoder's input (CTC, audio classification) as its feature extractor (the directory's
+    preprocessor_config.json) gives two clips of other lengths, the shorter padded: raw samples or log-mel
+    features, with the ``attention_mask`` where the extractor gives one (its ``return_attention_mask``: transformers'
+    pipelines then feed it). Without a feature extractor: raw audio (``input_values``) of two lengths, with a mask
+    where the config's convolutions are layer-normalised (otherwise padding is zeros)."""
+    form = _probe_extractor(getattr(config, "name_or_path", "") or "", set(inspect.signature(model.forward).parameters))
+    if form is not None:
+        return form.inputs
     samples = 4000
     generator = torch.Generator().manual_seed(0)
     inputs = {"input_values": torch.randn(EXAMPLE_BATCH, samples, generator=generator)}
@@ -355,6 +361,21 @@ def waveform_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
         mask[-1, samples // 2:] = 0
         inputs["attention_mask"] = mask
     return inputs
+
+
+def waveform_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """Dynamic batch, and the axes of the audio input that follow a clip's length, its mask's too (where the
+    feature extractor pads every clip to one length, AST's 1024 frames, only the batch); every axis past the batch
+    of raw audio where there is no feature extractor."""
+    inputs = waveform_inputs(model, config)
+    form = _probe_extractor(getattr(config, "name_or_path", "") or "", set(inspect.signature(model.forward).parameters))
+    main = next(k for k in ("input_features", "input_values") if k in inputs)
+    axes = form.axes if form is not None else {1: 2}
+    clip = torch.export.Dim("audio_sequence_length", min=min(axes.values())) if axes else None
+    shapes: dict[str, Any] = {main: {0: torch.export.Dim.DYNAMIC, **dict.fromkeys(axes, clip)}}
+    if "attention_mask" in inputs:
+        shapes["attention_mask"] = {0: torch.export.Dim.DYNAMIC, **({1: clip} if axes else {})}
+    return shapes
 
 
 class AudioForm(NamedTuple):
@@ -432,6 +453,58 @@ def audio_axes(model: torch.nn.Module, config: Any) -> dict[int, int]:
     return audio_form(model, config).axes
 
 
+# The encoder-decoders whose bare model's forward makes its decoder's ids of ``input_ids`` shifted right (BART's
+# family): their feature-extraction example is the tokenizer's inputs alone, as transformers' pipeline feeds them.
+SHIFTED_DECODER_IDS = ("bart", "mbart", "plbart", "led", "fsmt")
+DECODER_LENGTH = 5  # the decoder's tokens in a bare encoder-decoder's example
+
+
+def encoder_decoder_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """An encoder-decoder's example encoder inputs: its audio (``audio_form``'s) where its encoder reads audio
+    (``input_features`` or ``input_values``: Whisper's), else two texts (``text_inputs``)."""
+    if _reads_audio(model):
+        return audio_inputs(model, config)
+    return text_inputs(model, config)
+
+
+def encoder_decoder_axes(model: torch.nn.Module, config: Any) -> dict[int, int] | None:
+    """The axes of an encoder-decoder's audio input that follow a clip's length (``audio_axes``); None for text."""
+    return audio_axes(model, config) if _reads_audio(model) else None
+
+
+def _reads_audio(model: torch.nn.Module) -> bool:
+    return bool({"input_features", "input_values"} & set(inspect.signature(model.get_encoder().forward).parameters))
+
+
+def feature_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """feature-extraction's example: ``text_inputs``; for a bare encoder-decoder (``T5Model``, ``WhisperModel``),
+    its encoder's inputs (``encoder_decoder_inputs``) and ``decoder_input_ids``, ``DECODER_LENGTH`` tokens of its
+    decoder's vocabulary, which its forward needs (but a text model's of :data:`SHIFTED_DECODER_IDS`)."""
+    if not getattr(config, "is_encoder_decoder", False):
+        return text_inputs(model, config)
+    inputs = encoder_decoder_inputs(model, config)
+    if config.model_type in SHIFTED_DECODER_IDS and "input_ids" in inputs:
+        return inputs
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    ids = token_ids(config.get_text_config(decoder=True), EXAMPLE_BATCH, DECODER_LENGTH, seed=1, model=decoder)
+    return {**inputs, "decoder_input_ids": ids}
+
+
+def feature_dynamic(model: torch.nn.Module, config: Any) -> Any:
+    """feature-extraction's ``dynamic_shapes``: ``"auto"``; for a bare encoder-decoder reading audio, the audio's axes
+    that follow a clip's length (``audio_axes``, its mask's too) from the shortest clip's size, the rest of them the
+    example's (a spectrogram's bins; Whisper's 30 s of frames), batch and decoder length as ``"auto"`` makes them."""
+    if not getattr(config, "is_encoder_decoder", False) or not _reads_audio(model):
+        return "auto"
+    inputs, axes, auto = feature_inputs(model, config), audio_axes(model, config), torch.export.Dim.AUTO
+    clip = torch.export.Dim("audio_sequence_length", min=min(axes.values())) if axes else None
+    shapes: dict[str, Any] = {name: {0: auto, **dict.fromkeys(axes, clip)} for name in inputs
+                              if name in ("input_features", "input_values")}
+    if "attention_mask" in inputs:
+        shapes["attention_mask"] = {0: auto, **({1: clip} if axes else {})}
+    return {**shapes, "decoder_input_ids": {0: auto, 1: auto}}
+
+
 class Task(NamedTuple):
     """How a task is exported: the auto class that loads it, example inputs from the model and config, the
     ``dynamic_shapes`` (or a function of the model and config giving them; seq2seq tasks choose their own) and
@@ -449,7 +522,7 @@ class Task(NamedTuple):
 
 TASKS: dict[str, Task] = {
     "text-generation": Task("AutoModelForCausalLM", generation_inputs),
-    "feature-extraction": Task("AutoModel", text_inputs),
+    "feature-extraction": Task("AutoModel", feature_inputs, feature_dynamic),
     "text-classification": Task("AutoModelForSequenceClassification", text_inputs),
     "image-classification": Task("AutoModelForImageClassification", image_inputs, image_dynamic),
     "image-feature-extraction": Task("AutoModel", image_inputs, image_dynamic),  # a vision model's bare features
@@ -461,7 +534,9 @@ TASKS: dict[str, Task] = {
     "image-to-image": Task("AutoModelForImageToImage", image_inputs, image_dynamic),  # Swin2SR's super-resolution
     "zero-shot-object-detection": Task("AutoModelForZeroShotObjectDetection", detection_queries_inputs,
                                        detection_queries_dynamic),  # OWL-ViT, OWLv2: an image's text queries
-    "audio-classification": Task("AutoModelForAudioClassification", waveform_inputs, "auto"),
+    "audio-classification": Task("AutoModelForAudioClassification", waveform_inputs, waveform_dynamic),
+    "audio-frame-classification": Task("AutoModelForAudioFrameClassification", waveform_inputs, waveform_dynamic),
+    "audio-xvector": Task("AutoModelForAudioXVector", waveform_inputs, waveform_dynamic),  # speaker embeddings
     "text2text-generation": Task("AutoModelForSeq2SeqLM", text_inputs, seq2seq=True),
     "automatic-speech-recognition": Task("AutoModelForSpeechSeq2Seq", audio_inputs, audio_axes, seq2seq=True),
     "fill-mask": Task("AutoModelForMaskedLM", encoder_inputs),
@@ -482,6 +557,9 @@ TASKS: dict[str, Task] = {
 # model types each takes (None: any such model): document-question-answering's prompt is Donut's, a question between
 # its task tokens, which a VisionEncoderDecoder's decoder reads.
 ENCODED_TASKS = {"image-to-text": None, "document-question-answering": ("vision-encoder-decoder",)}
+# feature-extraction by a bare encoder-decoder for transformers.js (its EncoderDecoder models: T5Model, WhisperModel):
+# the model split as for generation (encoder_model, decoder_model_merged), its decoder giving its last_hidden_state
+ENCODER_DECODER_FEATURES = Task("AutoModel", encoder_decoder_inputs, encoder_decoder_axes, seq2seq=True)
 # automatic-speech-recognition by a CTC head (Wav2Vec2ForCTC, HuBERT's, WavLM's: onnxport.hf.tasks.is_ctc): one
 # model, raw audio to a character's logits per frame
-CTC_SPEECH = Task("AutoModelForCTC", waveform_inputs, "auto")
+CTC_SPEECH = Task("AutoModelForCTC", waveform_inputs, waveform_dynamic)

@@ -56,7 +56,7 @@ from onnxport.errors import InvalidInputError, OnnxportError
 from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
 from onnxport.hf.char_tokenizers import TOKENIZER_FILE, tokenizer_json
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
-from onnxport.hf.examples import CTC_SPEECH, ENCODED_TASKS, TASKS, Task, caching, read_config
+from onnxport.hf.examples import CTC_SPEECH, ENCODED_TASKS, ENCODER_DECODER_FEATURES, TASKS, Task, caching, read_config
 from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless, warn_states_genai_does_not_feed
 from onnxport.hf.mask_generation import check_mask_generation, export_mask_generation
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
@@ -143,7 +143,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
 
     ``target="transformers.js"`` (or ``"transformers.js>=4.0"``) writes the folder transformers.js loads
     (``onnxport.hf.transformers_js``): ``onnx/`` with one file per session (``model``; ``encoder_model`` and
-    ``decoder_model_merged`` for the seq2seq tasks) and per ``dtypes`` (default: all of ``fp32``, ``fp16``,
+    ``decoder_model_merged`` for the seq2seq tasks, and for feature-extraction by a bare encoder-decoder it runs as
+    one, ``transformers_js.ENCODER_DECODER_TYPES``: T5Model, WhisperModel, its decoder's ``last_hidden_state`` the
+    main output) and per ``dtypes`` (default: all of ``fp32``, ``fp16``,
     ``q8``, ``q4``, ``q4f16``, the precisions its users pick with ``dtype:``), written for the onnxruntime-web
     its oldest release runs; ``quantize`` does not apply there (``dtypes`` chooses the precisions). The
     programs returned are the float32 ones.
@@ -219,7 +221,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     # transformers.js reads tokenizer.json alone: one made for a Python-only character tokenizer (VITS's, CTC's)
     tokenizer = tokenizer_json(model_dir) if engine is not None else None
     if engine is not None:
-        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else () if spec.vlm else spec.pieces or ("model",)
+        sessions = transformers_js.SEQ2SEQ_SESSIONS if spec.seq2seq else () if spec.vlm else spec.pieces or (
+            transformers_js.session_name(task, read_config(model_dir) if task == "image-feature-extraction" else None),)
         written = [*transformers_js.file_names(sessions, dtypes), *copied, *((TOKENIZER_FILE,) if tokenizer else ())]
     else:
         models = SEQ2SEQ_FILES if spec.seq2seq else () if spec.vlm else \
@@ -228,11 +231,20 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                    *(("genai_config.json",) if task == "text-generation" else ()), *copied]
     check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
     config = read_config(model_dir)
-    why = transformers_js.generation_refusal(config) if engine is not None and task == "text-generation" else None
+    if engine is not None and task == "feature-extraction" and transformers_js.splits_features(config):
+        spec = ENCODER_DECODER_FEATURES  # its bare model's forward: encoder_model, then decoder_model_merged
+        if streaming:
+            raise InvalidInputError(f"a transformers.js feature-extraction folder of a {config.model_type} model is "
+                                    "exported with its weights loaded (the decoder's example inputs come from "
+                                    "running the encoder)", fix="leave streaming unset, or pass streaming=False")
+        check_output_folder(out, transformers_js.file_names(transformers_js.SEQ2SEQ_SESSIONS, dtypes))
+    why = transformers_js.generation_refusal(config, task) if engine is not None else None
     if why is not None:
-        raise InvalidInputError(f"transformers.js cannot generate with a {config.model_type} folder: {why}",
+        raise InvalidInputError(f"transformers.js cannot {'generate with' if task == 'text-generation' else 'run'} a "
+                                f"{config.model_type} {'' if task == 'text-generation' else task + ' '}folder: {why}",
                                 fix="export it for onnxruntime (no target) and run it with onnxruntime-genai or "
-                                "onnxport.generate")
+                                "onnxport.generate" if task == "text-generation" else
+                                "export it for onnxruntime (no target) and run it with onnxport's runner")
     if engine is not None and task == "text-generation" and transformers_js_text_only(config):
         why = transformers_js_refusal(config)
         if why is not None:
@@ -353,7 +365,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         files = {"encoder_model": result.encoder,
                  "decoder_model_merged": transformers_js.merge_decoders(result.decoder, result.decoder_with_past)}
     elif engine is not None and not spec.vlm and not spec.pieces:
-        files = {"model": result}
+        files = {transformers_js.session_name(task, config): result}
     for prog in files.values():
         prog.model.metadata_props[metadata.TASK] = task
         if picked is not None:
@@ -408,9 +420,14 @@ def _precision(dtype: Any) -> torch.dtype | None:
 def _model_class(auto: str, config: Any) -> str:
     """The class that loads ``config`` for a task: the task's ``auto`` class, or, for a config class that auto class
     does not map (``MllamaForCausalLM`` saves a ``MllamaTextConfig``), the model class config.json's
-    ``architectures`` names, where the auto class loads that class for other configs."""
+    ``architectures`` names, where the auto class loads that class for other configs; for ``AutoModel``, a tower
+    with its projection that ``architectures`` names (``CLIPVisionModelWithProjection``)."""
     import transformers
 
+    projected = next((name for name in getattr(config, "architectures", None) or ()
+                      if name.endswith("ModelWithProjection") and hasattr(transformers, name)), None)
+    if auto == "AutoModel" and projected is not None:  # a tower saved with its projection (CLIP's: image_embeds),
+        return projected  # which the bare class AutoModel loads leaves out
     mapping = getattr(getattr(transformers, auto, None), "_model_mapping", None)
     if mapping is None or type(config) in mapping:
         return auto

@@ -75,12 +75,16 @@ _COMPONENTS = {"image-classification": ("image_processor",), "image-feature-extr
 GENERATING = tuple(ENCODED_TASKS)
 MASKS = TASKS["mask-generation"].pieces  # SAM's models, run behind transformers' mask-generation pipeline
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}  # transformers' names
+_NO_PIPELINE = ("transformers has no pipeline for it: run the folder's model.onnx in onnxruntime on what its feature "
+                "extractor gives (transformers.AutoFeatureExtractor.from_pretrained(folder))")
 _ELSEWHERE = {
     "text-generation": "run the folder with onnxruntime-genai (og.Model(folder)) or onnxport.generate(folder + "
                        "'/model.onnx', input_ids)",
     "text2text-generation": "generate with onnxport.generate_seq2seq(encoder, decoder, decoder_with_past, ...)",
     "automatic-speech-recognition": "generate with onnxport.generate_seq2seq(encoder, decoder, decoder_with_past, ...)",
     "image-text-to-text": "generate with onnxport.hf.multimodal.generate_vlm(folder, text, images)",
+    "audio-frame-classification": _NO_PIPELINE,
+    "audio-xvector": _NO_PIPELINE,
 }
 _NUMPY = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
           "tensor(float16)": np.float16, "tensor(double)": np.float64, "tensor(bool)": np.bool_}

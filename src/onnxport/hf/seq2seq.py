@@ -12,7 +12,10 @@ Three ONNX models, so that greedy generation runs entirely in onnxruntime (``onn
   outputs; the cross-attention part of the cache is read, never recomputed, and returned as it came.
 
 The cache is the model's ``EncoderDecoderCache``; dims are named as optimum names them (``batch_size``,
-``decoder_sequence_length``, ``encoder_sequence_length``, ``past_decoder_sequence_length``).
+``decoder_sequence_length``, ``encoder_sequence_length``, ``past_decoder_sequence_length``). A bare
+encoder-decoder (``T5Model``, ``WhisperModel``: no head; the two sessions of transformers.js's feature-extraction
+folder for one) is split so too, its decoders giving the decoder's ``last_hidden_state`` where the others give
+``logits``.
 """
 
 from __future__ import annotations
@@ -83,7 +86,9 @@ class EncoderPart(torch.nn.Module):
 
 
 class DecoderPart(torch.nn.Module):
-    """One decoder step of the whole model on given encoder states: ``{"logits", "present"}``."""
+    """One decoder step of the whole model on given encoder states: ``{"logits", "present"}``; for a bare
+    encoder-decoder (``T5Model``, ``WhisperModel``: no head), ``{"last_hidden_state", "present"}``, its decoder's
+    states where the others give logits."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
@@ -127,7 +132,8 @@ class DecoderPart(torch.nn.Module):
                          return_dict=True,
                          **{cache_argument(self.model): past_key_values})
         present = cache_of(out)
-        return {"logits": out.logits, "present": present.self_attention_cache if self.self_only else present}
+        head = "logits" if "logits" in out else "last_hidden_state"  # a bare model's: its decoder's states
+        return {head: out[head], "present": present.self_attention_cache if self.self_only else present}
 
 
 @serialized
@@ -136,7 +142,8 @@ def export_seq2seq(model: torch.nn.Module, inputs: dict[str, torch.Tensor], *, o
                    dtype: torch.dtype | None = None, decoder_embeds: bool = False,
                    audio_axes: dict[int, int] | None = None, states_mask: bool = True,
                    cross_cache: bool = True) -> Seq2SeqPrograms:
-    """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past.
+    """Export ``model`` (a transformers encoder-decoder for generation) as encoder, decoder and decoder with past;
+    a bare one (``T5Model``: no head) too, its decoders giving its decoder's ``last_hidden_state`` for ``logits``.
 
     ``inputs`` are example encoder inputs, ``{"input_ids", "attention_mask"}``, ``{"input_features"}`` or
     ``{"input_values"}`` (with their ``attention_mask`` where the feature extractor gives one),
@@ -266,7 +273,7 @@ def _embedded(embed: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
 
 
 def _start_token(model: torch.nn.Module) -> int:
-    start = decoder_start_token(model.generation_config, model.config)
+    start = decoder_start_token(getattr(model, "generation_config", None), model.config)  # a bare model has none
     if start is None:
         raise InvalidInputError(f"{type(model).__name__} has no decoder_start_token_id",
                                 fix="set model.generation_config.decoder_start_token_id")

@@ -44,6 +44,8 @@ _HEADS = (
     ("ForSemanticSegmentation", "image-segmentation"),
     ("ForDepthEstimation", "depth-estimation"),
     ("ForAudioClassification", "audio-classification"),
+    ("ForAudioFrameClassification", "audio-frame-classification"),
+    ("ForXVector", "audio-xvector"),
     ("ForCTC", "automatic-speech-recognition"),  # a CTC head: one model, characters per frame
 )
 # transformers' lists of the classes each auto class loads, by task (its modeling_auto module).
@@ -63,6 +65,8 @@ _MAPPINGS = {
     "image-segmentation": "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
     "depth-estimation": "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES",
     "audio-classification": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
+    "audio-frame-classification": "MODEL_FOR_AUDIO_FRAME_CLASSIFICATION_MAPPING_NAMES",
+    "audio-xvector": "MODEL_FOR_AUDIO_XVECTOR_MAPPING_NAMES",
     "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
     "text-to-audio": "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES",
     "image-to-image": "MODEL_FOR_IMAGE_TO_IMAGE_MAPPING_NAMES",

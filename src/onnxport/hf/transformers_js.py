@@ -45,23 +45,33 @@ from onnxport.program import OnnxProgram
 from onnxport.report import Report
 from onnxport.verify.session import initializer_bytes
 
-__all__ = ["DTYPES", "NAME", "SUBFOLDER", "TASKS", "config_settings", "engine_target", "file_names", "merge_decoders",
-           "name_states", "processor_settings", "variant", "variants", "write_folder"]
+__all__ = ["DTYPES", "ENCODER_DECODER_TYPES", "NAME", "SUBFOLDER", "TASKS", "config_settings", "engine_target",
+           "file_names", "merge_decoders", "name_states", "processor_settings", "session_name", "splits_features",
+           "variant", "variants", "write_folder"]
 
 NAME = "transformers.js"
 SUBFOLDER = "onnx"
 # dtype -> file suffix, as transformers.js names them; the default folder holds them all.
 DTYPES = {"fp32": "", "fp16": "_fp16", "q8": "_quantized", "q4": "_q4", "q4f16": "_q4f16"}
-# The export-hf tasks transformers.js runs (a pipeline; for image-text-to-text AutoModelForImageTextToText:
+# The export-hf tasks transformers.js runs (a pipeline, or a class of its registry: audio frame classification and
+# x-vectors; for image-text-to-text AutoModelForImageTextToText:
 # onnxport.hf.multimodal.consumers; for mask-generation its SamModel, which has no pipeline there), and the sessions
 # (files) each loads.
 SEQ2SEQ_SESSIONS = ("encoder_model", "decoder_model_merged")
 TASKS = ("text-generation", "feature-extraction", "text-classification", "fill-mask", "token-classification",
          "question-answering", "image-classification", "image-feature-extraction", "zero-shot-image-classification",
          "object-detection", "image-segmentation", "depth-estimation", "audio-classification",
+         "audio-frame-classification", "audio-xvector",
          "text2text-generation", "automatic-speech-recognition", "image-text-to-text", "text-to-audio",
          "image-to-image", "image-to-text", "document-question-answering", "mask-generation",
          "zero-shot-object-detection")
+# The model types whose bare model transformers.js loads as an encoder-decoder (its registry's
+# MODEL_MAPPING_NAMES_ENCODER_DECODER: T5Model, WhisperModel, ...): the SEQ2SEQ_SESSIONS, its forward running the
+# encoder, then the decoder on decoder_input_ids; their feature-extraction folders hold those two sessions.
+ENCODER_DECODER_TYPES = ("t5", "longt5", "mt5", "bart", "mbart", "marian", "whisper", "cohere_asr", "m2m_100",
+                         "blenderbot", "blenderbot-small")
+# The model types of the vision towers transformers.js loads from onnx/vision_model*.onnx (session_name).
+_VISION_MODEL_TYPES = ("clip_vision_model", "siglip_vision_model")
 # Tasks transformers.js has a pipeline for whose folders onnxport does not write yet, and why.
 _NOT_YET: dict[str, str] = {}
 # transformers.js releases and the onnxruntime they run on: 4.0 to 4.2 on onnxruntime-node 1.24.3 and
@@ -93,6 +103,21 @@ def engine_target(target: Any) -> str | None:
     return engine
 
 
+def session_name(task: str, config: Any) -> str:
+    """The file transformers.js loads a single-model folder of ``task`` from: ``vision_model`` for the vision
+    towers its image-feature-extraction classes load so (CLIPVisionModelWithProjection, SiglipVisionModel: their
+    ``model_file_name``), else ``model``."""
+    if task == "image-feature-extraction" and getattr(config, "model_type", None) in _VISION_MODEL_TYPES:
+        return "vision_model"
+    return "model"
+
+
+def splits_features(config: Any) -> bool:
+    """Whether transformers.js loads the bare model of ``config`` as an encoder-decoder (its feature-extraction folder
+    holds the :data:`SEQ2SEQ_SESSIONS`, not one ``model``): a type of :data:`ENCODER_DECODER_TYPES`."""
+    return getattr(config, "model_type", None) in ENCODER_DECODER_TYPES
+
+
 def check_task(task: str) -> None:
     """Refuse a task transformers.js has no pipeline for (or computes otherwise), saying what to do instead."""
     if task == "sentence-similarity":
@@ -122,13 +147,26 @@ _GENERATION_REFUSED = {
 }
 
 
-def generation_refusal(config: Any) -> str | None:
-    """Why transformers.js cannot generate with a text-generation folder of ``config`` (its cache names or its
-    class), or None: :data:`_GENERATION_REFUSED`, or a decoder whose type it sizes as an encoder-decoder's
-    (MBart's, TrOCR's: it feeds past_key_values.{i}.decoder.* and .encoder.*, a decoder alone having no encoder)."""
+# Other tasks' folders transformers.js's class for the type cannot run: (task, model type) -> why.
+_TASK_REFUSED = {
+    ("automatic-speech-recognition", "speecht5"): "its SpeechT5ForSpeechToText passes its encoder input_ids and "
+    "attention_mask alone (its forward_params), never the audio's input_values, and its speech-recognition "
+    "pipeline does not run speecht5",
+}
+
+
+def generation_refusal(config: Any, task: str = "text-generation") -> str | None:
+    """Why transformers.js cannot run a ``task`` folder of ``config``, or None: :data:`_TASK_REFUSED`; for
+    text-generation (its cache names or its class) :data:`_GENERATION_REFUSED`, or a decoder whose type it sizes as
+    an encoder-decoder's (MBart's, TrOCR's: it feeds past_key_values.{i}.decoder.* and .encoder.*, a decoder alone
+    having no encoder)."""
     from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_DECODER_CACHES
 
     model_type = getattr(config, "model_type", "")
+    if (task, model_type) in _TASK_REFUSED:
+        return _TASK_REFUSED[task, model_type]
+    if task != "text-generation":
+        return None
     if model_type in _GENERATION_REFUSED:
         return _GENERATION_REFUSED[model_type]
     if TRANSFORMERS_JS_DECODER_CACHES.get(model_type):

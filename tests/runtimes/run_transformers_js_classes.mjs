@@ -1,0 +1,45 @@
+// Load exported folders with a model class of transformers.js, as its users call one, and write what it returns.
+//
+//   node run_transformers_js_classes.mjs --modules .runtimes/transformers-js JOBS.json RESULTS.json
+//
+// JOBS.json is a list of {folder, class, dtype, inputs: {name: {type, dims, data}}}: the class (T5Model, WhisperModel,
+// ...) is loaded with from_pretrained(folder, {dtype, local_files_only: true}) and called once on the inputs.
+// RESULTS.json gets, per job, {outputs: {name: {dims, data}}} (the tensors it returned) or {error}.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+
+const args = process.argv.slice(2);
+const i = args.indexOf('--modules');
+const modules = path.resolve(args.splice(i, 2)[1]);
+const [jobsFile, resultsFile] = args;
+const require = createRequire(path.join(modules, 'package.json'));
+const tjs = await import(pathToFileURL(require.resolve('@huggingface/transformers')).href);
+tjs.env.allowRemoteModels = false;
+
+const ARRAYS = { int64: (d) => BigInt64Array.from(d.map(BigInt)), float32: (d) => Float32Array.from(d) };
+
+async function run(job) {
+  const cls = tjs[job.class];
+  if (cls === undefined) throw new Error(`transformers.js exports no class ${job.class}`);
+  const model = await cls.from_pretrained(job.folder, { dtype: job.dtype, local_files_only: true });
+  const inputs = Object.fromEntries(Object.entries(job.inputs).map(
+    ([name, t]) => [name, new tjs.Tensor(t.type, ARRAYS[t.type](t.data), t.dims)]));
+  const out = await model(inputs);
+  await model.dispose();
+  return {
+    outputs: Object.fromEntries(Object.entries(out).filter(([, v]) => v instanceof tjs.Tensor)
+      .map(([k, v]) => [k, { dims: v.dims, data: Array.from(v.data, Number) }])),
+  };
+}
+
+const results = [];
+for (const job of JSON.parse(fs.readFileSync(jobsFile, 'utf8'))) {
+  try {
+    results.push(await run(job));
+  } catch (error) {
+    results.push({ error: String(error?.stack ?? error).slice(0, 2000) });
+  }
+}
+fs.writeFileSync(resultsFile, JSON.stringify(results));
