@@ -240,9 +240,10 @@ def _speech_recognition(root: str) -> Case:
 
     directory, model = _seq2seq_dir(pathlib.Path(root), "whisper")
     write_special_tokenizer(directory, 99, "WhisperTokenizer")  # transformers.js decodes speech with its own
-    # 32 frames of 8 mel bins: the encoder's 2 * max_source_positions
+    # 32 frames of 8 mel bins: the encoder's 2 * max_source_positions; a mask, as some checkpoints' extractors give
+    # (transformers.js's gives none: the encoder must take none)
     extractor = transformers.WhisperFeatureExtractor(feature_size=8, sampling_rate=16000, hop_length=500,
-                                                     chunk_length=1, n_fft=400)
+                                                     chunk_length=1, n_fft=400, return_attention_mask=True)
     extractor.save_pretrained(directory)
     rng = np.random.default_rng(1)
     clip = rng.standard_normal(12000).astype(np.float32) * 0.1

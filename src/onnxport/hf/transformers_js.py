@@ -331,10 +331,11 @@ def _common_shape(a: ir.Shape | None, b: ir.Shape | None) -> ir.Shape | None:
 
 # -- an encoder's inputs ----------------------------------------------------------------------------------------
 
-# The speech types whose model class in transformers.js hands generate no attention_mask (its forward_params,
-# models/<type>/modeling_<type>.js, name none), where transformers' feature extractor gives one: their encoder
-# takes none.
-UNMASKED_AUDIO = ("moonshine", "cohere_asr")
+# The speech types transformers.js feeds no attention_mask, where transformers' feature extractor gives one (a
+# checkpoint's return_attention_mask): their model class hands generate none (its forward_params,
+# models/<type>/modeling_<type>.js, name none: Moonshine, Cohere ASR), or its feature extractor makes none
+# (feature_extraction_whisper.js); their encoder takes none (Whisper's reads none anyway).
+UNMASKED_AUDIO = ("moonshine", "cohere_asr", "whisper")
 
 
 def seq2seq_inputs(config: Any, inputs: dict[str, Any]) -> dict[str, Any]:
