@@ -245,6 +245,9 @@ def build(task: str, model_type: str, class_name: str, row: dict[str, Any],
     if changed:
         row["token_ids_set"] = changed
     cls = getattr(transformers, class_name)
+    wanted = getattr(cls, "config_class", None)
+    if isinstance(wanted, type) and not isinstance(config, wanted):  # a part's class (a CLIP's vision tower)
+        config = next((sub for sub in vars(config).values() if isinstance(sub, wanted)), config)
     with torch.device("meta"):
         meta = cls(config)
     n = sum(p.numel() for p in meta.parameters())

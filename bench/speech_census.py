@@ -114,15 +114,16 @@ def vocab_size(config) -> int:
     return next((h.vocab_size for h in holders if isinstance(getattr(h, "vocab_size", None), int)), 99)
 
 
-def feature_extractor(model_type: str, config):
-    """The type's feature extractor agreeing with the tiny config, or (None, reason)."""
+def feature_extractor(model_type: str, config, name: str | None = None):
+    """The type's feature extractor (``name``'s class where given) agreeing with the tiny config, or (None,
+    reason)."""
     import inspect
 
     import transformers
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES as names
 
     encoder = encoder_config(config)
-    name = names.get(model_type) or (names.get(encoder.model_type) if encoder is not None else None)
+    name = name or names.get(model_type) or (names.get(encoder.model_type) if encoder is not None else None)
     if name is None:
         kinds = model_type + (f" (encoder {encoder.model_type})" if encoder is not None else "")
         return None, f"no feature extractor class for {kinds}"

@@ -3,9 +3,10 @@
 //
 //   node transformers_js_census.mjs --modules .runtimes/transformers-js JOB.json RESULT.json
 //
-// JOB.json: {folder, class, inputs: {name: {type, dims, data}}, new_tokens}. With new_tokens, the class's generate
-// runs greedily from input_ids and attention_mask and RESULT.json gets {tokens}; without, the class is called on
-// the inputs and RESULT.json gets {outputs: {name: {dims, data}}}. An error gives {error}.
+// JOB.json: {folder, class, inputs: {name: {type, dims, data}}, new_tokens, settings}. With new_tokens, the class's
+// generate runs greedily from the inputs (with the generation settings given) and RESULT.json gets {tokens} (the
+// first sequence's); without, the class is called on the inputs and RESULT.json gets {outputs: {name: {dims,
+// data}}}. An error gives {error}.
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -34,7 +35,8 @@ try {
   const inputs = Object.fromEntries(Object.entries(job.inputs).map(
     ([name, t]) => [name, new tjs.Tensor(t.type, ARRAYS[t.type](t.data), t.dims)]));
   if (job.new_tokens) {
-    const tokens = await model.generate({ ...inputs, max_new_tokens: job.new_tokens, do_sample: false, num_beams: 1 });
+    const tokens = await model.generate({
+      ...inputs, ...(job.settings ?? {}), max_new_tokens: job.new_tokens, do_sample: false, num_beams: 1 });
     result = { tokens: Array.from(tokens.data, Number) };
   } else {
     const out = await model(inputs);

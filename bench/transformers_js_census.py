@@ -9,15 +9,16 @@ The rows are the (model type, class) pairs of the registry of the transformers.j
 (:data:`MAPS`; the maps of other tasks are counted in the report as not covered yet). A row whose type transformers
 has no class for in that task is "not in transformers" and not counted. Each row, in a forked process with a time
 limit (``--timeout``), builds and runs the tiny random checkpoint as ``export_hf_census.py`` does (its config
-shrunk, its weights spread, its word-level tokenizer or image processor; the same sentences, prompt or images),
-saves it, then:
+shrunk, its weights spread, its word-level tokenizer or image processor; the same sentences, prompt or images;
+the tasks beyond those, sequence-to-sequence text, speech, the audio encoders, image features and the bare models
+of encoder-decoders, as ``transformers_js_census_tasks.py`` says), saves it, then:
 
 1. reloads it from its folder with transformers, as a user's transformers loads it, and runs it again: that run is
    the reference (a model whose ``_init_weights`` changes weights at load is compared with what users get);
 2. runs ``python -m onnxport export-hf DIR --task TASK --target transformers.js --dtypes fp32`` ("refused" with
    onnxport's error line, "foreign" with another traceback, "timeout");
 3. loads the folder in Node with the class transformers.js's registry names (``transformers_js_census.mjs``), and
-   calls it on the same inputs, or for text-generation ``generate``s greedily from the same prompt;
+   calls it on the same inputs, or for the generating tasks ``generate``s greedily from the same prompt or audio;
 4. compares: every output the class returns under a name the reference has, within 1e-4 + 1e-3 x the reference's
    largest magnitude, or the same tokens: "right"; else "wrong" (with the numbers); a class that cannot load or
    run the folder: "client fails".
@@ -42,6 +43,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import transformers_js_census_tasks as more
 from census import run_in_fork
 from export_hf_census import build_and_run, eager_encoder, eager_generate, export_cli, save_checkpoint
 from export_hf_census_common import (
@@ -79,6 +81,18 @@ MAPS = {
     "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES": "image-segmentation",
     "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES": "depth-estimation",
     "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES": "object-detection",
+    "MODEL_FOR_IMAGE_FEATURE_EXTRACTION_MAPPING_NAMES": "image-feature-extraction",
+    "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES": "text2text-generation",
+    "MODEL_MAPPING_NAMES_ENCODER_DECODER": "seq2seq-features",
+    "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES": "automatic-speech-recognition",
+    "MODEL_FOR_CTC_MAPPING_NAMES": "ctc",
+    "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES": "audio-classification",
+    "MODEL_FOR_AUDIO_FRAME_CLASSIFICATION_MAPPING_NAMES": "audio-frame-classification",
+    "MODEL_FOR_AUDIO_XVECTOR_MAPPING_NAMES": "audio-xvector",
+    "MODEL_FOR_IMAGE_TO_IMAGE_MAPPING_NAMES": "image-to-image",
+    "MODEL_FOR_ZERO_SHOT_OBJECT_DETECTION_MAPPING_NAMES": "zero-shot-object-detection",
+    "MODEL_FOR_MASK_GENERATION_MAPPING_NAMES": "mask-generation",
+    "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES": "text-to-audio",
 }
 COUNTED = ("right", "wrong", "client fails", "refused", "foreign", "timeout")
 
@@ -94,6 +108,8 @@ def registry() -> dict[str, list[tuple[str, str]]]:
 def rows_to_run(tasks: Sequence[str]) -> list[dict[str, Any]]:
     """The registry's covered rows of ``tasks``: task, type, the transformers.js class and transformers' class
     (None where transformers has none for the type in the task)."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
     rows = []
@@ -101,11 +117,16 @@ def rows_to_run(tasks: Sequence[str]) -> list[dict[str, Any]]:
         task = MAPS.get(name)
         if task not in tasks:
             continue
-        theirs = task_types(task)
+        theirs = None if task in more.EXPORT_TASKS else task_types(task)
         for model_type, js_class in pairs:
-            python_type = model_type.replace("-", "_") if model_type not in theirs else model_type
+            if theirs is None:  # the class transformers.js names, where transformers has it
+                python_type = model_type if model_type in CONFIG_MAPPING else model_type.replace("-", "_")
+                model_class = js_class if hasattr(transformers, js_class) and python_type in CONFIG_MAPPING else None
+            else:
+                python_type = model_type.replace("-", "_") if model_type not in theirs else model_type
+                model_class = theirs.get(python_type)
             row = {"task": task, "type": model_type, "js_class": js_class, "map": name,
-                   "model_class": theirs.get(python_type), "python_type": python_type}
+                   "model_class": model_class, "python_type": python_type}
             if row["model_class"] is None and task == "feature-extraction" and python_type in MODEL_MAPPING_NAMES:
                 row["not_covered"] = "not a text model: its features are image-, audio- or multimodal ones"
             rows.append(row)
@@ -116,12 +137,15 @@ def rows_to_run(tasks: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def _reference(task: str, directory: str, eager: dict[str, Any], enc: dict[str, Any], prompt: Any,
-               row: dict[str, Any]) -> dict[str, Any]:
-    """The model as a user's transformers loads it from ``directory``, run on the same inputs."""
+               row: dict[str, Any], run: Any = None) -> dict[str, Any]:
+    """The model as a user's transformers loads it from ``directory``, run on the same inputs (by ``run`` where
+    given)."""
     import transformers
 
     try:
         model = getattr(transformers, row["model_class"]).from_pretrained(directory).eval()
+        if run is not None:
+            return run(model)
         return eager_generate(model, prompt) if task == "text-generation" else eager_encoder(model, enc)
     except Exception as exc:  # noqa: BLE001 - the in-memory run stands, said so
         row["reference"] = f"the model in memory (reloading failed: {first_line(exc)[:160]})"
@@ -172,7 +196,7 @@ def compare(row: dict[str, Any], reference: dict[str, Any], got: dict[str, Any],
     if "tokens" in got:
         want = reference["tokens"]
         row["js_tokens"] = got["tokens"]
-        row["status"] = "right" if got["tokens"] == want else "wrong"
+        row["status"] = "right" if more.same_tokens(got["tokens"], want) else "wrong"
         row.pop("reason", None)
         if row["status"] == "wrong":
             part = next((i for i, (a, b) in enumerate(zip(got["tokens"], want)) if a != b), min(len(want),
@@ -215,24 +239,38 @@ def run_row(spec: dict[str, Any], row: dict[str, Any], save: Any, work: str, dea
     task = spec["task"]
     directory, out = os.path.join(work, "model"), os.path.join(work, "onnx")
     os.makedirs(directory)
-    got = build_and_run(task, spec["python_type"], spec["model_class"], row, save, directory, False)
-    if got is None and task in IMAGE_TASKS:  # (a neck that reads more layers than 2)
-        shutil.rmtree(directory)
-        os.makedirs(directory)
-        row["layers_kept"] = f"the 2-layer config: {row['status']}: {row.get('reason', '')}"[:300]
-        got = build_and_run(task, spec["python_type"], spec["model_class"], row, save, directory, True)
-    if got is None:
-        return
-    _, model, eager, enc, vocab = got
-    if not save_checkpoint(task, model, directory, vocab, row, save):
-        return
+    run = None
+    if task in more.EXPORT_TASKS:
+        got = more.prepare(task, spec, row, save, directory)
+        if got is None:
+            return
+        model, run, enc, eager = got
+        row["status"] = "not saved"
+        try:
+            model.save_pretrained(directory)
+        except Exception as exc:  # noqa: BLE001
+            row["reason"] = first_line(exc)
+            return
+    else:
+        got = build_and_run(task, spec["python_type"], spec["model_class"], row, save, directory, False)
+        if got is None and task in IMAGE_TASKS:  # (a neck that reads more layers than 2)
+            shutil.rmtree(directory)
+            os.makedirs(directory)
+            row["layers_kept"] = f"the 2-layer config: {row['status']}: {row.get('reason', '')}"[:300]
+            got = build_and_run(task, spec["python_type"], spec["model_class"], row, save, directory, True)
+        if got is None:
+            return
+        _, model, eager, enc, vocab = got
+        if not save_checkpoint(task, model, directory, vocab, row, save):
+            return
     del model
-    reference = _reference(task, directory, eager, enc, row.get("prompt"), row)
+    reference = _reference(task, directory, eager, enc, row.get("prompt"), row, run)
     if reference.get("left_out"):  # settings of the model's generation config the greedy reference leaves out
         row["generation_config_left_out"] = reference["left_out"]
     row["status"] = "timeout"
     save()
-    export_cli(task, directory, out, row, deadline, ("--target", "transformers.js", "--dtypes", "fp32"), LOGS)
+    export_cli(more.EXPORT_TASKS.get(task, task), directory, out, row, deadline,
+               ("--target", "transformers.js", "--dtypes", "fp32"), LOGS)
     save()
     if row["status"] != "exported":
         return
@@ -243,6 +281,8 @@ def run_row(spec: dict[str, Any], row: dict[str, Any], save: Any, work: str, dea
         prompt = row["prompt"]
         job.update(inputs={"input_ids": _tensor([prompt]), "attention_mask": _tensor([[1] * len(prompt)])},
                    new_tokens=NEW_TOKENS)
+    elif task in more.GENERATING:
+        job.update(inputs={k: _tensor(v) for k, v in enc.items()}, new_tokens=NEW_TOKENS, settings=more.PLAIN)
     else:
         job.update(inputs={k: _tensor(v) for k, v in enc.items()}, new_tokens=0)
     try:
