@@ -33,6 +33,8 @@ Sinusoid position tables that a forward grows in Python (M2M100, Speech2Text, XG
 for each call's length (:mod:`onnxport.hf._sinusoid_tables`), so the file takes any length, as eager PyTorch does.
 A speech encoder's output length, which Moonshine computes with Python's ``int()`` of a float, is computed from its
 convolutions with floor division (:mod:`onnxport.hf._conv_lengths`), so the clip's length stays dynamic.
+LongT5's encoder, which pads its sequence to a multiple of its attention block only where it is not one, splits a
+symbolic length into blocks with no branch (:mod:`onnxport.hf._longt5_blocks`).
 
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
@@ -56,6 +58,7 @@ from onnxport.hf._conv_lengths import conv_lengths_symbolic
 from onnxport.hf._grid_convolution import grid_convolution_on
 from onnxport.hf._hunyuan_vision import hunyuan_tower_on
 from onnxport.hf._joined_pieces import joined_pieces
+from onnxport.hf._longt5_blocks import blocks_of_any_length
 from onnxport.hf._packed_attention import packed_attention_on
 from onnxport.hf._sinusoid_tables import tables_of_any_length
 from onnxport.hf.attribute_swap import swapped
@@ -88,7 +91,8 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
     try:
         with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
                 _scans_swapped(model), packed_attention_on(model), layout_as_tensors(), grid_convolution_on(), \
-                hunyuan_tower_on(), _joined_in(model), tables_of_any_length(model), conv_lengths_symbolic(model):
+                hunyuan_tower_on(), _joined_in(model), tables_of_any_length(model), conv_lengths_symbolic(model), \
+                blocks_of_any_length():
             yield
     finally:
         for config, value in saved:

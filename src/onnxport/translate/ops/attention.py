@@ -94,13 +94,15 @@ def _attention(ctx: Ctx, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.Value |
 
 
 def _lift_lowest(ctx: Ctx, mask: ir.Value, q: ir.Value) -> ir.Value:
-    """A float mask with its values below half the dtype's lowest raised to it. onnxruntime's ``Attention`` reads
-    the lowest finite value as -inf and gives a row that is all of it zero weights; torch adds it to the scores,
-    which it swamps, and averages the values uniformly (a padded frame's row of the additive masks transformers
-    fills with ``finfo.min``: Parakeet's). Half the lowest keeps torch's result in both: a hidden key's weight is
-    still 0, a row hidden entirely still the uniform average. (A float32 graph converted to float16 afterwards
-    saturates the constant to float16's lowest, and such a row is zero again there.)"""
-    return ctx.op.Max(mask, ctx.const(float(ml_dtypes.finfo(q.dtype.numpy()).min) / 2, like=mask))
+    """A float mask with its dtype's lowest value made half of it. onnxruntime's ``Attention`` reads the lowest
+    finite value as -inf and gives a row that is all of it zero weights; torch adds it to the scores, which it
+    swamps, and averages the values uniformly (a padded frame's row of the additive masks transformers fills with
+    ``finfo.min``: Parakeet's). Half the lowest keeps torch's result in both: a hidden key's weight is still 0, a
+    row hidden entirely still the uniform average. A row of -inf stays one: torch gives it zero weights too. (A
+    float32 graph converted to float16 afterwards saturates the constant to float16's lowest, and such a row is
+    zero again there.)"""
+    lowest = float(ml_dtypes.finfo(q.dtype.numpy()).min)
+    return ctx.op.Where(ctx.op.Equal(mask, ctx.const(lowest, like=mask)), ctx.const(lowest / 2, like=mask), mask)
 
 
 def _mask_rows(ctx: Ctx, mask: ir.Value, q: ir.Value) -> ir.Value:

@@ -56,13 +56,22 @@ def _add(ctx: Ctx, a: Size, b: Size) -> Size:
 
 
 def reshaped(ctx: Ctx, x: ir.Value, shape: Sequence[Size]) -> ir.Value:
-    # allowzero=1 (a 0 in the target means size 0, as in torch) only where a literal 0 needs it:
-    # TensorRT and other runtimes refuse the attribute.
+    # allowzero=1 (a 0 in the target means size 0, as in torch) only where a 0 may come: a literal one, or a
+    # symbolic size that may be 0 (a count computed in the graph); TensorRT and other runtimes refuse the attribute.
     static = ctx.static_out_shape()
     if static is not None:
         return ctx.op.Reshape(x, ctx.const(static, INT64), allowzero=1 if 0 in static else None)
-    zero = any(isinstance(s, int) and s == 0 for s in shape)
+    literal = [s for s in shape if isinstance(s, int)]
+    zero = 0 in literal or (-1 not in literal and any(_may_be_zero(d) for d in ctx.out_shape() or ()))
     return ctx.op.Reshape(x, ctx.sizes(list(shape)), allowzero=1 if zero else None)
+
+
+def _may_be_zero(size: int | torch.SymInt) -> bool:
+    """Whether a symbolic size's range, as torch.export knows it, reaches 0."""
+    if not isinstance(size, torch.SymInt):
+        return False
+    node = size.node
+    return bool(node.shape_env.bound_sympy(node.expr).lower <= 0)
 
 
 @aten(aten_.view.default, aten_.reshape.default, aten_._unsafe_view.default, aten_.view_copy.default,
