@@ -367,14 +367,19 @@ def waveform_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """Dynamic batch, and the axes of the audio input that follow a clip's length, its mask's too (where the
     feature extractor pads every clip to one length, AST's 1024 frames, only the batch); every axis past the batch
     of raw audio where there is no feature extractor."""
-    inputs = waveform_inputs(model, config)
     form = _probe_extractor(getattr(config, "name_or_path", "") or "", set(inspect.signature(model.forward).parameters))
-    main = next(k for k in ("input_features", "input_values") if k in inputs)
-    axes = form.axes if form is not None else {1: 2}
+    return _clip_shapes(waveform_inputs(model, config), form.axes if form is not None else {1: 2},
+                        torch.export.Dim.DYNAMIC)
+
+
+def _clip_shapes(inputs: dict[str, Any], axes: dict[int, int], batch: Any) -> dict[str, Any]:
+    """``dynamic_shapes`` of an audio input (``input_features`` or ``input_values``) and its mask: ``batch`` for
+    the batch, one dim for the ``axes`` that follow a clip's length, from the smallest size they take."""
     clip = torch.export.Dim("audio_sequence_length", min=min(axes.values())) if axes else None
-    shapes: dict[str, Any] = {main: {0: torch.export.Dim.DYNAMIC, **dict.fromkeys(axes, clip)}}
+    shapes: dict[str, Any] = {name: {0: batch, **dict.fromkeys(axes, clip)} for name in inputs
+                              if name in ("input_features", "input_values")}
     if "attention_mask" in inputs:
-        shapes["attention_mask"] = {0: torch.export.Dim.DYNAMIC, **({1: clip} if axes else {})}
+        shapes["attention_mask"] = {0: batch, **({1: clip} if axes else {})}
     return shapes
 
 
@@ -496,12 +501,8 @@ def feature_dynamic(model: torch.nn.Module, config: Any) -> Any:
     example's (a spectrogram's bins; Whisper's 30 s of frames), batch and decoder length as ``"auto"`` makes them."""
     if not getattr(config, "is_encoder_decoder", False) or not _reads_audio(model):
         return "auto"
-    inputs, axes, auto = feature_inputs(model, config), audio_axes(model, config), torch.export.Dim.AUTO
-    clip = torch.export.Dim("audio_sequence_length", min=min(axes.values())) if axes else None
-    shapes: dict[str, Any] = {name: {0: auto, **dict.fromkeys(axes, clip)} for name in inputs
-                              if name in ("input_features", "input_values")}
-    if "attention_mask" in inputs:
-        shapes["attention_mask"] = {0: auto, **({1: clip} if axes else {})}
+    auto = torch.export.Dim.AUTO
+    shapes = _clip_shapes(feature_inputs(model, config), audio_axes(model, config), auto)
     return {**shapes, "decoder_input_ids": {0: auto, 1: auto}}
 
 

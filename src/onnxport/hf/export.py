@@ -214,8 +214,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                                 "True to stream them, False to load them")
     asked_streaming = streaming
     if streaming and (spec.seq2seq or spec.pieces):
-        raise InvalidInputError(f"{task} models are exported with their weights loaded (their example inputs come "
-                                "from running the encoder)", fix="leave streaming unset, or pass streaming=False")
+        raise _loaded_only(f"{task} models are exported with their")
     # Where the files go, and what the directory says, before anything is loaded or exported.
     copied = [name for name in COPIED_FILES if os.path.isfile(os.path.join(model_dir, name))]
     # transformers.js reads tokenizer.json alone: one made for a Python-only character tokenizer (VITS's, CTC's)
@@ -234,17 +233,14 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if engine is not None and task == "feature-extraction" and transformers_js.splits_features(config):
         spec = ENCODER_DECODER_FEATURES  # its bare model's forward: encoder_model, then decoder_model_merged
         if streaming:
-            raise InvalidInputError(f"a transformers.js feature-extraction folder of a {config.model_type} model is "
-                                    "exported with its weights loaded (the decoder's example inputs come from "
-                                    "running the encoder)", fix="leave streaming unset, or pass streaming=False")
+            raise _loaded_only(f"a transformers.js feature-extraction folder of a {config.model_type} model is "
+                               "exported with its")
         check_output_folder(out, transformers_js.file_names(transformers_js.SEQ2SEQ_SESSIONS, dtypes))
     why = transformers_js.generation_refusal(config, task) if engine is not None else None
     if why is not None:
-        raise InvalidInputError(f"transformers.js cannot {'generate with' if task == 'text-generation' else 'run'} a "
-                                f"{config.model_type} {'' if task == 'text-generation' else task + ' '}folder: {why}",
-                                fix="export it for onnxruntime (no target) and run it with onnxruntime-genai or "
-                                "onnxport.generate" if task == "text-generation" else
-                                "export it for onnxruntime (no target) and run it with onnxport's runner")
+        runner = " and run it with onnxruntime-genai or onnxport.generate" if task == "text-generation" else ""
+        raise InvalidInputError(f"transformers.js cannot run a {config.model_type} {task} folder: {why}",
+                                fix=f"export it for onnxruntime (no target){runner}")
     if engine is not None and task == "text-generation" and transformers_js_text_only(config):
         why = transformers_js_refusal(config)
         if why is not None:
@@ -415,6 +411,13 @@ def _precision(dtype: Any) -> torch.dtype | None:
         raise InvalidInputError(f"dtype={dtype!r} is not a precision export_hf writes",
                                 fix=f"pass one of {', '.join(DTYPES)} (default fp32)")
     return DTYPES[dtype]
+
+
+def _loaded_only(what: str) -> InvalidInputError:
+    """The refusal of ``streaming=True`` for models whose example inputs come from running their encoder: ``what``
+    says which, up to their weights."""
+    return InvalidInputError(f"{what} weights loaded (the decoders' example inputs come from "
+                             "running the encoder)", fix="leave streaming unset, or pass streaming=False")
 
 
 def _model_class(auto: str, config: Any) -> str:
