@@ -231,13 +231,16 @@ def check_speech(config: Any, auto: str) -> None:
     if not getattr(config, "is_encoder_decoder", False):
         from transformers.models.auto import modeling_auto
 
+        from onnxport.hf.multimodal.support import AUDIO_SUPPORTED
+
         name = modeling_auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES.get(config.model_type, f"{auto}'s class")
         raise InvalidInputError(
             f"onnxport does not export {config.model_type} models for automatic-speech-recognition yet: its class "
             f"for it ({name}) is a language model that reads its audio encoder's rows among its prompt's tokens "
             "(audio-text-to-text), not an encoder of the audio and a decoder that cross-attends it, the split "
             "onnxport writes (encoder_model, decoder_model, decoder_with_past_model)",
-            fix="export its language model for text-generation, or the whole model with onnxport.export")
+            fix="export it for audio-text-to-text" if config.model_type in AUDIO_SUPPORTED else
+                "export its language model for text-generation, or the whole model with onnxport.export")
 
 
 def encoder_of(model: torch.nn.Module) -> torch.nn.Module:

@@ -11,9 +11,11 @@ zero-shot-object-detection, text-to-waveform or image-to-image auto class loads 
 of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``; ``OwlViTForObjectDetection``;
 ``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``; ``SamModel``: ``mask-generation``); a
 ``*ForConditionalGeneration`` is ``text2text-generation``, ``automatic-speech-recognition`` or
-``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it, a
-``VisionEncoderDecoderModel`` (TrOCR, Donut: its encoder reads the image) ``image-to-text``, and a bare ``*Model`` of
-a text model (one with a vocabulary) is ``feature-extraction``. Anything else, or classes that disagree, is refused: the caller names the task.
+``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it
+(``audio-text-to-text`` where both its speech-seq2seq and its multimodal LM auto classes do: a language model that
+hears, Voxtral, Granite Speech), a ``VisionEncoderDecoderModel`` (TrOCR, Donut: its encoder reads the image)
+``image-to-text``, and a bare ``*Model`` of a text model (one with a vocabulary) is ``feature-extraction``.
+Anything else, or classes that disagree, is refused: the caller names the task.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ _MAPPINGS = {
     "audio-frame-classification": "MODEL_FOR_AUDIO_FRAME_CLASSIFICATION_MAPPING_NAMES",
     "audio-xvector": "MODEL_FOR_AUDIO_XVECTOR_MAPPING_NAMES",
     "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+    "multimodal": "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",  # with speech-seq2seq's: audio-text-to-text (_task_of)
     "text-to-audio": "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES",
     "image-to-image": "MODEL_FOR_IMAGE_TO_IMAGE_MAPPING_NAMES",
     "zero-shot-object-detection": "MODEL_FOR_ZERO_SHOT_OBJECT_DETECTION_MAPPING_NAMES",
@@ -161,6 +164,9 @@ def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
         if name.endswith(suffix):
             return task
     if name.endswith(("ForConditionalGeneration", "ForSpeechSeq2Seq")):
+        if name in model_class_names("automatic-speech-recognition", model_type) and \
+                name in model_class_names("multimodal", model_type):  # a language model that hears (Voxtral)
+            return "audio-text-to-text"
         for task in ("automatic-speech-recognition", "text2text-generation", "image-text-to-text"):
             if name in model_class_names(task, model_type):
                 return task

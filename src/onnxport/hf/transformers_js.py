@@ -54,7 +54,7 @@ SUBFOLDER = "onnx"
 # dtype -> file suffix, as transformers.js names them; the default folder holds them all.
 DTYPES = {"fp32": "", "fp16": "_fp16", "q8": "_quantized", "q4": "_q4", "q4f16": "_q4f16"}
 # The export-hf tasks transformers.js runs (a pipeline, or a class of its registry: audio frame classification and
-# x-vectors; for image-text-to-text AutoModelForImageTextToText:
+# x-vectors; for image-text-to-text AutoModelForImageTextToText, for audio-text-to-text AutoModelForAudioTextToText:
 # onnxport.hf.multimodal.consumers; for mask-generation its SamModel, which has no pipeline there), and the sessions
 # (files) each loads.
 SEQ2SEQ_SESSIONS = ("encoder_model", "decoder_model_merged")
@@ -62,8 +62,8 @@ TASKS = ("text-generation", "feature-extraction", "text-classification", "fill-m
          "question-answering", "image-classification", "image-feature-extraction", "zero-shot-image-classification",
          "object-detection", "image-segmentation", "depth-estimation", "audio-classification",
          "audio-frame-classification", "audio-xvector",
-         "text2text-generation", "automatic-speech-recognition", "image-text-to-text", "text-to-audio",
-         "image-to-image", "image-to-text", "document-question-answering", "mask-generation",
+         "text2text-generation", "automatic-speech-recognition", "image-text-to-text", "audio-text-to-text",
+         "text-to-audio", "image-to-image", "image-to-text", "document-question-answering", "mask-generation",
          "zero-shot-object-detection")
 # The model types whose bare model transformers.js loads as an encoder-decoder (its registry's
 # MODEL_MAPPING_NAMES_ENCODER_DECODER: T5Model, WhisperModel, ...): the SEQ2SEQ_SESSIONS, its forward running the

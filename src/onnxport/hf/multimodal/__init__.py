@@ -1,5 +1,6 @@
-"""Vision-language models (``image-text-to-text``): one split, read from the model, written in each consumer's
-layout.
+"""Vision-language models (``image-text-to-text``), and language models that hear (``audio-text-to-text``: Voxtral,
+Granite Speech, their audio encoder in place of the image encoder): one split, read from the model, written in each
+consumer's layout.
 
 - ``components``: the pieces every such model is made of (image encoder, token embedding, the merge of the two,
   decoder), built on the model's own ``get_image_features``, ``get_input_embeddings`` and forward;
@@ -11,7 +12,8 @@ layout.
 - ``consumers``: each consumer's layout as data (onnxruntime and onnxruntime-genai, transformers.js);
 - ``export``: the pieces of a layout exported and verified; ``runner``: onnxport's own generation loop over a
   folder (``generate_vlm``); ``genai``: onnxruntime-genai's files for the types it runs;
-- ``support``: which types are known to generate as transformers does, and why the others are refused.
+- ``support``: which types are known to generate as transformers does, and why the others are refused;
+- ``granite_speech``: Granite Speech's audio encoder made one graph for any count of frames.
 """
 
 from onnxport.hf.multimodal.consumers import ONNXRUNTIME, TRANSFORMERS_JS, Layout

@@ -18,7 +18,9 @@ Every ``*ForConditionalGeneration`` that reads images and text computes, in its 
   also feed later layers);
 - :class:`AudioEncoder`, for a model that also hears (Gemma 4 with an audio tower): the feature extractor's
   ``input_features`` and ``input_features_mask`` to the rows its audio tokens take, through its own
-  ``get_audio_features``, the padding's rows left out as the forward leaves them out.
+  ``get_audio_features``, the padding's rows left out as the forward leaves them out; :class:`HeardAudioEncoder`
+  for one that hears alone (``audio-text-to-text``: Voxtral, Granite Speech), whose audio tokens take the place of
+  the image tokens in the other pieces (``Family.audio_only``).
 
 Qwen3-VL's vision tower gives, besides the rows for the prompt, one set of rows per "deepstack" layer, which its
 decoder adds to the hidden states of the image tokens after its first layers. Here those sets ride along as more
@@ -41,12 +43,13 @@ from typing import Any
 import torch
 
 from onnxport.errors import InvalidInputError
-from onnxport.hf.multimodal.families import VIDEOS_AS_IMAGES, Family, per_layer_model
+from onnxport.hf.multimodal.families import AUDIO_ONLY, VIDEOS_AS_IMAGES, Family, per_layer_model
+from onnxport.hf.multimodal.granite_speech import whole_blocks
 from onnxport.hf.signature import cache_argument
 
 __all__ = ["ENCODED_IMAGE_INPUTS", "IMAGE_INPUTS", "IMAGE_INPUT_ALIASES", "AudioEncoder", "FeatureMerge",
-           "ImageEncoder", "TokenEmbedding", "WideDecoder", "as_image_inputs", "audio_features", "image_features",
-           "image_rows", "images_encoded"]
+           "HeardAudioEncoder", "ImageEncoder", "TokenEmbedding", "WideDecoder", "as_image_inputs", "audio_features",
+           "image_features", "image_rows", "images_encoded"]
 
 
 def image_features(model: torch.nn.Module) -> Any:
@@ -171,8 +174,9 @@ def _one_image_rows(model: torch.nn.Module, pixel_values: torch.Tensor) -> torch
 
 def audio_features(model: torch.nn.Module) -> Any:
     """The model's ``get_audio_features`` (its base model's where the model for generation lacks one, Gemma 4's),
-    or None where it has none or no audio tower to run it (a Gemma 4 saved without its ``audio_config``)."""
-    if _audio_tower(model) is None:
+    or None where it has none or no audio tower to run it (a Gemma 4 saved without its ``audio_config``; a model that
+    hears alone, ``families.AUDIO_ONLY``, always has one)."""
+    if model.config.model_type not in AUDIO_ONLY and _audio_tower(model) is None:
         return None
     return getattr(model, "get_audio_features", None) or getattr(getattr(model, "model", model),
                                                                  "get_audio_features", None)
@@ -191,14 +195,25 @@ class AudioEncoder(torch.nn.Module):
 
     The frames are first padded, masked out, to a multiple of the tower's stride in time (its ``Conv2d`` layers'
     strides: Gemma 4's two of 2): the same rows, whose count torch.export then follows as one size where the
-    tower's convolutions and its slicing of the mask (``mask[:, ::2]``) would make two it cannot prove equal."""
+    tower's convolutions and its slicing of the mask (``mask[:, ::2]``) would make two it cannot prove equal.
+
+    A model that hears alone has :class:`HeardAudioEncoder` (:meth:`of`)."""
 
     def __init__(self, model: torch.nn.Module, family: Family, per_layer_apart: bool = False) -> None:
         super().__init__()
         self.model = model
         self.family = family
         self.per_layer = family.per_layer if not per_layer_apart else 0
-        self.stride = math.prod(m.stride[0] for m in _audio_tower(model).modules() if isinstance(m, torch.nn.Conv2d))
+        tower = _audio_tower(model)
+        self.stride = math.prod(m.stride[0] for m in (tower.modules() if tower is not None else ())
+                                if isinstance(m, torch.nn.Conv2d))
+
+    @staticmethod
+    def of(model: torch.nn.Module, family: Family, per_layer_apart: bool = False) -> torch.nn.Module:
+        """The audio encoder of ``model``: :class:`HeardAudioEncoder` for one that hears alone, else this class."""
+        if family.audio_only:
+            return HeardAudioEncoder(model)
+        return AudioEncoder(model, family, per_layer_apart)
 
     def forward(self, input_features: torch.Tensor, input_features_mask: torch.Tensor) -> torch.Tensor:
         frames = input_features.shape[1]
@@ -208,6 +223,23 @@ class AudioEncoder(torch.nn.Module):
         out = audio_features(self.model)(input_features, input_features_mask, return_dict=True)
         rows = out.pooler_output[out.attention_mask.to(torch.bool)]
         return _with_columns(self.model, self.family, rows, [], self.per_layer, False)
+
+
+class HeardAudioEncoder(torch.nn.Module):
+    """The audio encoder of a model that hears alone (``Family.audio_only``: Voxtral, Granite Speech):
+    ``input_features`` alone, as its forward takes them (Voxtral's 30 s windows, ``[windows, mel, 3000]``; Granite
+    Speech's stacked frames of one clip, ``[1, frames, 2 * mel]``), to every row of ``get_audio_features``'
+    ``pooler_output``, ``[rows, hidden]``; Granite Speech's conformer taken for any count of frames
+    (:func:`.granite_speech.whole_blocks`)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_features: torch.Tensor) -> torch.Tensor:
+        with whole_blocks(self.model):
+            out = audio_features(self.model)(input_features, return_dict=True)
+        return image_rows(out.pooler_output)
 
 
 # The processor outputs an image encoder takes (the arguments of its forward): the tensors transformers' models'

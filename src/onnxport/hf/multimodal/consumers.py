@@ -33,6 +33,16 @@ source:
   row per audio token of the prompt, which it writes over their embeddings as it writes an image's
   (``default_merge_input_ids_with_audio_features`` in ``models/modeling_utils.js``): a Gemma 4 saved without its
   audio tower is refused (:func:`transformers_js_refusal`);
+- for ``audio-text-to-text`` (``AutoModelForAudioTextToText``: ``MODEL_TYPES.AudioTextToText``, its types
+  :data:`TRANSFORMERS_JS_AUDIO_TYPES`) it loads ``audio_encoder``, ``embed_tokens`` and ``decoder_model_merged``
+  and no image encoder (``Layout.files_for``); its ``audio_text_to_text_forward`` hands the audio encoder what the
+  model's processor gave that the session takes (its ``inputNames``), and writes each row of ``audio_features``
+  over an audio token's embedding (``UltravoxModel._merge_input_ids_with_audio_features``: the config's
+  ``audio_token_id``, or ``audio_token_index``, Granite Speech's). Its Voxtral processor gives each 30 s window's
+  Whisper features as ``audio_values`` (``[windows, 128, 3000]``: ``models/voxtral/processing_voxtral.js``), its
+  Granite Speech processor ``input_features`` (``[1, frames, 2 * mel]``) and an ``input_features_mask`` that its
+  ``forward_params`` drop before the forward (``models/granite_speech/modeling_granite_speech.js``): the encoder
+  takes the features alone;
 - Qwen2-VL's image encoder takes the grid as ``grid_thw`` (``image_grid_thw_name`` in
   ``models/qwen2_vl/modeling_qwen2_vl.js``), the later Qwen VL models' as ``image_grid_thw``; its Idefics3 image
   processor gives ``pixel_attention_mask`` as booleans (``models/idefics3/image_processing_idefics3.js``), where
@@ -61,10 +71,13 @@ from typing import Any
 
 import torch
 
+from onnxport.hf.multimodal.families import AUDIO_ONLY
+
 __all__ = [
     "ONNXRUNTIME",
     "PIECES",
     "TRANSFORMERS_JS",
+    "TRANSFORMERS_JS_AUDIO_TYPES",
     "TRANSFORMERS_JS_DECODER_CACHES",
     "TRANSFORMERS_JS_ENCODED_TYPES",
     "TRANSFORMERS_JS_REFUSED",
@@ -92,7 +105,8 @@ class Layout:
     embeddings (from the token embedding), not ids; ``per_layer_apart`` those whose per-layer embeddings it takes
     as an output of the token embedding and an input of the decoder of their own (``per_layer_inputs``), not as
     columns; ``audio_files`` maps the types the consumer loads with an audio encoder to its file's stem (a model of
-    such a type without an audio tower it cannot run: :meth:`audio_file`)."""
+    such a type without an audio tower it cannot run: :meth:`audio_file`; a model that hears alone has it in place
+    of the image encoder: :meth:`files_for`)."""
 
     consumer: str
     files: Mapping[str, str]
@@ -122,11 +136,24 @@ class Layout:
         """Why the consumer cannot run a model of ``config``: it loads an audio encoder for the type, and the
         checkpoint was saved without its audio tower; else None."""
         stem = self.audio_files.get(config.model_type)
-        if stem is None or getattr(config, "audio_config", None) is not None:
+        if stem is None or config.model_type in AUDIO_ONLY or getattr(config, "audio_config", None) is not None:
             return None
         return (f"{self.consumer} 4.3 loads every {config.model_type} with an {stem} session (onnx/{stem}.onnx: "
                 "MODEL_TYPES.ImageAudioTextToText in models/session_config.js), which a checkpoint without an audio "
                 "tower (no audio_config in its config.json) cannot give")
+
+    def files_for(self, config: Any, encoder_decoder: bool, images_encoded: bool = False) -> dict[str, str]:
+        """The pieces and their file stems for a model of ``config``: those of :meth:`files_of`, the audio
+        encoder's too where the consumer loads one and the model has it (:meth:`audio_file`), and no image encoder
+        for a model that hears alone (``families.AUDIO_ONLY``: its audio encoder's rows take the place of an
+        image's)."""
+        files = dict(self.files_of(encoder_decoder, images_encoded))
+        if config.model_type in AUDIO_ONLY:
+            files.pop("vision", None)
+        audio = self.audio_files.get(config.model_type)
+        if audio is not None and not images_encoded and self.no_audio_tower(config) is None:
+            files["audio"] = audio
+        return files
 
     def files_of(self, encoder_decoder: bool, images_encoded: bool = False) -> Mapping[str, str]:
         """The pieces and their file stems for a model whose language model is (or is not) an encoder-decoder;
@@ -140,15 +167,22 @@ class Layout:
 
 ONNXRUNTIME = Layout("onnxruntime", {"vision": "vision", "merge": "embedding", "decoder": "model"},
                      {"vision": "vision", "merge": "embedding", "encoder": "encoder_model", "decoder": "decoder_model",
-                      "decoder_with_past": "decoder_with_past_model"}, batched_rows=("gemma3",))
+                      "decoder_with_past": "decoder_with_past_model"}, batched_rows=("gemma3",),
+                     audio_files={"voxtral": "audio", "granite_speech": "audio"})
 TRANSFORMERS_JS = Layout("transformers.js", {"vision": "vision_encoder", "tokens": "embed_tokens",
                                              "decoder": "decoder_model_merged"},
                          {"vision": "vision_encoder", "tokens": "embed_tokens", "encoder": "encoder_model",
                           "merged": "decoder_model_merged"},
                          {"qwen2_vl": {"image_grid_thw": "grid_thw"},
-                          "gemma4": {"image_position_ids": "pixel_position_ids"}},
+                          "gemma4": {"image_position_ids": "pixel_position_ids"},
+                          "voxtral": {"input_features": "audio_values"}},
                          {"pixel_attention_mask": torch.bool}, ("florence2",), ("florence2",), ("gemma3n", "gemma4"),
-                         {"lfm2_vl": {"pixel_attention_mask": torch.int64}}, {"gemma4": "audio_encoder"})
+                         {"lfm2_vl": {"pixel_attention_mask": torch.int64}},
+                         {"gemma4": "audio_encoder", "voxtral": "audio_encoder", "granite_speech": "audio_encoder"})
+# transformers.js 4.3's audio-text-to-text types that transformers has and onnxport writes (its
+# MODEL_FOR_AUDIO_TEXT_TO_TEXT_MAPPING_NAMES; voxtral_realtime it runs with sessions of its own, ultravox transformers
+# does not have): MODEL_TYPES.AudioTextToText, sessions audio_encoder, embed_tokens and decoder_model_merged.
+TRANSFORMERS_JS_AUDIO_TYPES = ("granite_speech", "voxtral")
 # transformers.js 4.3's image-text-to-text types that transformers has (moondream1 and llava_qwen2 it does not).
 TRANSFORMERS_JS_TYPES = ("llava", "llava_onevision", "florence2", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
                          "qwen3_5", "qwen3_5_moe", "lfm2_vl", "lfm3_vl", "idefics3", "smolvlm", "paligemma", "gemma3",
@@ -231,7 +265,8 @@ def transformers_js_settings(config: Any, directory: str) -> dict[str, dict[str,
         settings["config.json"] = {key: getattr(text, key) for key in _FLAT_KEYS
                                    if getattr(text, key, None) is not None}
     processor = _json(os.path.join(directory, "processor_config.json"))
-    image = processor.get("image_processor") if isinstance(processor.get("image_processor"), dict) else {}
+    image = next((processor[key] for key in ("image_processor", "feature_extractor")
+                  if isinstance(processor.get(key), dict)), {})  # an audio model's: its feature extractor's
     kind = PROCESSOR_MAPPING_NAMES.get(config.model_type)
     # Pixtral's processor's sizes, which transformers.js's Pixtral image processor reads
     merged = {key: processor[key] for key in ("patch_size", "spatial_merge_size") if key in processor} \

@@ -38,7 +38,8 @@ from onnxport.hf.multimodal.families import VIDEOS_AS_IMAGES, Family
 from onnxport.hf.signature import cache_argument, cache_of
 
 __all__ = ["CLIPS", "PICTURES", "ImageSets", "audio_sets", "decoder_inputs", "dynamic_dims", "encoder_image_sets",
-           "image_sets", "naflex_pixels", "pictures", "prompt_ids", "required_image_inputs", "with_query_prompts"]
+           "heard_sets", "image_sets", "naflex_pixels", "pictures", "prompt_ids", "required_image_inputs",
+           "with_query_prompts"]
 
 # Made-up pictures (height, width), by prompt: the capture's two prompts (the first of two pictures), then one
 # picture, and three prompts of one, for verification.
@@ -207,6 +208,34 @@ def audio_sets(model: torch.nn.Module, config: Any, directory: str | None) -> Im
         mask = torch.arange(max(frames))[None] < torch.tensor(frames)[:, None]
         features = torch.from_numpy(rng.standard_normal((len(frames), max(frames), mel)).astype(np.float32))
         sets.append({"input_features": features * mask[..., None], "input_features_mask": mask})
+    return sets
+
+
+def heard_sets(config: Any, directory: str | None) -> ImageSets:
+    """The input sets of the audio encoder of a model that hears alone (``components.HeardAudioEncoder``): the
+    feature extractor's ``input_features`` of each clip of :data:`CLIPS`, run alone as transformers.js's
+    processors run it, the clips of a set joined where their features are of one size (Voxtral's Whisper extractor
+    pads each to a 30 s window, and a prompt's windows go in one batch), else the first clip alone (Granite Speech's
+    stacked frames, of the clip's length). Without a feature extractor this transformers can build (Granite
+    Speech's needs torchaudio), random features of the audio config's ``num_mel_bins`` (Granite Speech's stacked
+    pairs of mel frames), ``2 * max_source_positions`` frames for a tower that takes a fixed count (Voxtral's), else
+    one per 20 ms."""
+    extractor = _feature_extractor(directory)
+    rng = np.random.default_rng(0)
+    audio = getattr(config, "audio_config", None) or config.encoder_config
+    fixed = getattr(audio, "max_source_positions", None)
+    sets = ImageSets()
+    for clips in CLIPS:
+        if extractor is not None:
+            rate = extractor.sampling_rate
+            each = [extractor((0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32), sampling_rate=rate,
+                              return_tensors="pt")["input_features"] for seconds in clips]
+        else:
+            frames = [2 * fixed if fixed else int(seconds * _FRAMES_PER_SECOND) // 2 for seconds in clips]
+            shape = (lambda n: (1, audio.num_mel_bins, n)) if fixed else (lambda n: (1, n, audio.num_mel_bins))
+            each = [torch.from_numpy(rng.standard_normal(shape(n)).astype(np.float32)) for n in frames]
+        joined = len({t.shape[1:] for t in each}) == 1
+        sets.append({"input_features": torch.cat(each) if joined else each[0]})
     return sets
 
 

@@ -4,7 +4,10 @@ The model is split once (:mod:`.components`, :mod:`.families`); the layout says 
 what they are called. Each piece is exported with ``onnxport.export`` and verified against eager PyTorch: the
 image encoder on the image processor's inputs for two pictures, then one and three (:mod:`.examples`), the audio
 encoder (where the layout loads one: ``Layout.audio_file``) on its feature extractor's for two clips, then a short
-and a long one, the others on made-up prompts and a decode step on a past. A model whose encoder reads the images
+and a long one, the others on made-up prompts and a decode step on a past. A model that hears alone
+(``Family.audio_only``: Voxtral, Granite Speech, for ``audio-text-to-text``) has no image encoder: its audio encoder
+(``HeardAudioEncoder``, on ``examples.heard_sets``) gives the rows its audio tokens take, which the merge and the
+token embedding treat as an image's. A model whose encoder reads the images
 themselves (a VisionEncoderDecoder's, Pix2Struct's) is exported as :mod:`onnxport.hf.seq2seq` exports any
 encoder-decoder, from its image processor's inputs.
 """
@@ -33,6 +36,7 @@ from onnxport.hf.multimodal.examples import (
     audio_sets,
     decoder_inputs,
     encoder_image_sets,
+    heard_sets,
     image_sets,
     prompt_ids,
 )
@@ -61,7 +65,8 @@ class VlmPrograms(NamedTuple):
            ) -> VlmPrograms:
         """The programs ``export_multimodal`` made for ``layout``, by piece (no image encoder nor embedding for a
         model whose encoder reads the images)."""
-        by_piece = {piece: made[stem] for piece, stem in layout.files_of(encoder_decoder, images_encoded).items()}
+        by_piece = {piece: made[stem] for piece, stem in layout.files_of(encoder_decoder, images_encoded).items()
+                    if stem in made}
         audio = next((made[stem] for stem in dict.fromkeys(layout.audio_files.values()) if stem in made), None)
         return cls(by_piece.get("vision"), by_piece.get("merge", by_piece.get("tokens")),
                    by_piece.get("decoder", by_piece.get("merged")), by_piece.get("encoder"),
@@ -94,7 +99,10 @@ def _run(module: torch.nn.Module, inputs: dict[str, Any]) -> Any:
 
 def split(model: torch.nn.Module, config: Any, directory: str | None) -> tuple[Family, ImageSets]:
     """The model's family and its image encoder's example input sets (the capture's first)."""
-    per_image = Family.of(model, config).per_image
+    family = Family.of(model, config)
+    if family.audio_only:  # no images: its audio encoder's rows take their place (export_multimodal)
+        return family, ImageSets()
+    per_image = family.per_image
     sets = image_sets(model, config, directory, per_image)
     out = _run(_FeaturesOf(model), sets[0]) if not per_image else None
     deepstack = len(getattr(out, "deepstack_features", None) or ())
@@ -123,7 +131,7 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
 
     if images_encoded(model, config):
         return _encoded_pieces(model, config, directory, layout, options)
-    audio = layout.audio_file(config)  # first: a consumer's audio encoder the model cannot give is refused
+    layout.audio_file(config)  # first: a consumer's audio encoder the model cannot give is refused
     family, sets = split(model, config, directory)
     types = {**layout.input_types, **layout.model_input_types.get(family.model_type, {})}
     sets = ImageSets({name: value.to(types.get(name, value.dtype)) for name, value in given.items()}
@@ -132,7 +140,8 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
     quantize = options.pop("quantize", None)  # the decoder's layers only, as a runtime for these models expects
     apart = family.model_type in layout.per_layer_apart and bool(family.per_layer)
     vision = ImageEncoder(model, family, batched=family.model_type in layout.batched_rows, per_layer_apart=apart)
-    made = _run(vision, sets[0])
+    heard = heard_sets(config, directory) if family.audio_only else None  # its audio rows stand for the image's
+    made = _run(vision, sets[0]) if heard is None else _run(AudioEncoder.of(model, family), heard[0])
     rows = image_rows(made).shape[0]
     ids = prompt_ids(config, family, rows if not family.per_image else 2 * rows)
     features = torch.randn(int((ids == family.image_token).sum()), family.width,
@@ -154,8 +163,8 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
     }
     if not family.encoder_decoder:  # an encoder-decoder's encoder and decoders are seq2seq's, below
         pieces["decoder"] = lambda: _decoder_piece(model, config, family, apart)
-    pieces["audio"] = lambda: _audio_piece(model, config, directory, family, apart)
-    files = {**layout.files_of(family.encoder_decoder), **({"audio": audio} if audio is not None else {})}
+    pieces["audio"] = lambda: _audio_piece(model, config, directory, family, apart, heard)
+    files = layout.files_for(config, family.encoder_decoder)
     programs = {}
     for piece, stem in files.items():
         if piece not in pieces:
@@ -168,7 +177,8 @@ def export_multimodal(model: torch.nn.Module, config: Any, directory: str | None
         programs.update(_seq2seq_pieces(model, merge, ids, features, files, quantize, options,
                                         family.model_type in layout.decoder_embeds))
     renamed = layout.inputs.get(family.model_type, {})
-    for value in programs[files["vision"]].model.graph.inputs if renamed else ():
+    for value in (v for piece in ("vision", "audio") if piece in files and renamed
+                  for v in programs[files[piece]].model.graph.inputs):
         value.name = renamed.get(value.name, value.name)
     return {stem: programs[stem] for stem in files.values()}
 
@@ -190,11 +200,12 @@ def _decoder_piece(model: torch.nn.Module, config: Any, family: Family, apart: b
     return decoder, step, {name: dims[name] for name in step}, None, ()
 
 
-def _audio_piece(model: torch.nn.Module, config: Any, directory: str | None, family: Family, apart: bool
-                 ) -> tuple[Any, ...]:
-    """The audio encoder's module, example clips, dynamic shapes, output name and the clips it is verified on."""
-    sets = audio_sets(model, config, directory)
-    return (AudioEncoder(model, family, apart), sets[0], sets.dynamic, ["audio_features"],
+def _audio_piece(model: torch.nn.Module, config: Any, directory: str | None, family: Family, apart: bool,
+                 heard: ImageSets | None) -> tuple[Any, ...]:
+    """The audio encoder's module, example clips, dynamic shapes, output name and the clips it is verified on
+    (``heard``: those of a model that hears alone, made already)."""
+    sets = heard if heard is not None else audio_sets(model, config, directory)
+    return (AudioEncoder.of(model, family, apart), sets[0], sets.dynamic, ["audio_features"],
             [((), clips) for clips in sets[1:]])
 
 
@@ -263,9 +274,11 @@ def _renamed(weights: Any, module: torch.nn.Module, model: torch.nn.Module) -> A
     """The streamed ``weights`` (named as ``model`` names them) named as ``module`` names the same tensors."""
     if weights is None or module is model:
         return weights
-    names = {id(t): n for n, t in (*model.named_parameters(remove_duplicate=False),
-                                   *model.named_buffers(remove_duplicate=False))}
+    held = set(weights)
+    names: dict[int, str] = {}  # a tensor's name among those the weights hold (a tied one has several)
+    for n, t in (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)):
+        if n in held or id(t) not in names:
+            names[id(t)] = n
     mine = {n: names[id(t)] for n, t in (*module.named_parameters(remove_duplicate=False),
                                          *module.named_buffers(remove_duplicate=False)) if id(t) in names}
-    held = set(weights)
     return weights.renamed({new: old for new, old in mine.items() if old in held})

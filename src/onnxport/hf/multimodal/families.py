@@ -31,7 +31,10 @@ otherwise a fact of its type, kept here.
   rather than putting them in their place: its image encoder's rows then hold that embedding already, so that
   every consumer's copy of a row over an image token gives the sum;
 - ``flag_blocks``: whether its forward reads the image flag only while its cache is empty (Molmo 2's), so that the
-  decoder makes the block of image tokens from the flag itself.
+  decoder makes the block of image tokens from the flag itself;
+- ``audio_only``: whether it hears and does not see (:data:`AUDIO_ONLY`: Voxtral, Granite Speech, for
+  ``audio-text-to-text``): its audio token is then what ``image_token`` names, the token whose embedding its
+  audio encoder's rows take, and it has no image encoder.
 
 The decoder's ``inputs_embeds`` are then ``hidden * (1 + deepstack) + per_layer + image_flag`` wide
 (``width``), in that order: every consumer copies an image row over an image token's embedding whatever its
@@ -53,6 +56,7 @@ from onnxport.hf.multimodal.positions import rope_index_of
 
 __all__ = [
     "AS_IMAGE",
+    "AUDIO_ONLY",
     "BIDIRECTIONAL_IMAGES",
     "FLAG_BLOCKS",
     "IMAGE_TOKEN_AS",
@@ -81,7 +85,11 @@ PREFIX_BOTH_WAYS = ("paligemma",)
 # The types whose forward embeds an image token's id as another token's, whatever the step: the pad token's
 # (Gemma 4's multimodal tokens), or 0's. Elsewhere an image token's own embedding is looked up (a generated image
 # token's in a later step), or 0's where its id lies past the vocabulary (Gemma 3, PaliGemma).
-IMAGE_TOKEN_AS = {"gemma4": "pad", "gemma4_unified": "pad", "kimi_k25": 0, "muse_glimmer": 0, "muse_spark": 0}
+IMAGE_TOKEN_AS = {"gemma4": "pad", "gemma4_unified": "pad", "kimi_k25": 0, "muse_glimmer": 0, "muse_spark": 0,
+                  "granite_speech": 0}
+# The types that read audio and text and no images (audio-text-to-text): their audio tokens take the rows of their
+# audio encoder as an image's tokens take an image encoder's.
+AUDIO_ONLY = ("voxtral", "granite_speech")
 # The types whose forward embeds its other modalities' tokens as it embeds an image token, by the config's names of
 # their ids (Gemma 4's get_placeholder_mask: its video and audio tokens, the pad token's embeddings too).
 AS_IMAGE = {"gemma4": ("video_token_id", "audio_token_id")}
@@ -99,14 +107,17 @@ PROJECTED_AFTER = {"llama4": "multi_modal_projector"}
 
 def image_token_id(config: Any) -> int:
     """The id of the token standing for one row of image features in a prompt (``image_token_id``, or the
-    older ``image_token_index``; a :data:`VIDEOS_AS_IMAGES` type's video token)."""
+    older ``image_token_index``; a :data:`VIDEOS_AS_IMAGES` type's video token; an :data:`AUDIO_ONLY` type's
+    audio token, ``audio_token_id``)."""
     videos = ("video_token_id", "video_token_index") if config.model_type in VIDEOS_AS_IMAGES else ()
-    for name in ("image_token_id", "image_token_index", *videos):
+    names = ("audio_token_id", "audio_token_index") if config.model_type in AUDIO_ONLY else \
+        ("image_token_id", "image_token_index", *videos)
+    for name in names:
         value = getattr(config, name, None)
         if isinstance(value, int):
             return value
-    raise InvalidInputError(f"config.json of this {config.model_type} model names no image_token_id",
-                            fix="add the id of its image placeholder token as image_token_id")
+    raise InvalidInputError(f"config.json of this {config.model_type} model names no {names[0]}",
+                            fix=f"add the id of its placeholder token as {names[0]}")
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,11 @@ class Family:
     rows_added: bool = False
     flag_blocks: bool = False
     as_image: tuple[int, ...] = ()
+
+    @property
+    def audio_only(self) -> bool:
+        """Whether the model hears and does not see (:data:`AUDIO_ONLY`): no image encoder."""
+        return self.model_type in AUDIO_ONLY
 
     @property
     def plain(self) -> bool:

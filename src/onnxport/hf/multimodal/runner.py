@@ -7,6 +7,8 @@ counted over the attention mask, or, for a decoder that takes three per token, t
 ``get_rope_index`` (:mod:`.positions`). An encoder-decoder language model (Florence-2) runs the merged prompt
 through its encoder once, and its decoders from its start token (``onnxport.hf.generate.generate_seq2seq``); one
 whose encoder reads the images themselves (a VisionEncoderDecoder, Pix2Struct) runs the image inputs through it.
+A model that hears alone (``audio-text-to-text``: Voxtral, Granite Speech) runs its audio encoder where the others
+run their image encoder.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from onnxport.hf.multimodal.consumers import ONNXRUNTIME
 from onnxport.hf.multimodal.families import image_token_id
 from onnxport.hf.multimodal.positions import RopeIndex
 
-__all__ = ["ENCODED_FILES", "FILES", "SEQ2SEQ_FILES", "generate_vlm"]
+__all__ = ["AUDIO_FILES", "ENCODED_FILES", "FILES", "SEQ2SEQ_FILES", "generate_vlm"]
 
 FILES = tuple(f"{stem}.onnx" for stem in ONNXRUNTIME.files.values())
+# A model that hears alone (audio-text-to-text): its audio encoder in place of the image encoder.
+AUDIO_FILES = (f"{next(iter(set(ONNXRUNTIME.audio_files.values())))}.onnx", *FILES[1:])
 SEQ2SEQ_FILES = tuple(f"{stem}.onnx" for stem in ONNXRUNTIME.seq2seq_files.values())
 ENCODED_FILES = tuple(f"{stem}.onnx" for stem in ONNXRUNTIME.files_of(True, images_encoded=True).values())
 _NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64,
@@ -35,8 +39,8 @@ _NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(in
 
 
 def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = None, images: Any = None, *,
-                 inputs: Mapping[str, Any] | None = None, max_new_tokens: int = 8, eos_token_id: int | None = None,
-                 pad_token_id: int | None = None) -> torch.Tensor:
+                 audio: Any = None, inputs: Mapping[str, Any] | None = None, max_new_tokens: int = 8,
+                 eos_token_id: int | None = None, pad_token_id: int | None = None) -> torch.Tensor:
     """Greedy generation in onnxruntime from a folder ``export_hf`` wrote for ``image-text-to-text``: the
     prompt's tokens and up to ``max_new_tokens`` new ones, ``(batch, prompt + new)``, as transformers'
     ``generate(do_sample=False)`` returns them; for a model whose language model is an encoder-decoder (Florence-2,
@@ -49,6 +53,12 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
     ``pixel_values`` and what else it gives for the images: ``image_grid_thw``, ``image_sizes``, ...), for a
     processor that cannot be loaded where this runs (one that needs torchvision). ``eos_token_id`` and
     ``pad_token_id`` default to the folder's generation config.
+
+    A folder written for ``audio-text-to-text`` (``audio.onnx`` in place of ``vision.onnx``: Voxtral, Granite
+    Speech) takes ``text`` and ``audio`` (clips, as the processor takes them), or ``inputs`` with the feature
+    extractor's ``input_features`` (and Granite Speech's ``input_features_mask``, which keeps a padded clip's rows
+    as its forward keeps them): the audio encoder runs once per clip (per window), its rows taking the audio tokens'
+    place as an image's take the image tokens'.
     """
     import onnxruntime as ort
     import transformers
@@ -56,17 +66,21 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
     folder = as_path(folder, "folder", "pass the folder export-hf wrote")
     seq2seq = os.path.isfile(os.path.join(folder, SEQ2SEQ_FILES[2]))  # an encoder-decoder language model's
     encoded = seq2seq and not os.path.isfile(os.path.join(folder, FILES[0]))  # its encoder reads the images
-    files = ENCODED_FILES if encoded else SEQ2SEQ_FILES if seq2seq else FILES
+    heard = not seq2seq and os.path.isfile(os.path.join(folder, AUDIO_FILES[0])) and \
+        not os.path.isfile(os.path.join(folder, FILES[0]))  # a model that hears alone
+    files = ENCODED_FILES if encoded else SEQ2SEQ_FILES if seq2seq else AUDIO_FILES if heard else FILES
     missing = [name for name in files if not os.path.isfile(os.path.join(folder, name))]
     if missing:
         raise InvalidInputError(f"{folder} has no {', '.join(missing)}",
-                                fix="export the model with export_hf(directory, 'image-text-to-text', folder)")
-    if (inputs is None) == (text is None and images is None):
-        raise InvalidInputError("generate_vlm takes a prompt (text, and images) or the inputs a processor made, "
-                                "not both or neither", fix="pass text= (and images=), or inputs=")
+                                fix="export the model with export_hf(directory, 'image-text-to-text', folder) "
+                                    "('audio-text-to-text' for a model that hears)")
+    if (inputs is None) == (text is None and images is None and audio is None):
+        raise InvalidInputError("generate_vlm takes a prompt (text, and images or audio) or the inputs a processor "
+                                "made, not both or neither", fix="pass text= (and images= or audio=), or inputs=")
     if inputs is None:
         processor = transformers.AutoProcessor.from_pretrained(folder)
-        inputs = processor(text=text, images=images, return_tensors="np", padding=True)
+        media = {"audio": audio} if audio is not None else {"images": images}
+        inputs = processor(text=text, **media, return_tensors="np", padding=True)
     if encoded:
         return _generate_encoded(folder, files, inputs, max_new_tokens, eos_token_id, pad_token_id)
     batch = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
@@ -76,7 +90,9 @@ def generate_vlm(folder: str | os.PathLike[str], text: str | list[str] | None = 
                      for name in files[:2])
     output = merge.get_outputs()[0]
     features = np.zeros((0, output.shape[-1]), dtype=_NUMPY.get(output.type, np.float32))
-    if batch.get("pixel_values") is not None:
+    if heard and batch.get("input_features") is not None:
+        features = _audio_rows(vision, batch)
+    elif batch.get("pixel_values") is not None:
         features = _image_rows(vision, batch)
 
     def embed(ids: np.ndarray, prompt: bool) -> np.ndarray:
@@ -158,6 +174,19 @@ def _image_rows(vision: Any, batch: dict[str, np.ndarray]) -> np.ndarray:
         raise InvalidInputError(f"the image encoder takes {', '.join(absent)}, which the processor did not give",
                                 fix="pass what the model's processor gives for the images (inputs=)")
     return vision.run(None, {name: batch[name].astype(kind) for name, kind in declared.items()})[0]
+
+
+def _audio_rows(audio: Any, batch: dict[str, np.ndarray]) -> np.ndarray:
+    """Every clip's rows (every window's, Voxtral's), one after the other, from the audio encoder ``audio``, run on
+    one at a time as the processor padded it; those ``input_features_mask`` keeps, where it is given (Granite
+    Speech's padded clips: its forward keeps those rows alone)."""
+    name = audio.get_inputs()[0].name
+    features = batch["input_features"].astype(np.float32)
+    rows = np.concatenate([audio.run(None, {name: features[i:i + 1]})[0] for i in range(features.shape[0])])
+    mask = batch.get("input_features_mask")
+    if mask is not None and mask.size == rows.shape[0]:
+        rows = rows[mask.reshape(-1).astype(bool)]
+    return rows
 
 
 def _positions(folder: str, decoder: Any, ids: np.ndarray, mask: np.ndarray, batch: dict[str, np.ndarray]) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 from onnxport.errors import InvalidInputError
 
-__all__ = ["CENSUS", "SUPPORTED", "TESTED", "check_supported"]
+__all__ = ["AUDIO_SUPPORTED", "CENSUS", "SUPPORTED", "TESTED", "check_supported"]
 
 # Tested in tests/test_export_hf_vlm*.py and tests/test_transformers_js_vlm.py, with their processors' prompts (or
 # their images alone, for an encoder that reads them: test_export_hf_vlm_encoded.py):
@@ -69,11 +69,27 @@ _WHY_NOT = {
 }
 
 
-def check_supported(config: Any) -> None:
-    """Refuse a vision-language model whose split is not known to generate as transformers does."""
+# audio-text-to-text (tests/test_transformers_js_audio_text.py): models that hear and do not see, split as the others
+# with their audio encoder in place of the image encoder (families.AUDIO_ONLY).
+AUDIO_SUPPORTED = ("voxtral", "granite_speech")
+
+
+def check_supported(config: Any, task: str = "image-text-to-text") -> None:
+    """Refuse a vision-language model (for ``audio-text-to-text``, a model that hears) whose split is not known to
+    generate as transformers does."""
     kind = config.model_type
+    if task == "audio-text-to-text":
+        if kind in AUDIO_SUPPORTED:
+            return
+        raise InvalidInputError(f"onnxport does not export {kind} models for audio-text-to-text yet: its split into "
+                                "audio encoder, embedding and decoder is not tested to generate as transformers does",
+                                fix=f"export one of {', '.join(AUDIO_SUPPORTED)}; or its text model for "
+                                "text-generation, or the whole model with onnxport.export")
     if kind in SUPPORTED:
         return
+    if kind in AUDIO_SUPPORTED:
+        raise InvalidInputError(f"a {kind} model hears and does not see: onnxport exports it for audio-text-to-text",
+                                fix="pass task='audio-text-to-text' (--task audio-text-to-text)")
     why = _WHY_NOT.get(kind, "its split into image encoder, embedding and decoder is not tested to generate as "
                              "transformers does")
     raise InvalidInputError(f"onnxport does not export {kind} models for image-text-to-text yet: {why}",
