@@ -61,12 +61,13 @@ def test_the_tokenizer_json_gives_the_python_tokenizers_ids(tmp_path) -> None:
 
 
 def test_models_that_generate_their_audio_are_refused_before_loading(tmp_path) -> None:
-    directory = tmp_path / "musicgen"
-    config = transformers.MusicgenConfig(
+    directory = tmp_path / "musicgen_melody"  # (MusicGen's own files: tests/test_musicgen.py)
+    config = transformers.MusicgenMelodyConfig(
         text_encoder=transformers.T5Config(d_model=8, num_layers=1, num_heads=1, d_ff=8).to_dict(),
         audio_encoder=transformers.EncodecConfig(codebook_size=8).to_dict(),
-        decoder=transformers.MusicgenDecoderConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=1).to_dict())
-    config.architectures = ["MusicgenForConditionalGeneration"]
+        decoder=transformers.MusicgenMelodyDecoderConfig(hidden_size=8, num_hidden_layers=1,
+                                                         num_attention_heads=1).to_dict())
+    config.architectures = ["MusicgenMelodyForConditionalGeneration"]
     config.save_pretrained(directory)  # no weights: the refusal comes first
     with pytest.raises(InvalidInputError, match="generating it step by step"):
         export_hf(directory, "auto", tmp_path / "out")

@@ -3,7 +3,8 @@
 //   node run_transformers_js_classes.mjs --modules .runtimes/transformers-js JOBS.json RESULTS.json
 //
 // JOBS.json is a list of {folder, class, dtype, inputs: {name: {type, dims, data}}}: the class (T5Model, WhisperModel,
-// ...) is loaded with from_pretrained(folder, {dtype, local_files_only: true}) and called once on the inputs.
+// ...) is loaded with from_pretrained(folder, {dtype, local_files_only: true}) and called once on the inputs (or its
+// method `method` is: an auto-encoder's encode or decode).
 // RESULTS.json gets, per job, {outputs: {name: {dims, data}}} (the tensors it returned) or {error}.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -26,7 +27,7 @@ async function run(job) {
   const model = await cls.from_pretrained(job.folder, { dtype: job.dtype, local_files_only: true });
   const inputs = Object.fromEntries(Object.entries(job.inputs).map(
     ([name, t]) => [name, new tjs.Tensor(t.type, ARRAYS[t.type](t.data), t.dims)]));
-  const out = await model(inputs);
+  const out = job.method ? await model[job.method](inputs) : await model(inputs);
   await model.dispose();
   return {
     outputs: Object.fromEntries(Object.entries(out).filter(([, v]) => v instanceof tjs.Tensor)

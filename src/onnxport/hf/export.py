@@ -19,7 +19,8 @@ kept aspect ratio) their height and width are dynamic too, with the ``pixel_mask
 processor gives one and the model takes it; otherwise the config's ``image_size``; ``audio-classification``
 takes raw audio (``input_values``, and ``attention_mask`` where the model's feature extractor gives one) of
 dynamic batch and length; ``text-to-audio`` (VITS: ``onnxport.hf.text_to_audio``) takes text ids and gives the
-waveform. ``task="auto"`` reads the task from the directory (``onnxport.hf.tasks``).
+waveform (SpeechT5's text-to-speech model and its vocoder, two folders for transformers.js:
+``onnxport.hf.speecht5_speech``). ``task="auto"`` reads the task from the directory (``onnxport.hf.tasks``).
 
 OUT/ gets the model's ``config.json`` and its tokenizer or processor files, and every model written names its
 task in its metadata (``onnxport.hf.task``), so that ``onnxport.hf.pipeline(OUT)`` runs it in onnxruntime behind
@@ -53,7 +54,9 @@ import torch
 from onnxport import memory, metadata
 from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
-from onnxport.hf import hub, prequantized, stream, transformers_js, uniform_cache
+from onnxport.hf import hub, musicgen, prequantized, speecht5_speech, stream, transformers_js, uniform_cache
+from onnxport.hf.audio_codec import FEATURES as CODEC_FEATURES
+from onnxport.hf.audio_codec import check_audio_codec, export_audio_codec, is_audio_codec
 from onnxport.hf.char_tokenizers import TOKENIZER_FILE, tokenizer_json
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
 from onnxport.hf.examples import CTC_SPEECH, ENCODED_TASKS, ENCODER_DECODER_FEATURES, TASKS, Task, caching, read_config
@@ -62,6 +65,7 @@ from onnxport.hf.mask_generation import check_mask_generation, export_mask_gener
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
 from onnxport.hf.multimodal.components import images_encoded
 from onnxport.hf.multimodal.consumers import (
+    TRANSFORMERS_JS_AUDIO_TYPES,
     TRANSFORMERS_JS_DECODER_CACHES,
     TRANSFORMERS_JS_ENCODED_TYPES,
     TRANSFORMERS_JS_TYPES,
@@ -103,7 +107,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
     programs of a seq2seq task, the three of a vision-language model; for ``text-to-image``, a diffusers pipeline
     directory, ``{component: program}``: ``onnxport.hf.diffusion``; for ``mask-generation``, SAM's
-    ``{file stem: program}``: ``onnxport.hf.mask_generation``).
+    ``{file stem: program}``: ``onnxport.hf.mask_generation``; likewise for ``feature-extraction`` by an audio
+    codec, Mimi's or DAC's ``encoder_model`` and ``decoder_model``: ``onnxport.hf.audio_codec``, and for
+    ``text-to-audio`` by MusicGen, its ``text_encoder``, ``decoder_model_merged`` and ``encodec_decode``:
+    ``onnxport.hf.musicgen``).
 
     ``streaming`` (default: None, decided by size) exports without loading the weights when True: the ONNX
     weights are the checkpoint's, copied from its safetensors files when the model is saved, and the export is not
@@ -145,7 +152,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     (``onnxport.hf.transformers_js``): ``onnx/`` with one file per session (``model``; ``encoder_model`` and
     ``decoder_model_merged`` for the seq2seq tasks, and for feature-extraction by a bare encoder-decoder it runs as
     one, ``transformers_js.ENCODER_DECODER_TYPES``: T5Model, WhisperModel, its decoder's ``last_hidden_state`` the
-    main output) and per ``dtypes`` (default: all of ``fp32``, ``fp16``,
+    main output; ``encoder_model`` and ``decoder_model`` for an audio codec's, its MimiModel and DacModel) and per
+    ``dtypes`` (default: all of ``fp32``, ``fp16``,
     ``q8``, ``q4``, ``q4f16``, the precisions its users pick with ``dtype:``), written for the onnxruntime-web
     its oldest release runs; ``quantize`` does not apply there (``dtypes`` chooses the precisions). The
     programs returned are the float32 ones.
@@ -236,6 +244,11 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             raise _loaded_only(f"a transformers.js feature-extraction folder of a {config.model_type} model is "
                                "exported with its")
         check_output_folder(out, transformers_js.file_names(transformers_js.SEQ2SEQ_SESSIONS, dtypes))
+    if task == "feature-extraction" and is_audio_codec(config):  # its encode and decode: onnxport.hf.audio_codec
+        check_audio_codec(config, streaming)
+        spec = CODEC_FEATURES
+        check_output_folder(out, transformers_js.file_names(spec.pieces, dtypes) if engine is not None
+                            else [f"{stem}.onnx" for stem in spec.pieces])
     why = transformers_js.generation_refusal(config, task) if engine is not None else None
     if why is not None:
         runner = " and run it with onnxruntime-genai or onnxport.generate" if task == "text-generation" else ""
@@ -254,17 +267,22 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                     config.model_type)
         task, spec = "image-text-to-text", TASKS["image-text-to-text"]
     if spec.vlm:  # a vision-language model's files follow its config (encoder-decoder or not)
-        check_supported(config)  # first: what stands in the way of a type said before its config is read further
+        check_supported(config, task)  # first: what stands in the way of a type said before its config is read
         layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME
         encoded = _images_encoded(_model_class(spec.auto, config), config)
         _check_encoded_task(task, config, encoded)
-        stems = tuple(layout.files_of(bool(getattr(config, "is_encoder_decoder", False)), encoded).values())
-        if engine is not None and config.model_type in layout.audio_files and transformers_js_refusal(config) is None:
-            stems += (layout.audio_files[config.model_type],)  # the audio encoder transformers.js loads for the type
+        stems = tuple(layout.files_for(config, bool(getattr(config, "is_encoder_decoder", False)), encoded).values())
         check_output_folder(out, transformers_js.file_names(stems, dtypes) if engine is not None
                             else [f"{stem}.onnx" for stem in stems])
     if task == "automatic-speech-recognition" and spec.seq2seq:
         check_speech(config, spec.auto)
+    if task == "text-to-audio" and config.model_type in speecht5_speech.TYPES:  # onnxport.hf.speecht5_speech
+        return speecht5_speech.export_folder(model_dir, out, config, engine=engine, streaming=streaming, dtypes=dtypes,
+                                             copied=copied, picked=picked, opset=opset, progress=progress)
+    if task == "text-to-audio" and config.model_type in musicgen.TYPES:  # onnxport.hf.musicgen
+        return musicgen.export_musicgen(model_dir, out, config, engine=engine, dtypes=dtypes, copied=copied,
+                                        picked=picked, precision=precision, streaming=streaming, quantize=quantize,
+                                        opset=opset, progress=progress, target=target)
     if task == "text-to-audio":
         check_text_to_audio(config, spec.auto)
     if task == "mask-generation":
@@ -325,9 +343,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         result = VlmPrograms.of(made, layout, bool(getattr(config, "is_encoder_decoder", False)),
                                 images_encoded(model, config))
         files = made if engine is not None else {f"{stem}.onnx": prog for stem, prog in made.items()}
-    elif spec.pieces:  # several models made from the one loaded (mask-generation's), each verified
-        result = export_mask_generation(model, opset=opset, progress=progress, target=target, quantize=quantize,
-                                        dtype=torch.float16 if half else None)
+    elif spec.pieces:  # several models made from the one loaded (mask-generation's, a codec's), each verified
+        pieces = export_audio_codec if spec is CODEC_FEATURES else export_mask_generation
+        result = pieces(model, opset=opset, progress=progress, target=target, quantize=quantize,
+                        dtype=torch.float16 if half else None)
         files = result if engine is not None else {f"{stem}.onnx": prog for stem, prog in result.items()}
     elif spec.seq2seq:
         inputs = spec.inputs(model, config)
@@ -351,6 +370,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             note_cacheless(model, result, engine)
     if streaming:  # the first line of each report says so
         for prog in (result.values() if isinstance(result, dict) else result if isinstance(result, tuple) else [result]):
+            if prog is None:  # a piece a VlmPrograms does not hold (no image encoder of a model that hears alone)
+                continue
             prog.report.unverified = (f"the weights were streamed from the safetensors files, never loaded "
                                       f"({why_streamed}); pass streaming=False (--in-memory) to load and verify")
     _check_token_dims(files)
@@ -420,11 +441,17 @@ def _loaded_only(what: str) -> InvalidInputError:
                              "running the encoder)", fix="leave streaming unset, or pass streaming=False")
 
 
+# The auto classes of a task's other heads, tried in order for a config its own auto class does not map:
+# image-segmentation's panoptic and instance heads (DETR's, MaskFormer's), which give masks per query, not per class.
+_WIDER = {"AutoModelForSemanticSegmentation": ("AutoModelForUniversalSegmentation",)}
+
+
 def _model_class(auto: str, config: Any) -> str:
     """The class that loads ``config`` for a task: the task's ``auto`` class, or, for a config class that auto class
-    does not map (``MllamaForCausalLM`` saves a ``MllamaTextConfig``), the model class config.json's
-    ``architectures`` names, where the auto class loads that class for other configs; for ``AutoModel``, a tower
-    with its projection that ``architectures`` names (``CLIPVisionModelWithProjection``)."""
+    does not map (``MllamaForCausalLM`` saves a ``MllamaTextConfig``), the auto class of its other heads
+    (:data:`_WIDER`) that maps it, or the model class config.json's ``architectures`` names, where the auto class
+    loads that class for other configs; for ``AutoModel``, a tower with its projection that ``architectures`` names
+    (``CLIPVisionModelWithProjection``)."""
     import transformers
 
     projected = next((name for name in getattr(config, "architectures", None) or ()
@@ -434,6 +461,10 @@ def _model_class(auto: str, config: Any) -> str:
     mapping = getattr(getattr(transformers, auto, None), "_model_mapping", None)
     if mapping is None or type(config) in mapping:
         return auto
+    wider = next((other for other in _WIDER.get(auto, ()) if type(config) in getattr(
+        getattr(transformers, other, None), "_model_mapping", {})), None)
+    if wider is not None:
+        return wider
     names = getattr(mapping, "_model_mapping", {}).values()
     known = {name for entry in names for name in ((entry,) if isinstance(entry, str) else entry)}
     named = next((name for name in getattr(config, "architectures", None) or () if name in known), None)
@@ -459,7 +490,9 @@ def _check_encoded_task(task: str, config: Any, encoded: bool) -> None:
 
 def _transformers_js_vlm_refusal(task: str, config: Any) -> str | None:
     """Why transformers.js cannot run a model of ``config`` for ``task`` (image-text-to-text or an
-    ``ENCODED_TASKS`` one) from onnxport's files, or None."""
+    ``ENCODED_TASKS`` one, or audio-text-to-text) from onnxport's files, or None."""
+    if task == "audio-text-to-text":
+        return None if config.model_type in TRANSFORMERS_JS_AUDIO_TYPES else "it has no such audio-text-to-text type"
     if task in ENCODED_TASKS:
         types = TRANSFORMERS_JS_ENCODED_TYPES[task]
         if config.model_type not in types:

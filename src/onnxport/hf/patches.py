@@ -26,8 +26,9 @@ split it per image by sizes that are data (``torch.split(t, lengths.tolist())``)
 attend once, with a mask that keeps each image to itself (:mod:`onnxport.hf._packed_attention`); Qwen2.5-VL's
 window order and every tower's patch positions are computed with tensor ops instead of a Python loop over the
 images (:mod:`onnxport.hf._vision_windows`), LFM3-VL's convolutions over each frame's grid for every image at
-once (:mod:`onnxport.hf._grid_convolution`) and HunYuan-VL's tower likewise (:mod:`onnxport.hf._hunyuan_vision`); a multimodal model's per-image list of features, of a count that is
-data, is captured as the one tensor they join into (:mod:`onnxport.hf._joined_pieces`).
+once (:mod:`onnxport.hf._grid_convolution`) and HunYuan-VL's tower likewise (:mod:`onnxport.hf._hunyuan_vision`);
+a multimodal model's per-image list of features, of a count that is data, is captured as the one tensor they join
+into (:mod:`onnxport.hf._joined_pieces`).
 
 Sinusoid position tables that a forward grows in Python (M2M100, Speech2Text, XGLM, ...) are made in the graph
 for each call's length (:mod:`onnxport.hf._sinusoid_tables`), so the file takes any length, as eager PyTorch does.
@@ -35,6 +36,11 @@ A speech encoder's output length, which Moonshine computes with Python's ``int()
 convolutions with floor division (:mod:`onnxport.hf._conv_lengths`), so the clip's length stays dynamic.
 LongT5's encoder, which pads its sequence to a multiple of its attention block only where it is not one, splits a
 symbolic length into blocks with no branch (:mod:`onnxport.hf._longt5_blocks`).
+An x-vector head (WavLM's, Wav2Vec2's), which pools each row's frames of a masked batch in a Python loop over
+the batch, pools them with masked sums (:mod:`onnxport.hf._xvector_pooling`), so the batch stays dynamic.
+Mimi's convolutions, which pad by amounts read from buffers (``.item()``), pad a symbolic clip length by
+integer amounts, and its codebooks measure distances with no check on the frames (:mod:`onnxport.hf._mimi_codec`),
+so the clip's length stays dynamic.
 
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
@@ -59,10 +65,12 @@ from onnxport.hf._grid_convolution import grid_convolution_on
 from onnxport.hf._hunyuan_vision import hunyuan_tower_on
 from onnxport.hf._joined_pieces import joined_pieces
 from onnxport.hf._longt5_blocks import blocks_of_any_length
+from onnxport.hf._mimi_codec import mimi_any_length
 from onnxport.hf._packed_attention import packed_attention_on
 from onnxport.hf._sinusoid_tables import tables_of_any_length
-from onnxport.hf.attribute_swap import swapped
 from onnxport.hf._vision_windows import layout_as_tensors
+from onnxport.hf._xvector_pooling import xvector_pooling_masked
+from onnxport.hf.attribute_swap import swapped
 from onnxport.hf.signature import cache_argument
 
 __all__ = ["patched", "widened_decode_step"]
@@ -92,7 +100,7 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
         with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
                 _scans_swapped(model), packed_attention_on(model), layout_as_tensors(), grid_convolution_on(), \
                 hunyuan_tower_on(), _joined_in(model), tables_of_any_length(model), conv_lengths_symbolic(model), \
-                blocks_of_any_length():
+                blocks_of_any_length(), xvector_pooling_masked(model), mimi_any_length(model):
             yield
     finally:
         for config, value in saved:

@@ -83,6 +83,8 @@ _ELSEWHERE = {
     "text2text-generation": "generate with onnxport.generate_seq2seq(encoder, decoder, decoder_with_past, ...)",
     "automatic-speech-recognition": "generate with onnxport.generate_seq2seq(encoder, decoder, decoder_with_past, ...)",
     "image-text-to-text": "generate with onnxport.hf.multimodal.generate_vlm(folder, text, images)",
+    "audio-text-to-text": "transformers has no pipeline for it: generate with "
+                          "onnxport.hf.multimodal.generate_vlm(folder, inputs=...) on what its processor gives",
     "audio-frame-classification": _NO_PIPELINE,
     "audio-xvector": _NO_PIPELINE,
 }
@@ -127,9 +129,18 @@ def pipeline(folder: str | os.PathLike[str], task: str | None = None, *, provide
         vision = os.path.join(folder, f"{MASKS[0]}.onnx")
         if os.path.isfile(vision) and _task(task, _recorded_task(vision), vision) == "mask-generation":
             return _masks(folder, providers, session_options, kwargs)
+        if recorded == "feature-extraction":  # onnxport.hf.audio_codec's two files
+            raise InvalidInputError(f"{folder} holds an audio codec's encoder_model and decoder_model, which no "
+                                    "pipeline runs", fix="run them with onnxruntime: encoder_model gives the "
+                                    "audio_codes of input_values, decoder_model the audio_values of audio_codes")
         if os.path.isfile(encoder):
             raise InvalidInputError(f"{folder} holds a seq2seq export (encoder_model.onnx, decoder_model.onnx, ...), "
                                     "which no pipeline runs", fix=_ELSEWHERE["text2text-generation"])
+        if os.path.isfile(os.path.join(folder, "text_encoder.onnx")):  # onnxport.hf.musicgen's three files
+            raise InvalidInputError(
+                f"{folder} holds MusicGen's text_encoder, decoder_model_merged and encodec_decode, which onnxport's "
+                "pipeline does not run", fix="generate with them in a loop of your own (onnxport.hf.musicgen "
+                "describes the files), or export for transformers.js and run its MusicgenForConditionalGeneration")
         raise InvalidInputError(f"{folder} has no model.onnx",
                                 fix="give the folder export_hf (onnxport export-hf) wrote")
     if not os.path.isfile(os.path.join(folder, "config.json")):

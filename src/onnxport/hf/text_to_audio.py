@@ -8,8 +8,10 @@ file draws its own, as transformers does at each call; verification feeds it eag
 (``onnxport.verify.draws``), so that the waveform is checked value for value. A checkpoint saved with both noise
 scales at 0 speaks the same waveform at every call, in PyTorch and in every runtime.
 
-A text-to-audio model that makes its audio by generating (MusicGen's codes then its codec, SpeechT5's spectrogram
-frames then its vocoder, Bark, CSM, ...) is refused before it is loaded: its loop is not one onnxport writes yet.
+A text-to-audio model that makes its audio by generating (Bark, CSM, MusicGen Melody, ...) is refused before it is
+loaded: its loop is not one onnxport writes yet. MusicGen's text encoder, decoder and codec are written as the three
+files transformers.js generates with: ``onnxport.hf.musicgen``. SpeechT5's text-to-speech model and its HiFi-GAN
+vocoder are written for transformers.js, each its own folder: ``onnxport.hf.speecht5_speech``.
 
 transformers.js reads a tokenizer from ``tokenizer.json``; a VITS checkpoint has its Python tokenizer's vocabulary
 (``vocab.json``): ``onnxport.hf.char_tokenizers`` writes the ``tokenizer.json`` that gives the same ids.
