@@ -99,3 +99,6 @@ def test_size_one_comes_first_only_where_the_user_allows_it() -> None:
     floor = Dim("batch", min=2)
     kept = onnxport.export(Pair(), (torch.randn(2, 4), torch.randn(2, 4)), dynamic_shapes=({0: floor}, {0: floor}))
     assert kept.report.sizes_verified == ["batch=3"]
+    hint = Dim.DYNAMIC(min=2)  # a hint's own range holds too (export-hf's image sides)
+    hinted = onnxport.export(Pair(), (torch.randn(2, 4), torch.randn(2, 4)), dynamic_shapes=({0: hint}, {0: hint}))
+    assert hinted.report.sizes_verified == ["x_dim0=y_dim0=3"]

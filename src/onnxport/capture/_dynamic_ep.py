@@ -131,19 +131,19 @@ def _declared(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]]) -> 
 
 def declared_minimums(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]]) -> dict[str, int]:
     """``{symbol: the smallest size the user's specs allow}`` (see ``_declared``): a ``Dim``'s ``min`` (0 by
-    default), 0 for ``Dim.AUTO``/``DYNAMIC``. torch.export's own lower bound is 2 for most of them (it takes
-    sizes 0 and 1 apart)."""
+    default), that of ``Dim.AUTO``/``DYNAMIC`` (``Dim.DYNAMIC(min=2)``), else 0. torch.export's own lower bound
+    is 2 for most of them (it takes sizes 0 and 1 apart)."""
     def lowest(spec: Any) -> int:
-        return int(spec.min) if _is_named(spec) and isinstance(spec.min, int) else 0
+        return int(spec.min) if isinstance(getattr(spec, "min", None), int) else 0
 
     return {symbol: min(map(lowest, given)) for symbol, given in _declared(ep, specs).items()}
 
 
 def declared_maximums(ep: torch.export.ExportedProgram, specs: list[dict[int, Any]]) -> dict[str, int | None]:
     """``{symbol: the largest size the user's specs allow}`` (see ``_declared``; None: no limit): the smallest
-    ``max`` of a ``Dim`` that holds it, none for ``Dim.AUTO``/``DYNAMIC``."""
+    ``max`` of a ``Dim`` (or of ``Dim.AUTO``/``DYNAMIC`` given one) that holds it."""
     def largest(spec: Any) -> int | None:
-        bounded = _is_named(spec) and isinstance(spec.max, int) and spec.max < (1 << 62)
+        bounded = isinstance(getattr(spec, "max", None), int) and spec.max < (1 << 62)
         return int(spec.max) if bounded else None
 
     return {symbol: min((m for m in map(largest, given) if m is not None), default=None)

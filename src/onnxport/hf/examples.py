@@ -301,14 +301,33 @@ def image_inputs(model: torch.nn.Module, config: Any, batch: int = EXAMPLE_BATCH
     return inputs
 
 
+def _longest_edge(directory: str) -> int | None:
+    """The longest side of the images the processor in ``directory`` makes, where its settings cap it."""
+    try:
+        with open(os.path.join(directory, "preprocessor_config.json"), encoding="utf-8") as f:
+            settings = json.load(f)
+    except (OSError, ValueError):
+        return None
+    size = settings.get("size") if isinstance(settings, dict) else None
+    longest = size.get("longest_edge") if isinstance(size, dict) else None
+    if not isinstance(longest, int) or isinstance(longest, bool) or longest < 2:
+        return None
+    step = settings.get("size_divisor") or settings.get("pad_size_divisor") or 1
+    return -(-longest // step) * step if isinstance(step, int) and step > 0 else longest
+
+
 def image_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """Dynamic batch; height and width too (``pixel_mask``'s with ``pixel_values``') for images of varying size."""
+    """Dynamic batch; height and width too (``pixel_mask``'s with ``pixel_values``') for images of varying size,
+    from 2 pixels (an image one pixel high or wide is none a processor makes: verification does not feed one) up to
+    the processor's longest edge where it caps one (DETR's, MaskFormer's ``size["longest_edge"]``, padded up to its
+    ``size_divisor``)."""
     dynamic = torch.export.Dim.DYNAMIC
     if not image_sizes(model, config).varying:
         return {"pixel_values": {0: dynamic}}
-    shapes = {"pixel_values": {0: dynamic, 2: dynamic, 3: dynamic}}
+    side = dynamic(min=2, max=_longest_edge(getattr(config, "name_or_path", "") or ""))
+    shapes = {"pixel_values": {0: dynamic, 2: side, 3: side}}
     if "pixel_mask" in image_inputs(model, config):
-        shapes["pixel_mask"] = {0: dynamic, 1: dynamic, 2: dynamic}
+        shapes["pixel_mask"] = {0: dynamic, 1: side, 2: side}
     return shapes
 
 
@@ -481,10 +500,28 @@ def _reads_audio(model: torch.nn.Module) -> bool:
     return bool({"input_features", "input_values"} & set(inspect.signature(model.get_encoder().forward).parameters))
 
 
+def _features_of(model: torch.nn.Module, config: Any) -> tuple[Callable[..., Any], Callable[..., Any]] | None:
+    """The inputs and dynamic shapes of a bare model that reads no text: images or clips; None for a text model."""
+    if takes(model, "input_ids"):
+        return None
+    if takes(model, "pixel_values"):  # (DETR's decoder reads its own queries: no ids, encoder-decoder as it is)
+        return image_inputs, image_dynamic
+    if getattr(config, "is_encoder_decoder", False):  # a speech encoder-decoder's decoder reads ids
+        return None
+    if takes(model, "input_values") or takes(model, "input_features"):
+        return waveform_inputs, waveform_dynamic
+    return None
+
+
 def feature_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """feature-extraction's example: ``text_inputs``; for a bare encoder-decoder (``T5Model``, ``WhisperModel``),
     its encoder's inputs (``encoder_decoder_inputs``) and ``decoder_input_ids``, ``DECODER_LENGTH`` tokens of its
-    decoder's vocabulary, which its forward needs (but a text model's of :data:`SHIFTED_DECODER_IDS`)."""
+    decoder's vocabulary, which its forward needs (but a text model's of :data:`SHIFTED_DECODER_IDS`); for the bare
+    model of an image or audio encoder (``ViTModel``, ``Wav2Vec2Model``: no ``input_ids``), a batch of images
+    (``image_inputs``) or of clips (``waveform_inputs``)."""
+    modality = _features_of(model, config)
+    if modality is not None:
+        return modality[0](model, config)
     if not getattr(config, "is_encoder_decoder", False):
         return text_inputs(model, config)
     inputs = encoder_decoder_inputs(model, config)
@@ -498,7 +535,11 @@ def feature_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
 def feature_dynamic(model: torch.nn.Module, config: Any) -> Any:
     """feature-extraction's ``dynamic_shapes``: ``"auto"``; for a bare encoder-decoder reading audio, the audio's axes
     that follow a clip's length (``audio_axes``, its mask's too) from the shortest clip's size, the rest of them the
-    example's (a spectrogram's bins; Whisper's 30 s of frames), batch and decoder length as ``"auto"`` makes them."""
+    example's (a spectrogram's bins; Whisper's 30 s of frames), batch and decoder length as ``"auto"`` makes them;
+    an image or audio encoder's, those of its images or clips."""
+    modality = _features_of(model, config)
+    if modality is not None:
+        return modality[1](model, config)
     if not getattr(config, "is_encoder_decoder", False) or not _reads_audio(model):
         return "auto"
     auto = torch.export.Dim.AUTO
@@ -545,6 +586,9 @@ TASKS: dict[str, Task] = {
     "question-answering": Task("AutoModelForQuestionAnswering", encoder_inputs),
     "sentence-similarity": Task("AutoModel", encoder_inputs),  # the transformer of a sentence-transformers directory
     "image-text-to-text": Task("AutoModelForImageTextToText", text_inputs, vlm=True),
+    # a language model that hears (Voxtral, Granite Speech), split as a vision-language model is, its audio encoder in
+    # place of the image encoder (onnxport.hf.multimodal)
+    "audio-text-to-text": Task("AutoModelForMultimodalLM", text_inputs, vlm=True),
     # an encoder-decoder whose encoder reads the image (a VisionEncoderDecoder: TrOCR, Donut, ViT-GPT2), exported as
     # for image-text-to-text; its decoder starts from its start token, or from Donut's question prompt
     "image-to-text": Task("AutoModelForImageTextToText", text_inputs, vlm=True),
