@@ -7,7 +7,8 @@ mask per query (DETR's panoptic head).
 - ``DetrForSegmentation`` (transformers' ``AutoModelForUniversalSegmentation`` loads it, not
   ``AutoModelForSemanticSegmentation``) exports for image-segmentation with dynamic height and width, bounded by its
   processor's longest edge: its ``pred_masks`` and ``logits`` equal transformers' on a padded batch of two images
-  of other sizes.
+  of other sizes, and so do the segments transformers' image-segmentation pipeline makes of them
+  (``onnxport.hf.pipeline``).
 
 Tiny random models, their processors written here; nothing downloaded."""
 
@@ -18,7 +19,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from onnxport.hf import export_hf
+from onnxport.hf import export_hf, pipeline
 from tests.test_export_hf_vision_tasks import images, write_detector
 
 transformers = pytest.importorskip("transformers")
@@ -97,3 +98,12 @@ def test_detr_panoptic_segmentation_exports_for_image_segmentation(tmp_path) -> 
     got = _run(str(tmp_path / "out" / "model.onnx"), {k: v.numpy() for k, v in batch.items()})
     for name in ("logits", "pred_boxes", "pred_masks"):
         _close(got[name], getattr(want, name))
+    # behind transformers' pipeline, whose panoptic post-processing reads the per-query outputs by name
+    (pictures,) = images((40, 50), seed=5)
+    onnx = pipeline(tmp_path / "out")(pictures, threshold=0.0)
+    eager = transformers.pipeline("image-segmentation", model=model, image_processor=str(tmp_path / "detr"))(
+        pictures, threshold=0.0)
+    assert eager, "the eager pipeline found no segment: the comparison would hold nothing"
+    for a, b in zip(onnx, eager, strict=True):
+        assert (a["label"], a["score"]) == (b["label"], pytest.approx(b["score"], abs=1e-4))
+        assert np.array_equal(np.asarray(a["mask"]), np.asarray(b["mask"]))

@@ -43,7 +43,8 @@ from onnxport.hf.tasks import model_class_names
 __all__ = ["RUNNABLE", "OnnxRuntimeModel", "SentenceSimilarityPipeline", "pipeline"]
 
 _ANY = "ModelOutput"  # a ModelOutput of the model's outputs, whatever they are (the model's own class is its module's)
-# The tasks pipeline() runs -> the transformers ModelOutput class their model returns, and its output needed.
+# The tasks pipeline() runs -> the transformers ModelOutput class their model returns, and its output needed (one of
+# them, for a tuple).
 RUNNABLE = {
     "feature-extraction": ("BaseModelOutputWithPooling", "last_hidden_state"),
     "text-classification": ("SequenceClassifierOutput", "logits"),
@@ -55,7 +56,9 @@ RUNNABLE = {
     "sentence-similarity": (None, "sentence_embedding"),
     "zero-shot-image-classification": (_ANY, "logits_per_image"),
     "object-detection": (_ANY, "pred_boxes"),
-    "image-segmentation": ("SemanticSegmenterOutput", "logits"),
+    # a semantic head's logits per class and pixel; a universal one's per query (DETR's panoptic head: logits and
+    # pred_masks; MaskFormer's: class_queries_logits and masks_queries_logits), which its processor post-processes
+    "image-segmentation": (_ANY, ("logits", "class_queries_logits")),
     "depth-estimation": ("DepthEstimatorOutput", "predicted_depth"),
     "audio-classification": ("SequenceClassifierOutput", "logits"),
     "text-to-audio": (_ANY, "waveform"),
@@ -352,8 +355,10 @@ class OnnxRuntimeModel(PipelineModel):
         names = [o.name for o in self.session.get_outputs()]
         outputs = {name: torch.from_numpy(np.ascontiguousarray(v)) for name, v in zip(names, values)}
         kind, needed = RUNNABLE[self.task]
-        if needed not in outputs:
-            raise InvalidInputError(f"{self.path} has no output {needed} (its outputs: {', '.join(outputs)})",
+        needed = (needed,) if isinstance(needed, str) else needed
+        if not set(needed) & set(outputs):
+            raise InvalidInputError(f"{self.path} has no output {' or '.join(needed)} (its outputs: "
+                                    f"{', '.join(outputs)})",
                                     fix=f"run it with the pipeline of the task it was exported for, or {_EXPORT_AGAIN}")
         if kind is None:
             return outputs
