@@ -8,11 +8,8 @@ which it loads too, has no transformers model), and a streamed export is refused
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Callable
 from typing import Any
 
@@ -23,16 +20,15 @@ import torch
 import onnxport
 from onnxport.hf import export_hf, pipeline
 from onnxport.hf.audio_codec import PIECES, TYPES
-from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
-from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
+from tests.runtimes.runtimes import TRANSFORMERS_JS, run_transformers_js
 
 transformers = pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.transformers
 
-MODULES = os.path.join(RUNTIMES_ROOT, "transformers-js")
+MODULES = TRANSFORMERS_JS
 SOURCE = os.path.join(MODULES, "node_modules", "@huggingface", "transformers", "src", "models")
-RUNNER = os.path.join(RUNTIMES_HERE, "run_transformers_js_classes.mjs")
+RUNNER = "run_transformers_js_classes.mjs"
 # (batch, samples): clips shorter than Mimi's attention window and longer, each with a partial frame but the second
 CLIPS = ((2, 100), (3, 1024), (1, 4099))
 
@@ -135,8 +131,6 @@ def _tensor(value: np.ndarray) -> dict[str, Any]:
 def test_transformers_js_encode_and_decode_equal_transformers(written, tmp_path) -> None:
     """Each folder loaded by its transformers.js class in Node: ``encode`` on clips, ``decode`` on transformers'
     codes of them."""
-    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
-        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
     jobs, expected = [], []
     for name, (cls, _) in CASES.items():
         folder = str(tmp_path / f"{name}-out")
@@ -148,12 +142,7 @@ def test_transformers_js_encode_and_decode_equal_transformers(written, tmp_path)
             jobs += [{**job, "method": "encode", "inputs": {"input_values": _tensor(audio)}},
                      {**job, "method": "decode", "inputs": {"audio_codes": _tensor(codes)}}]
             expected += [("audio_codes", codes), ("audio_values", values)]
-    with open(tmp_path / "jobs.json", "w", encoding="utf-8") as f:
-        json.dump(jobs, f)
-    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, str(tmp_path / "jobs.json"),
-                    str(tmp_path / "results.json")], check=True, timeout=600)
-    with open(tmp_path / "results.json", encoding="utf-8") as f:
-        results = json.load(f)
+    results = run_transformers_js(RUNNER, jobs, tmp_path, timeout=600)
     for (key, value), result in zip(expected, results, strict=True):
         assert "error" not in result, result.get("error")
         got = np.array(result["outputs"][key]["data"]).reshape(result["outputs"][key]["dims"])

@@ -10,10 +10,7 @@ holds the same three files; streaming and MusicGen Melody are refused."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 from typing import Any
 
 import numpy as np
@@ -23,16 +20,14 @@ import torch
 import onnxport.hf
 from onnxport.errors import InvalidInputError
 from onnxport.hf import export_hf
-from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
-from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
+from tests.runtimes.runtimes import run_transformers_js
 from tests.test_transformers_js import write_special_tokenizer
 
 transformers = pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.transformers
 
-MODULES = os.path.join(RUNTIMES_ROOT, "transformers-js")
-RUNNER = os.path.join(RUNTIMES_HERE, "run_transformers_js_musicgen.mjs")
+RUNNER = "run_transformers_js_musicgen.mjs"
 TEXT_VOCAB = 99
 PROMPTS = ["w5 w17 w33 w8 w40 w41 w42", "w9 w11 w13"]  # the second padded
 NEW_TOKENS = 6  # max_length 7: at least 2 * codebooks - 1, where transformers lays out its delay pattern
@@ -114,8 +109,6 @@ def _eager(model: Any, directory: str, guidance: float | None) -> tuple[dict[str
 @pytest.fixture(scope="module")
 def js(checkpoint, tmp_path_factory) -> dict[str, dict[str, Any]]:
     """name -> what transformers.js's generate gave for the folder, one Node process for all."""
-    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
-        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
     directory, _ = checkpoint
     root = str(tmp_path_factory.mktemp("musicgen-js"))
     folder = os.path.join(root, "out")
@@ -123,13 +116,7 @@ def js(checkpoint, tmp_path_factory) -> dict[str, dict[str, Any]]:
     jobs = [{"folder": folder, "dtype": "fp32", "prompts": PROMPTS,
              "options": {"max_new_tokens": NEW_TOKENS, "do_sample": False, "guidance_scale": guidance}}
             for guidance in GUIDANCE.values()]
-    with open(os.path.join(root, "jobs.json"), "w", encoding="utf-8") as f:
-        json.dump(jobs, f)
-    results = os.path.join(root, "results.json")
-    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, os.path.join(root, "jobs.json"), results],
-                   check=True, timeout=600)
-    with open(results, encoding="utf-8") as f:
-        return dict(zip(GUIDANCE, json.load(f), strict=True))
+    return dict(zip(GUIDANCE, run_transformers_js(RUNNER, jobs, root, timeout=600), strict=True))
 
 
 @pytest.mark.sweep

@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,15 +26,13 @@ import torch
 
 import onnxport
 from onnxport.hf import export_hf
-from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
-from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
+from tests.runtimes.runtimes import run_transformers_js
 
 transformers = pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.transformers
 
-MODULES = os.path.join(RUNTIMES_ROOT, "transformers-js")
-RUNNER = os.path.join(RUNTIMES_HERE, "run_transformers_js_speech.mjs")
+RUNNER = "run_transformers_js_speech.mjs"
 TEXT = "hello world"
 CHARS = "abcdefghijklmnopqrstuvwxyz'"
 MELS, SPEAKER = 8, 16
@@ -178,8 +174,6 @@ def test_transformers_js_speaks_as_transformers(folders, tmp_path) -> None:
     """transformers.js's generate_speech and text-to-audio pipeline on the two folders give transformers'
     spectrogram and waveform (before the postnet), stopping at the same step: once on the threshold, once at
     maxlenratio; the pipeline with its defaults (threshold 0.5, maxlenratio 20)."""
-    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
-        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
     model, hifigan = folders["model"], folders["hifigan"]
     tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(folders["directory"])
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
@@ -195,12 +189,7 @@ def test_transformers_js_speaks_as_transformers(folders, tmp_path) -> None:
         spoken = model.generate_speech(ids, speaker, vocoder=hifigan)  # the pipeline's defaults
     job = {"model": folders["tts"], "vocoder": folders["vocoder"], "speaker": speaker[0].tolist(), "text": TEXT,
            "runs": runs}
-    with open(tmp_path / "job.json", "w", encoding="utf-8") as f:
-        json.dump(job, f)
-    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, str(tmp_path / "job.json"),
-                    str(tmp_path / "results.json")], check=True, timeout=600)
-    with open(tmp_path / "results.json", encoding="utf-8") as f:
-        got = json.load(f)
+    got = run_transformers_js(RUNNER, job, tmp_path, timeout=600)
     assert "error" not in got, got.get("error")
     assert got["input_ids"]["data"] == ids[0].tolist()
     assert expected[0].shape[0] == 2 * stop and expected[1].shape[0] == 2 * int(ids.shape[1] / 2)

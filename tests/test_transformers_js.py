@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
-import subprocess
 from unittest import mock
 
 import numpy as np
@@ -28,6 +26,7 @@ from tests.hf_dirs import write_llama
 from tests.runtimes.browser import need_chromium, open_pages
 from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
 from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
+from tests.runtimes.runtimes import run_transformers_js
 
 transformers = pytest.importorskip("transformers")
 
@@ -275,20 +274,12 @@ MAKERS = {
 
 def run_js(jobs: list[dict], scratch: str) -> list[dict]:
     """The jobs run by run_transformers_js.mjs in one Node process."""
-    with open(os.path.join(scratch, "jobs.json"), "w", encoding="utf-8") as f:
-        json.dump(jobs, f)
-    results = os.path.join(scratch, "results.json")
-    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, os.path.join(scratch, "jobs.json"), results],
-                   check=True, timeout=900)
-    with open(results, encoding="utf-8") as f:
-        return json.load(f)
+    return run_transformers_js(RUNNER, jobs, scratch)
 
 
 @pytest.fixture(scope="module")
 def js(tmp_path_factory):
     """task -> (Case, {dtype: transformers.js's outputs}), every folder exported and run once."""
-    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
-        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
     root = str(tmp_path_factory.mktemp("transformers-js"))
     cases, jobs = {}, []
     for task, make in MAKERS.items():

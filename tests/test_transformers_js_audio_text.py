@@ -13,12 +13,9 @@ auto``. Nothing downloaded."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
-import shutil
-import subprocess
 from typing import Any
 
 import pytest
@@ -29,6 +26,7 @@ from onnxport.hf.multimodal import TRANSFORMERS_JS
 from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_AUDIO_TYPES
 from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
 from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
+from tests.runtimes.runtimes import run_transformers_js
 
 transformers = pytest.importorskip("transformers")
 
@@ -54,15 +52,7 @@ BOUNDS = {"fp32": 1e-4, "fp16": 1e-2}
 
 
 def _run_js(jobs: list[dict], scratch: str) -> list[dict]:
-    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
-        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
-    with open(os.path.join(scratch, "jobs.json"), "w", encoding="utf-8") as f:
-        json.dump(jobs, f)
-    results = os.path.join(scratch, "results.json")
-    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, os.path.join(scratch, "jobs.json"), results],
-                   check=True, timeout=1200)
-    with open(results, encoding="utf-8") as f:
-        return json.load(f)
+    return run_transformers_js(RUNNER, jobs, scratch, timeout=1200)
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,8 @@ refused before loading."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +30,7 @@ from onnxport.hf.transformers_js import ENCODER_DECODER_TYPES
 from tests import speech_dirs
 from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
 from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
+from tests.runtimes.runtimes import run_transformers_js
 from tests.test_transformers_js import write_special_tokenizer
 
 transformers = pytest.importorskip("transformers")
@@ -155,8 +153,6 @@ def written(tmp_path_factory) -> dict[str, tuple[str, dict[str, torch.Tensor]]]:
 
 def _run_js(written: dict[str, Any], names: list[str], root: str) -> dict[str, tuple[str, dict[str, Any]]]:
     """name -> (the folder export_hf wrote, what transformers.js's class returned), for the cases ``names``."""
-    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
-        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
     folders, jobs = {}, []
     for name in names:
         directory, inputs = written[name]
@@ -164,13 +160,8 @@ def _run_js(written: dict[str, Any], names: list[str], root: str) -> dict[str, t
         export_hf(directory, "feature-extraction", folders[name], target="transformers.js", dtypes="fp32")
         jobs.append({"folder": folders[name], "class": CASES[name].js_class, "dtype": "fp32",
                      "inputs": {k: _tensor(v) for k, v in inputs.items()}})
-    with open(os.path.join(root, "jobs.json"), "w", encoding="utf-8") as f:
-        json.dump(jobs, f)
-    results = os.path.join(root, "results.json")
-    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, os.path.join(root, "jobs.json"), results],
-                   check=True, timeout=600)
-    with open(results, encoding="utf-8") as f:
-        return dict(zip(folders, zip(folders.values(), json.load(f), strict=True), strict=True))
+    results = run_transformers_js(RUNNER, jobs, root, timeout=600)
+    return dict(zip(folders, zip(folders.values(), results, strict=True), strict=True))
 
 
 @pytest.fixture(scope="module")

@@ -7,17 +7,15 @@ largest magnitude."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 import torch
 
 from onnxport.hf import export_hf
-from tests.test_transformers_js_encoder_decoder import MODULES, RUNNER, _assert_close, _tensor
+from tests.runtimes.runtimes import run_transformers_js
+from tests.test_transformers_js_encoder_decoder import RUNNER, _assert_close, _tensor
 
 transformers = pytest.importorskip("transformers")
 
@@ -35,8 +33,6 @@ TOWERS = {
 
 
 def test_vision_towers_run_in_transformers_js_from_vision_model(tmp_path) -> None:
-    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
-        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
     pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     jobs, expected = [], []
     for name, make in TOWERS.items():
@@ -52,12 +48,7 @@ def test_vision_towers_run_in_transformers_js_from_vision_model(tmp_path) -> Non
             expected.append({k: v.numpy() for k, v in model(pixel_values=pixels).items()
                              if isinstance(v, torch.Tensor)})
         jobs.append({"folder": out, "class": name, "dtype": "fp32", "inputs": {"pixel_values": _tensor(pixels)}})
-    paths = [str(tmp_path / "jobs.json"), str(tmp_path / "results.json")]
-    with open(paths[0], "w", encoding="utf-8") as f:
-        json.dump(jobs, f)
-    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, *paths], check=True, timeout=300)
-    with open(paths[1], encoding="utf-8") as f:
-        results = json.load(f)
+    results = run_transformers_js(RUNNER, jobs, tmp_path, timeout=300)
     for name, result, want in zip(TOWERS, results, expected, strict=True):
         assert "error" not in result, (name, result.get("error"))
         compared = set(result["outputs"]) & set(want)

@@ -19,8 +19,6 @@ import json
 import math
 import os
 import re
-import shutil
-import subprocess
 from typing import Any, NamedTuple
 
 import pytest
@@ -33,6 +31,7 @@ from onnxport.hf.multimodal.consumers import TRANSFORMERS_JS_TYPES
 from tests.runtimes.browser import open_pages
 from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
 from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
+from tests.runtimes.runtimes import run_transformers_js
 
 transformers = pytest.importorskip("transformers")
 
@@ -93,15 +92,7 @@ QUICK = (("qwen2_vl", "fp32"),)
 
 def run_js(jobs: list[dict], scratch: str) -> list[dict]:
     """The jobs run by run_transformers_js_vlm.mjs in one Node process."""
-    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
-        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
-    with open(os.path.join(scratch, "jobs.json"), "w", encoding="utf-8") as f:
-        json.dump(jobs, f)
-    results = os.path.join(scratch, "results.json")
-    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, os.path.join(scratch, "jobs.json"), results],
-                   check=True, timeout=1200)
-    with open(results, encoding="utf-8") as f:
-        return json.load(f)
+    return run_transformers_js(RUNNER, jobs, scratch, timeout=1200)
 
 
 class Run(NamedTuple):

@@ -7,26 +7,19 @@ through its WavLMForXVector class."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
 import torch
 
 from onnxport.hf import export_hf
 from onnxport.hf._xvector_pooling import masked_statistics
-from tests.runtimes.runtimes import HERE as RUNTIMES_HERE
-from tests.runtimes.runtimes import ROOT as RUNTIMES_ROOT
+from tests.runtimes.runtimes import run_transformers_js
 
 transformers = pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.transformers
 
-MODULES = os.path.join(RUNTIMES_ROOT, "transformers-js")
-RUNNER = os.path.join(RUNTIMES_HERE, "run_transformers_js_classes.mjs")
+RUNNER = "run_transformers_js_classes.mjs"
 # batches of clips (samples at 16 kHz), each padded by the extractor to its longest
 BATCHES = ((3000, 5210, 1600), (7000,), (4000, 4000), (2000, 9000, 6000, 5000))
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, conv_dim=(16, 16, 16),
@@ -115,8 +108,6 @@ def test_wav2vec2_xvector_of_weighted_layers_equals_transformers(tmp_path) -> No
 @pytest.mark.sweep
 def test_transformers_js_wavlm_xvector_equals_transformers(tmp_path) -> None:
     """The transformers.js folder, loaded by its WavLMForXVector class in Node and called on padded batches."""
-    if shutil.which("node") is None or not os.path.isfile(os.path.join(MODULES, ".stamp")):
-        pytest.fail(f"transformers.js is not installed in {MODULES}: run `make runtimes`")
     directory, out = str(tmp_path / "wavlm"), str(tmp_path / "out")
     model = write_xvector(directory)
     export_hf(directory, "audio-xvector", out, target="transformers.js", dtypes="fp32")
@@ -127,12 +118,7 @@ def test_transformers_js_wavlm_xvector_equals_transformers(tmp_path) -> None:
                         "attention_mask": {"type": "int64", "dims": list(b["attention_mask"].shape),
                                            "data": b["attention_mask"].reshape(-1).tolist()}}}
             for b in batches]
-    with open(tmp_path / "jobs.json", "w", encoding="utf-8") as f:
-        json.dump(jobs, f)
-    subprocess.run([shutil.which("node"), RUNNER, "--modules", MODULES, str(tmp_path / "jobs.json"),
-                    str(tmp_path / "results.json")], check=True, timeout=600)
-    with open(tmp_path / "results.json", encoding="utf-8") as f:
-        results = json.load(f)
+    results = run_transformers_js(RUNNER, jobs, tmp_path, timeout=600)
     for batch, result in zip(batches, results, strict=True):
         assert "error" not in result, result.get("error")
         for name, expected in eager(model, batch).items():

@@ -165,3 +165,25 @@ def outcome(result: dict) -> str:
     if result["ok"]:
         return "ok"
     return "nan" if any(o.get("nan") for o in result["outputs"].values()) else "wrong"
+
+
+TRANSFORMERS_JS = os.path.join(ROOT, "transformers-js")  # the npm folder of transformers.js (`make runtimes`)
+
+
+def run_transformers_js(runner: str, jobs: object, scratch: str, timeout: float = 900) -> object:
+    """``jobs`` (JSON) run by the transformers.js script ``runner`` (a path, or a file name under tests/runtimes/)
+    in one Node process over the transformers.js ``make runtimes`` installs: what it wrote. The script takes
+    ``--modules FOLDER JOBS.json RESULTS.json``; the two files go to ``scratch``. A machine without it fails the test
+    that asks, saying how to install it."""
+    import pytest
+
+    node = shutil.which("node")
+    if node is None or not os.path.isfile(os.path.join(TRANSFORMERS_JS, ".stamp")):
+        pytest.fail(f"transformers.js is not installed in {TRANSFORMERS_JS}: {SETUP_HINT}")
+    paths = [os.path.join(str(scratch), name) for name in ("jobs.json", "results.json")]
+    with open(paths[0], "w", encoding="utf-8") as f:
+        json.dump(jobs, f)
+    subprocess.run([node, os.path.join(HERE, runner), "--modules", TRANSFORMERS_JS, *paths], check=True,
+                   timeout=timeout)
+    with open(paths[1], encoding="utf-8") as f:
+        return json.load(f)
