@@ -5,20 +5,12 @@
 //
 // JOB.json: {folder, class, inputs: {name: {type, dims, data}}, new_tokens, settings}. With new_tokens, the class's
 // generate runs greedily from the inputs (with the generation settings given) and RESULT.json gets {tokens} (the
-// first sequence's); without, the class is called on the inputs and RESULT.json gets {outputs: {name: {dims,
+// first sequence's; a generate that gives audio: {outputs: {audio_values}}); without, the class is called on the inputs and RESULT.json gets {outputs: {name: {dims,
 // data}}}. An error gives {error}.
 import fs from 'node:fs';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
+import { command } from '../tests/runtimes/transformers_js_command.mjs';
 
-const args = process.argv.slice(2);
-const i = args.indexOf('--modules');
-const modules = path.resolve(args.splice(i, 2)[1]);
-const [jobFile, resultFile] = args;
-const require = createRequire(path.join(modules, 'package.json'));
-const tjs = await import(pathToFileURL(require.resolve('@huggingface/transformers')).href);
-tjs.env.allowRemoteModels = false;
+const { tjs, files: [jobFile, resultFile] } = await command();
 
 const ARRAYS = { int64: (d) => BigInt64Array.from(d.map(BigInt)), float32: (d) => Float32Array.from(d) };
 
@@ -37,7 +29,8 @@ try {
   if (job.new_tokens) {
     const tokens = await model.generate({
       ...inputs, ...(job.settings ?? {}), max_new_tokens: job.new_tokens, do_sample: false, num_beams: 1 });
-    result = { tokens: Array.from(tokens.data, Number) };
+    result = tokens.type === 'float32'  // a generate that gives audio (MusicGen's waveform), not tokens
+      ? { outputs: { audio_values: plain(tokens) } } : { tokens: Array.from(tokens.data, Number) };
   } else {
     const out = await model(inputs);
     result = { outputs: Object.fromEntries(Object.entries(out).filter(([, v]) => v instanceof tjs.Tensor)

@@ -7,17 +7,9 @@
 // answering, {audio: [samples]} (a Float32Array), or {image: PATH, labels: [...]} for zero-shot image classification. RESULTS.json gets, per job, {outputs} (one
 // per input) or {error}. Tensors become {dims, data}; images {width, height, channels, data}.
 import fs from 'node:fs';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
+import { command } from './transformers_js_command.mjs';
 
-const args = process.argv.slice(2);
-const i = args.indexOf('--modules');
-const modules = path.resolve(args.splice(i, 2)[1]);
-const [jobsFile, resultsFile] = args;
-const require = createRequire(path.join(modules, 'package.json'));
-const tjs = await import(pathToFileURL(require.resolve('@huggingface/transformers')).href);
-tjs.env.allowRemoteModels = false;
+const { tjs, files: [jobsFile, resultsFile] } = await command();
 
 function plain(value) {
   if (value instanceof tjs.Tensor) return { dims: value.dims, data: Array.from(value.data, Number) };

@@ -7,17 +7,9 @@
 // generate({...inputs, ...options}). RESULTS.json gets, per job, {input_ids, attention_mask, audio_values: {dims,
 // data}} or {error}.
 import fs from 'node:fs';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
+import { command } from './transformers_js_command.mjs';
 
-const args = process.argv.slice(2);
-const i = args.indexOf('--modules');
-const modules = path.resolve(args.splice(i, 2)[1]);
-const [jobsFile, resultsFile] = args;
-const require = createRequire(path.join(modules, 'package.json'));
-const tjs = await import(pathToFileURL(require.resolve('@huggingface/transformers')).href);
-tjs.env.allowRemoteModels = false;
+const { tjs, files: [jobsFile, resultsFile] } = await command();
 
 const plain = (t) => ({ dims: t.dims, data: Array.from(t.data, Number) });
 

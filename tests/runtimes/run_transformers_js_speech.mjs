@@ -10,17 +10,9 @@
 // RESULTS.json: {input_ids, runs: [{spectrogram, waveform}], pipeline: {audio, sampling_rate}} (each tensor as
 // {dims, data}), or {error}.
 import fs from 'node:fs';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
+import { command } from './transformers_js_command.mjs';
 
-const args = process.argv.slice(2);
-const i = args.indexOf('--modules');
-const modules = path.resolve(args.splice(i, 2)[1]);
-const [jobFile, resultsFile] = args;
-const require = createRequire(path.join(modules, 'package.json'));
-const tjs = await import(pathToFileURL(require.resolve('@huggingface/transformers')).href);
-tjs.env.allowRemoteModels = false;
+const { tjs, files: [jobFile, resultsFile] } = await command();
 
 const plain = (t) => ({ dims: t.dims, data: Array.from(t.data, Number) });
 

@@ -8,17 +8,9 @@
 // a clip's samples, passed as processor(text, images, audio), as Gemma 4's processor takes it); RESULTS.json gets,
 // per job, {cases: [{inputs, tokens}]} (the processor's outputs as {dims, data}, the generated sequences) or {error}.
 import fs from 'node:fs';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
+import { command } from './transformers_js_command.mjs';
 
-const args = process.argv.slice(2);
-const i = args.indexOf('--modules');
-const modules = path.resolve(args.splice(i, 2)[1]);
-const [jobsFile, resultsFile] = args;
-const require = createRequire(path.join(modules, 'package.json'));
-const tjs = await import(pathToFileURL(require.resolve('@huggingface/transformers')).href);
-tjs.env.allowRemoteModels = false;
+const { tjs, files: [jobsFile, resultsFile] } = await command();
 
 const plain = (t) => ({ dims: t.dims, type: t.type, data: Array.from(t.data, Number) });
 
