@@ -15,6 +15,7 @@ import torch
 
 from onnxport.errors import InvalidInputError
 from onnxport.hf import stream
+from onnxport.hf.forecasting import series_dynamic, series_inputs
 from onnxport.hf.genai import check_plain_generation, takes_positions
 from onnxport.hf.signature import cache_argument, cache_of, self_attention_cache
 
@@ -331,6 +332,50 @@ def image_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     return shapes
 
 
+def matting_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """image-matting's example (VitMatte): two images with their trimaps, as the image processor gives them: the
+    normalised colours, then the trimap as a last channel (0 background, 0.5 unknown, 1 foreground), padded to a
+    multiple of ``_STRIDE`` (its ``size_divisor``), of unequal height and width (both dynamic) and more than one of
+    the backbone's attention windows a side: torch.export would fix a count of one window at one."""
+    backbone = getattr(config, "backbone_config", None) or config
+    patch = getattr(backbone, "patch_size", 16)
+    patch = max(patch) if isinstance(patch, (list, tuple)) else patch
+    side = max(2 * _STRIDE, ((getattr(backbone, "window_size", 0) or 0) + 1) * patch)
+    height = -(-side // _STRIDE) * _STRIDE
+    generator = torch.Generator().manual_seed(0)
+    pixels = torch.randn(EXAMPLE_BATCH, getattr(backbone, "num_channels", 4), height, height + _STRIDE,
+                         generator=generator)
+    pixels[:, -1] = torch.randint(0, 3, pixels[:, -1].shape, generator=generator) / 2
+    return {"pixel_values": pixels}
+
+
+def matting_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """Dynamic batch, height and width: the processor pads each image to its own multiple of ``_STRIDE``."""
+    dynamic = torch.export.Dim.DYNAMIC
+    return {"pixel_values": {0: dynamic, 2: dynamic, 3: dynamic}}
+
+
+def pose_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """pose-estimation's example (VitPose): two person crops of the size the backbone's config says (its
+    ``image_size``, the processor's crop), and, for a backbone of several experts (ViTPose+: ``num_experts``), each
+    crop's ``dataset_index``, which picks its experts."""
+    backbone = getattr(config, "backbone_config", None) or config
+    height, width = image_size(backbone) or (256, 192)
+    generator = torch.Generator().manual_seed(0)
+    inputs = {"pixel_values": torch.randn(EXAMPLE_BATCH, getattr(backbone, "num_channels", 3), height, width,
+                                          generator=generator)}
+    experts = getattr(backbone, "num_experts", 1) or 1
+    if experts > 1:
+        inputs["dataset_index"] = torch.arange(EXAMPLE_BATCH) % experts
+    return inputs
+
+
+def pose_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """One dynamic batch (the crops') for the crops and their ``dataset_index``."""
+    batch = torch.export.Dim("batch")
+    return {name: {0: batch} for name in pose_inputs(model, config)}
+
+
 def zero_shot_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """Three candidate texts (one padded) and two images: texts and images are batched apart."""
     text = getattr(config, "text_config", None) or config
@@ -574,6 +619,8 @@ TASKS: dict[str, Task] = {
     "image-segmentation": Task("AutoModelForSemanticSegmentation", image_inputs, image_dynamic),
     "depth-estimation": Task("AutoModelForDepthEstimation", image_inputs, image_dynamic),
     "image-to-image": Task("AutoModelForImageToImage", image_inputs, image_dynamic),  # Swin2SR's super-resolution
+    "image-matting": Task("AutoModelForImageMatting", matting_inputs, matting_dynamic),  # VitMatte: alphas
+    "pose-estimation": Task("AutoModelForPoseEstimation", pose_inputs, pose_dynamic),  # VitPose: heatmaps
     "zero-shot-object-detection": Task("AutoModelForZeroShotObjectDetection", detection_queries_inputs,
                                        detection_queries_dynamic),  # OWL-ViT, OWLv2: an image's text queries
     "audio-classification": Task("AutoModelForAudioClassification", waveform_inputs, waveform_dynamic),
@@ -597,6 +644,9 @@ TASKS: dict[str, Task] = {
     "mask-generation": Task("AutoModelForMaskGeneration", text_inputs,  # SAM: onnxport.hf.mask_generation
                             pieces=("vision_encoder", "prompt_encoder_mask_decoder")),
     "text-to-image": Task("DiffusionPipeline", text_inputs),  # a diffusers directory: onnxport.hf.diffusion
+    # PatchTST, PatchTSMixer: loaded by their own class (transformers' auto class loads TimesFM alone), which
+    # onnxport.hf.forecasting names
+    "time-series-forecasting": Task("AutoModelForTimeSeriesPrediction", series_inputs, series_dynamic),
 }
 # The tasks of an encoder-decoder whose encoder reads the image (``multimodal.components.images_encoded``), and the
 # model types each takes (None: any such model): document-question-answering's prompt is Donut's, a question between

@@ -60,6 +60,8 @@ from onnxport.hf.audio_codec import check_audio_codec, export_audio_codec, is_au
 from onnxport.hf.char_tokenizers import TOKENIZER_FILE, tokenizer_json
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
 from onnxport.hf.examples import CTC_SPEECH, ENCODED_TASKS, ENCODER_DECODER_FEATURES, TASKS, Task, caching, read_config
+from onnxport.hf.forecasting import TASK as FORECASTING
+from onnxport.hf.forecasting import forecaster_class
 from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless, warn_states_genai_does_not_feed
 from onnxport.hf.mask_generation import check_mask_generation, export_mask_generation
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
@@ -238,6 +240,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                    *(("genai_config.json",) if task == "text-generation" else ()), *copied]
     check_output_folder(out, written)  # before anything is read: a folder that cannot take the files says so first
     config = read_config(model_dir)
+    if task == FORECASTING:  # PatchTST, PatchTSMixer: loaded by the class of their type
+        spec = spec._replace(auto=forecaster_class(config))
     if engine is not None and task == "feature-extraction" and transformers_js.splits_features(config):
         spec = ENCODER_DECODER_FEATURES  # its bare model's forward: encoder_model, then decoder_model_merged
         if streaming:

@@ -41,6 +41,8 @@ the batch, pools them with masked sums (:mod:`onnxport.hf._xvector_pooling`), so
 Mimi's convolutions, which pad by amounts read from buffers (``.item()``), pad a symbolic clip length by
 integer amounts, and its codebooks measure distances with no check on the frames (:mod:`onnxport.hf._mimi_codec`),
 so the clip's length stays dynamic.
+VitDet's position embeddings (VitMatte's backbone), which transformers fits to an image's grid of patches in Python,
+are resized in the graph for every size (:mod:`onnxport.hf._vitdet_positions`), so height and width stay dynamic.
 
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
@@ -69,6 +71,7 @@ from onnxport.hf._mimi_codec import mimi_any_length
 from onnxport.hf._packed_attention import packed_attention_on
 from onnxport.hf._sinusoid_tables import tables_of_any_length
 from onnxport.hf._vision_windows import layout_as_tensors
+from onnxport.hf._vitdet_positions import vitdet_any_size
 from onnxport.hf._xvector_pooling import xvector_pooling_masked
 from onnxport.hf.attribute_swap import swapped
 from onnxport.hf.signature import cache_argument
@@ -100,7 +103,8 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
         with _cache.mask_spans_cache(model), _masks_without_vmap(), _conv_states_padded(), \
                 _scans_swapped(model), packed_attention_on(model), layout_as_tensors(), grid_convolution_on(), \
                 hunyuan_tower_on(), _joined_in(model), tables_of_any_length(model), conv_lengths_symbolic(model), \
-                blocks_of_any_length(), xvector_pooling_masked(model), mimi_any_length(model):
+                blocks_of_any_length(), xvector_pooling_masked(model), mimi_any_length(model), \
+                vitdet_any_size(model):
             yield
     finally:
         for config, value in saved:

@@ -90,6 +90,13 @@ _ELSEWHERE = {
                           "onnxport.hf.multimodal.generate_vlm(folder, inputs=...) on what its processor gives",
     "audio-frame-classification": _NO_PIPELINE,
     "audio-xvector": _NO_PIPELINE,
+    "image-matting": "transformers has no pipeline for it: run the folder's model.onnx in onnxruntime on what its "
+                     "image processor gives (AutoImageProcessor.from_pretrained(folder)(images, trimaps)): alphas",
+    "pose-estimation": "transformers has no pipeline for it: run the folder's model.onnx in onnxruntime on what its "
+                       "image processor gives (AutoImageProcessor.from_pretrained(folder)(images, boxes=...)), and "
+                       "read keypoints from its heatmaps with the processor's post_process_pose_estimation",
+    "time-series-forecasting": "transformers has no pipeline for it: run the folder's model.onnx in onnxruntime on "
+                               "past_values [batch, context_length, num_input_channels]",
 }
 _NUMPY = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
           "tensor(float16)": np.float16, "tensor(double)": np.float64, "tensor(bool)": np.bool_}

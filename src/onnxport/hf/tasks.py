@@ -6,10 +6,13 @@ config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and 
 ``*ForMaskedLM`` fill a mask, ``*ForSequenceClassification``, ``*ForTokenClassification``,
 ``*ForQuestionAnswering``, ``*ForImageClassification``, ``*ForObjectDetection``, ``*ForDepthEstimation`` and
 ``*ForAudioClassification`` are those tasks, ``*ForSemanticSegmentation`` is ``image-segmentation``, ``*ForCTC``
-``automatic-speech-recognition``; a class transformers' audio-classification, zero-shot-image-classification,
+``automatic-speech-recognition``, ``*ForImageMatting`` ``image-matting`` and ``*ForPoseEstimation``
+``pose-estimation``; a class transformers' audio-classification, zero-shot-image-classification,
 zero-shot-object-detection, text-to-waveform or image-to-image auto class loads is that task (the sequence classifier
 of an audio model, ``Wav2Vec2ForSequenceClassification``; ``CLIPModel``, ``SiglipModel``; ``OwlViTForObjectDetection``;
-``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``; ``SamModel``: ``mask-generation``); a
+``VitsModel``: ``text-to-audio``; ``Swin2SRForImageSuperResolution``; ``SamModel``: ``mask-generation``);
+``PatchTSTForPrediction`` and ``PatchTSMixerForPrediction`` are ``time-series-forecasting`` (the other
+``*ForPrediction`` classes, Informer's, TimesFM's, are not exported); a
 ``*ForConditionalGeneration`` is ``text2text-generation``, ``automatic-speech-recognition`` or
 ``image-text-to-text`` where transformers' seq2seq, speech-seq2seq or image-text-to-text auto classes load it
 (``audio-text-to-text`` where both its speech-seq2seq and its multimodal LM auto classes do: a language model that
@@ -26,6 +29,7 @@ from typing import Any, NamedTuple
 
 from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
+from onnxport.hf import forecasting
 
 __all__ = ["MODULES_FILE", "Picked", "is_ctc", "model_class_names", "pick_task"]
 
@@ -49,6 +53,8 @@ _HEADS = (
     ("ForAudioFrameClassification", "audio-frame-classification"),
     ("ForXVector", "audio-xvector"),
     ("ForCTC", "automatic-speech-recognition"),  # a CTC head: one model, characters per frame
+    ("ForImageMatting", "image-matting"),  # VitMatte
+    ("ForPoseEstimation", "pose-estimation"),  # VitPose
 )
 # transformers' lists of the classes each auto class loads, by task (its modeling_auto module).
 _MAPPINGS = {
@@ -75,6 +81,8 @@ _MAPPINGS = {
     "image-to-image": "MODEL_FOR_IMAGE_TO_IMAGE_MAPPING_NAMES",
     "zero-shot-object-detection": "MODEL_FOR_ZERO_SHOT_OBJECT_DETECTION_MAPPING_NAMES",
     "mask-generation": "MODEL_FOR_MASK_GENERATION_MAPPING_NAMES",
+    "image-matting": "MODEL_FOR_IMAGE_MATTING_MAPPING_NAMES",
+    "pose-estimation": "MODEL_FOR_POSE_ESTIMATION_MAPPING_NAMES",
     "ctc": "MODEL_FOR_CTC_MAPPING_NAMES",  # automatic-speech-recognition by a CTC head (see is_ctc)
 }
 
@@ -160,6 +168,8 @@ def _task_of(name: str, model_type: str, data: dict[str, Any]) -> str | None:
                  "text-to-audio", "image-to-image", "mask-generation"):
         if name in model_class_names(task, model_type):  # Wav2Vec2ForSequenceClassification, CLIPModel, VitsModel, ...
             return task
+    if name.endswith("ForPrediction"):  # Informer's, Autoformer's, TimesFM's too: PatchTST's and PatchTSMixer's alone
+        return forecasting.TASK if name == forecasting.CLASSES.get(model_type) else None
     for suffix, task in _HEADS:
         if name.endswith(suffix):
             return task

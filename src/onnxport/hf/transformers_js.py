@@ -64,7 +64,9 @@ TASKS = ("text-generation", "feature-extraction", "text-classification", "fill-m
          "audio-frame-classification", "audio-xvector",
          "text2text-generation", "automatic-speech-recognition", "image-text-to-text", "audio-text-to-text",
          "text-to-audio", "image-to-image", "image-to-text", "document-question-answering", "mask-generation",
-         "zero-shot-object-detection")
+         "zero-shot-object-detection",
+         "image-matting", "pose-estimation",  # no pipeline: its VitMatteForImageMatting, VitPoseForPoseEstimation
+         "time-series-forecasting")  # no pipeline: its PatchTSTForPrediction, PatchTSMixerForPrediction
 # The model types whose bare model transformers.js loads as an encoder-decoder (its registry's
 # MODEL_MAPPING_NAMES_ENCODER_DECODER: T5Model, WhisperModel, ...): the SEQ2SEQ_SESSIONS, its forward running the
 # encoder, then the decoder on decoder_input_ids; their feature-extraction folders hold those two sessions.
