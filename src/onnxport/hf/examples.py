@@ -438,8 +438,10 @@ def waveform_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
 
 def _clip_shapes(inputs: dict[str, Any], axes: dict[int, int], batch: Any) -> dict[str, Any]:
     """``dynamic_shapes`` of an audio input (``input_features`` or ``input_values``) and its mask: ``batch`` for
-    the batch, one dim for the ``axes`` that follow a clip's length, from the smallest size they take."""
-    clip = torch.export.Dim("audio_sequence_length", min=min(axes.values())) if axes else None
+    the batch, the ``axes`` that follow a clip's length dynamic from the smallest size they take, or from the
+    model's own shortest where it needs more (a hint, not a named ``Dim``: an x-vector's time-delay layers need a
+    third of a second of WavLM's frames, which torch.export then records as the range)."""
+    clip = torch.export.Dim.DYNAMIC(min=min(axes.values())) if axes else None
     shapes: dict[str, Any] = {name: {0: batch, **dict.fromkeys(axes, clip)} for name in inputs
                               if name in ("input_features", "input_values")}
     if "attention_mask" in inputs:
