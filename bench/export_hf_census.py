@@ -125,15 +125,25 @@ def tokenizer_inputs(model_type: str) -> list[str]:
     return ["input_ids", "attention_mask"]
 
 
-def write_tokenizer(directory: str, vocab_size: int, input_names: list[str] | None = None) -> None:
+# The types whose sequence-classification head reads each text's end token (BART's, T5's: "Each example must contain
+# at least one <eos> token"), as their own tokenizers end every text with it: their text-classification rows' word
+# tokenizer does too.
+END_TOKEN_TYPES = ("bart", "mbart", "mvp", "plbart", "bigbird_pegasus", "t5", "mt5", "umt5")
+
+
+def write_tokenizer(directory: str, vocab_size: int, input_names: list[str] | None = None,
+                    ends: bool = False) -> None:
     """A whitespace word-level tokenizer over ``vocab_size`` ids, saved as transformers and onnxruntime-genai
-    read it: ``<pad>`` 0, ``<s>`` 1, ``</s>`` 2, then the words ``w3``, ``w4``...; it gives ``input_names``."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    read it: ``<pad>`` 0, ``<s>`` 1, ``</s>`` 2, then the words ``w3``, ``w4``...; it gives ``input_names``, and
+    ends each text with ``</s>`` where ``ends``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
     words = {"<pad>": 0, "<s>": 1, "</s>": 2}
     words.update({f"w{i}": i for i in range(3, vocab_size)})
     tok = Tokenizer(models.WordLevel(words, unk_token="<pad>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    if ends:
+        tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])
     tok.save(os.path.join(directory, "tokenizer.json"))
     settings = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
                 "pad_token": "<pad>", "unk_token": "<pad>", "model_max_length": 512}
@@ -359,9 +369,10 @@ def build_and_run(task: str, model_type: str, class_name: str, row: dict[str, An
             eager_of = lambda m: eager_encoder(m, enc)  # noqa: E731
         else:
             row["tokenizer_gives"] = tokenizer_inputs(model_type)
-            write_tokenizer(directory, vocab, row["tokenizer_gives"])
+            ends = task == "text-classification" and model_type in END_TOKEN_TYPES
+            write_tokenizer(directory, vocab, row["tokenizer_gives"], ends=ends)
             enc = encode(directory, vocab)
-            row["encoding"] = sorted(enc)
+            row["encoding"] = sorted(enc) + (["</s> at each end"] if ends else [])
             eager_of = lambda m: eager_encoder(m, enc)  # noqa: E731
         cb.redraw_weights(model)
         row["weights"] = "redrawn"
