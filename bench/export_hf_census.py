@@ -132,18 +132,19 @@ END_TOKEN_TYPES = ("bart", "mbart", "mvp", "plbart", "bigbird_pegasus", "t5", "m
 
 
 def write_tokenizer(directory: str, vocab_size: int, input_names: list[str] | None = None,
-                    ends: bool = False) -> None:
+                    ends: int | None = None) -> None:
     """A whitespace word-level tokenizer over ``vocab_size`` ids, saved as transformers and onnxruntime-genai
     read it: ``<pad>`` 0, ``<s>`` 1, ``</s>`` 2, then the words ``w3``, ``w4``...; it gives ``input_names``, and
-    ends each text with ``</s>`` where ``ends``."""
+    ends each text with the token of id ``ends`` where given (the model's end token)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
     words = {"<pad>": 0, "<s>": 1, "</s>": 2}
     words.update({f"w{i}": i for i in range(3, vocab_size)})
     tok = Tokenizer(models.WordLevel(words, unk_token="<pad>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    if ends:
-        tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])
+    if ends is not None:
+        end = {i: word for word, i in words.items()}[ends]
+        tok.post_processor = processors.TemplateProcessing(single=f"$A {end}", special_tokens=[(end, ends)])
     tok.save(os.path.join(directory, "tokenizer.json"))
     settings = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
                 "pad_token": "<pad>", "unk_token": "<pad>", "model_max_length": 512}
@@ -369,10 +370,13 @@ def build_and_run(task: str, model_type: str, class_name: str, row: dict[str, An
             eager_of = lambda m: eager_encoder(m, enc)  # noqa: E731
         else:
             row["tokenizer_gives"] = tokenizer_inputs(model_type)
-            ends = task == "text-classification" and model_type in END_TOKEN_TYPES
+            eos = getattr(text, "eos_token_id", None)
+            ends = eos if task == "text-classification" and model_type in END_TOKEN_TYPES and isinstance(
+                eos, int) and 0 <= eos < vocab else None
             write_tokenizer(directory, vocab, row["tokenizer_gives"], ends=ends)
+            row["tokenizer_ends"] = ends
             enc = encode(directory, vocab)
-            row["encoding"] = sorted(enc) + (["</s> at each end"] if ends else [])
+            row["encoding"] = sorted(enc)
             eager_of = lambda m: eager_encoder(m, enc)  # noqa: E731
         cb.redraw_weights(model)
         row["weights"] = "redrawn"
@@ -441,7 +445,7 @@ def save_checkpoint(task: str, model: Any, directory: str, vocab: int, row: dict
     try:
         model.save_pretrained(directory)
         if task not in IMAGE_TASKS:
-            write_tokenizer(directory, vocab, row.get("tokenizer_gives"))
+            write_tokenizer(directory, vocab, row.get("tokenizer_gives"), ends=row.get("tokenizer_ends"))
     except Exception as exc:  # noqa: BLE001
         row["reason"] = first_line(exc)
         return False
