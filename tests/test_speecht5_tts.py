@@ -203,3 +203,18 @@ def test_transformers_js_speaks_as_transformers(folders, tmp_path) -> None:
     with open(os.path.join(folders["vocoder"], "config.json"), encoding="utf-8") as f:
         assert json.load(f)["model_type"] == "hifigan"  # as transformers.js's registry names it
     np.testing.assert_allclose(np.array(got["pipeline"]["audio"], np.float32), spoken.numpy(), atol=1e-5, rtol=1e-4)
+
+
+def test_a_truncated_checkpoint_is_refused_with_onnxports_error(tmp_path) -> None:
+    """A weight file cut short (a download interrupted) is an onnxport error naming the file transformers could not
+    read, and nothing is written."""
+    directory = str(tmp_path / "tts")
+    write_tts(directory)
+    weights = os.path.join(directory, "model.safetensors")
+    with open(weights, "rb+") as f:
+        f.truncate(os.path.getsize(weights) // 2)
+    refused = "transformers cannot load .* as SpeechT5ForTextToSpeech"
+    with pytest.raises(onnxport.InvalidInputError, match=refused) as err:
+        export_hf(directory, "text-to-audio", tmp_path / "out", target="transformers.js", dtypes="fp32")
+    assert "weight files are whole" in err.value.fix
+    assert not (tmp_path / "out" / "onnx").exists()

@@ -63,6 +63,7 @@ from onnxport.hf.examples import CTC_SPEECH, ENCODED_TASKS, ENCODER_DECODER_FEAT
 from onnxport.hf.forecasting import TASK as FORECASTING
 from onnxport.hf.forecasting import forecaster_class
 from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless, warn_states_genai_does_not_feed
+from onnxport.hf.loading import load_pretrained
 from onnxport.hf.mask_generation import check_mask_generation, export_mask_generation
 from onnxport.hf.multimodal import ONNXRUNTIME, TRANSFORMERS_JS, VlmPrograms, check_supported, export_multimodal
 from onnxport.hf.multimodal.components import images_encoded
@@ -330,7 +331,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         elif streaming:
             model, weights = stream.meta_model(model_dir, auto, config, **built)
         else:
-            model = _load(getattr(transformers, auto), model_dir, config, built)
+            model = load_pretrained(getattr(transformers, auto), model_dir, config,
+                                    f"a model for {task} (its head included)", **built)
     except OnnxportError:
         raise
     except Exception as exc:  # noqa: BLE001 - a file transformers or safetensors cannot read (truncated, ...)
@@ -520,20 +522,6 @@ def _images_encoded(auto: str, config: Any) -> bool:
     with contextlib.suppress(KeyError, AttributeError, ValueError):
         cls = cls._model_mapping[type(config)]
     return images_encoded(cls, config)
-
-
-def _load(cls: Any, directory: str, config: Any, built: dict[str, Any]) -> torch.nn.Module:
-    """``cls.from_pretrained`` of ``directory``, refusing a checkpoint that lacks weights of the model (transformers
-    would initialise them at random, and the export would hold them)."""
-    model, info = cls.from_pretrained(directory, config=config, local_files_only=True, output_loading_info=True,
-                                      **built)
-    missing = sorted(info.get("missing_keys") or ())
-    if missing:
-        raise InvalidInputError(
-            f"the checkpoint lacks {len(missing)} weights of {type(model).__name__} "
-            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): transformers would initialise them "
-            "at random", fix="check that the directory holds this task's model (its head included)")
-    return model.eval()
 
 
 @contextlib.contextmanager

@@ -42,9 +42,10 @@ import torch
 
 from onnxport import metadata
 from onnxport.arguments import check_output_folder
-from onnxport.errors import InvalidInputError, OnnxportError
+from onnxport.errors import InvalidInputError
 from onnxport.hf import transformers_js
 from onnxport.hf._encodec_decoder import decoder_symbolic
+from onnxport.hf.loading import load_pretrained
 from onnxport.hf.seq2seq import DecoderPart, Seq2SeqPrograms
 from onnxport.program import OnnxProgram
 
@@ -215,22 +216,8 @@ def _load(directory: str, config: Any, precision: torch.dtype | None) -> torch.n
     import transformers
 
     built = {"dtype": torch.float32 if precision == torch.float16 else precision} if precision is not None else {}
-    try:
-        model, info = transformers.MusicgenForConditionalGeneration.from_pretrained(
-            directory, config=config, local_files_only=True, output_loading_info=True, **built)
-    except OnnxportError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a file transformers or safetensors cannot read
-        raise InvalidInputError(f"transformers cannot load {directory} as MusicgenForConditionalGeneration: "
-                                f"{type(exc).__name__}: {exc}"[:600], fix="check that the directory holds a MusicGen "
-                                "checkpoint, and that its weight files are whole") from None
-    missing = sorted(info.get("missing_keys") or ())
-    if missing:
-        raise InvalidInputError(
-            f"the checkpoint lacks {len(missing)} weights of MusicgenForConditionalGeneration "
-            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): transformers would initialise them "
-            "at random", fix="check that the directory holds the whole MusicGen checkpoint")
-    return model.eval()
+    return load_pretrained(transformers.MusicgenForConditionalGeneration, directory, config,
+                           "a whole MusicGen checkpoint", **built)
 
 
 def _copy(directory: str, out: str, names: Sequence[str]) -> None:

@@ -57,6 +57,7 @@ from typing import Any
 import torch
 
 from onnxport.errors import InvalidInputError
+from onnxport.hf.loading import load_pretrained
 
 __all__ = ["DECODER", "ENCODER", "TYPES", "VOCODER", "check_speech_synthesis", "export_folder",
            "export_speech_synthesis", "sessions", "sessions_of"]
@@ -223,13 +224,8 @@ def export_folder(directory: str, out: str, config: Any, *, engine: Any, streami
     check_output_folder(out, transformers_js.file_names(sessions_of(config), dtypes))
     vocoder = config.model_type in VOCODER_TYPES
     cls = transformers.SpeechT5HifiGan if vocoder else transformers.SpeechT5ForTextToSpeech
-    model, info = cls.from_pretrained(directory, config=config, local_files_only=True, output_loading_info=True,
-                                      dtype=torch.float32)
-    missing = sorted(info.get("missing_keys") or ())
-    if missing:
-        raise InvalidInputError(f"the checkpoint lacks {len(missing)} weights of {cls.__name__} ({missing[0]}, ...): "
-                                "transformers would initialise them at random",
-                                fix="check that the directory holds a SpeechT5ForTextToSpeech or SpeechT5HifiGan")
+    model = load_pretrained(cls, directory, config, "a SpeechT5ForTextToSpeech or SpeechT5HifiGan checkpoint",
+                            dtype=torch.float32)
     programs = export_speech_synthesis(model, target=engine, **options)
     files = sessions(programs)
     for prog in files.values():
