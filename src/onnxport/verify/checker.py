@@ -35,6 +35,7 @@ from onnxport.verify.integer import (
     quantized_output_steps,
     saturating_integer_products,
 )
+from onnxport.verify.rounding import float_rounding
 from onnxport.verify.session import initializer_bytes
 
 __all__ = ["Checker", "session_level"]
@@ -98,6 +99,7 @@ class Checker:
         self.failing: tuple[list[torch.Tensor], Any] | None = None  # the first set onnxruntime failed on, expected
         self.mismatched: tuple[list[torch.Tensor], Any] | None = None  # the first set it computed wrong, expected
         self.mismatched_runs: list[tuple[list[torch.Tensor], Any, Any]] = []  # a few: inputs, expected, outputs
+        self.mismatched_calls: list[tuple[tuple, dict[str, Any], Any, Any]] = []  # the same as args and kwargs
         self.session_seconds = 0.0  # building the onnxruntime session (in the child, while eager PyTorch runs)
         self.crash: Crashed | None = None  # what ended the session, if onnxruntime crashed
         self.failure = ""  # the first onnxruntime error (or crash) on a set, for the diagnosis
@@ -193,6 +195,7 @@ class Checker:
                 self.mismatched = (tensors, expected)
             if len(self.mismatched_runs) < _MISMATCHED_RUNS and not isinstance(actual, Exception):
                 self.mismatched_runs.append((tensors, expected, actual))
+                self.mismatched_calls.append((args, kwargs, expected, actual))
         if derived is not None and not all(c.ok for c in checks) and not isinstance(actual, Exception):
             start = time.perf_counter()
             expected = self._eager(args, kwargs)  # the rows were not what the model computes: eager decides
@@ -398,6 +401,9 @@ class Checker:
         elif not result.ok and not result.skipped and integer_kernels(self.program.model):
             self._diagnose_levels(self.mismatched)
             self._integer_rounding()
+        elif not result.ok and not result.skipped and not self.failure and not self._draws:
+            result.float_rounding = float_rounding(self.model, self.program.output_names, self.program.onnx_leaves,
+                                                   self.mismatched_calls, [o for o in result.outputs if not o.ok])
         result.seconds = self.budget.seconds
         result.time_split = {"session": self.session_seconds, **self._split}
         result.budget_seconds = self.budget.limit

@@ -43,7 +43,7 @@ class OutputCheck:
     ok: bool
     problem: str = ""
     random: bool = False  # fed by random ops: only its shape and dtype were compared
-    note: str = ""  # how an output beyond its tolerance was judged right (see Checker._integer_rounding)
+    note: str = ""  # how an output beyond its tolerance was judged right (Checker._integer_rounding, rounding)
 
     def __str__(self) -> str:
         status = ("ok" + (f" ({self.note})" if self.note else "")) if self.ok else f"MISMATCH {self.problem}".rstrip()
@@ -86,6 +86,7 @@ class Verification:
     time_split: dict[str, float] = dataclasses.field(default_factory=dict)
     reference: Any = dataclasses.field(default=None, repr=False, compare=False)  # the example's eager outputs
     integer_rounding: str = ""  # quantized outputs judged by onnxruntime's level 'basic' (see Checker)
+    float_rounding: str = ""  # float32 outputs judged by eager PyTorch in float64 (see rounding)
     draws_fed: int = 0  # the random draws of the model fed eager PyTorch's own on each set (see draws)
 
     @property
@@ -123,7 +124,7 @@ class Verification:
         cost = [f"  {self.cost}"] if self.seconds else []
         runs = [f"  inputs: {r}" for r in self.runs]
         branches = [textwrap.indent(str(self.branches), "  ")] if self.branches is not None else []
-        rounding = [f"  {self.integer_rounding}"] if self.integer_rounding else []
+        rounding = [f"  {note}" for note in (self.integer_rounding, self.float_rounding) if note]
         fed = self.draws_fed
         draws = [f"  random draws: the model's {fed} (randn, rand) fed eager PyTorch's own on each set, outputs "
                  "compared value for value; the file draws its own"] if fed else []
