@@ -71,3 +71,30 @@ def test_transformers_is_untouched_after_a_cache_export_and_a_failed_one() -> No
     with pytest.raises(onnxport.OnnxportError):
         onnxport.export(model, (), step, dynamic_shapes={"input_ids": {1: torch.export.Dim("s", max=1)}})
     assert _state(model) == before
+
+
+def test_experts_looping_in_python_export_as_batched_matmuls() -> None:
+    """A model that keeps transformers' eager experts by default (the OpenAI privacy filter, for its accumulation
+    order) loops in Python over the experts a batch hits, a count torch.export cannot carry: captured with
+    batched matmuls, and its config restored."""
+    if not hasattr(transformers, "OpenAIPrivacyFilterConfig"):
+        pytest.skip("this transformers has no OpenAI privacy filter")
+    config = transformers.OpenAIPrivacyFilterConfig(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_local_experts=4, num_experts_per_tok=2, num_labels=5,
+        pad_token_id=0)
+    torch.manual_seed(0)
+    model = transformers.OpenAIPrivacyFilterForTokenClassification(config).eval()
+    assert model.config._experts_implementation == "eager"
+    ids = torch.randint(1, 128, (2, 7))
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    dims = {0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC}
+    prog = onnxport.export(model, (), {"input_ids": ids, "attention_mask": mask},
+                           dynamic_shapes={"input_ids": dims, "attention_mask": dims})
+    assert model.config._experts_implementation == "eager"
+    other = torch.randint(1, 128, (1, 11))
+    with torch.no_grad():
+        expected = model(input_ids=other, attention_mask=torch.ones_like(other)).logits
+    torch.testing.assert_close(prog(input_ids=other, attention_mask=torch.ones_like(other))["logits"], expected,
+                               atol=1e-4, rtol=1e-4)

@@ -2,9 +2,11 @@
 
 Written for transformers 5.x. Mixture-of-experts layers dispatch on ``config._experts_implementation``;
 the default ``"grouped_mm"`` runs, on CPU, an opaque custom op (``transformers::grouped_mm_fallback``)
-fed by ``torch.histc``, which no ONNX runtime has. ``"batched_mm"`` computes the same with gathers and
-batched matmuls, which translate to plain ONNX. The switch is made on the model's configs for the
-duration of the capture and undone on every path; the user's model is left as it was.
+fed by ``torch.histc``, which no ONNX runtime has; ``"eager"`` (the default of a model that chose it for its
+accumulation order, the OpenAI privacy filter) loops in Python over the experts a batch hits, a number that is
+data. ``"batched_mm"`` computes the same with gathers and batched matmuls, which translate to plain ONNX. The
+switch is made on the model's configs for the duration of the capture and undone on every path; the user's
+model is left as it was.
 
 Attention masks that combine mask functions are built without ``torch.vmap`` during the capture
 (:func:`_masks_without_vmap`): functorch's batching ops have no ONNX form.
@@ -79,7 +81,7 @@ from onnxport.hf.signature import cache_argument
 __all__ = ["patched", "widened_decode_step"]
 
 _EXPORTABLE_EXPERTS = "batched_mm"
-_OPAQUE_EXPERTS = ("grouped_mm",)
+_OPAQUE_EXPERTS = ("grouped_mm", "eager")
 
 
 @contextlib.contextmanager
