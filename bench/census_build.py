@@ -199,6 +199,7 @@ def shrink(d: dict[str, Any]) -> dict[str, Any]:
             out[key] = value
     _remap_token_ids(out, out.get("vocab_size"))
     _fix_consistency(orig, out)
+    _fit_pooled_tokens(out)
     _fix_rope(out)
     n_new0 = next((out[k] for k in ("num_hidden_layers", "num_layers") if isinstance(out.get(k), int)), None)
     if isinstance(out.get("per_layer_config"), dict) and n_new0:
@@ -216,6 +217,18 @@ def shrink(d: dict[str, Any]) -> dict[str, Any]:
             kept = sorted({v for v in value if v < n_new})
             out[key] = kept or [n_new - 1]
     return out
+
+
+def _fit_pooled_tokens(out: dict[str, Any]) -> None:
+    """Rows per image pooled from the vision tower's patches (Gemma 3's ``mm_tokens_per_image``, 256) made a
+    quarter of the tiny image's patches: 256 rows of a 64-pixel image in 8-pixel patches would pool by 0."""
+    vision = out.get("vision_config")
+    tokens = out.get("mm_tokens_per_image")
+    if not isinstance(vision, dict) or not isinstance(tokens, int):
+        return
+    side, patch = vision.get("image_size"), vision.get("patch_size")
+    if isinstance(side, int) and isinstance(patch, int) and patch and tokens > (side // patch) ** 2 // 4:
+        out["mm_tokens_per_image"] = max(1, (side // patch // 2) ** 2)
 
 
 def _fix_consistency(orig: dict[str, Any], out: dict[str, Any]) -> None:
@@ -287,8 +300,6 @@ def _fix_rope(d: dict[str, Any]) -> None:
             new = [max(1, v * half // total) for v in sec]
             new[-1 if sec[0] == sec[1] else 0] += half - sum(new)  # ERNIE's [h, w, t] keeps h and w alike
             holder["mrope_section"] = new
-        if isinstance(holder.get("partial_rotary_factor"), float):
-            pass
 
 
 def config_class(model_type: str) -> type:
@@ -315,10 +326,7 @@ def tiny_config(model_type: str, keep_layers: bool = False, settings: dict[str, 
         for name in parents:
             holder = holder[name]
         holder[key] = value
-    cfg = cls.from_dict(d)
-    for name in ("_attn_implementation",):
-        pass
-    return cfg
+    return cls.from_dict(d)
 
 
 def model_class(model_type: str) -> type:

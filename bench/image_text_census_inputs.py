@@ -5,9 +5,8 @@ type's transformers processor (most need torchvision, which is not installed her
 - ``build``: ``census_build.tiny_config`` (image size at most 64, patches of 8), bos/eos/pad set as
   ``export_hf_census.set_token_ids`` sets them, and the config's other special ids (``image_token_id``,
   ``video_token_id``, ``boi_token_index``, ...) that lie past the text vocabulary or on bos/eos/pad moved to distinct
-  ids at its top; the vision layers a projector reads clamped to the tiny tower's, the pooled rows per image
-  (``mm_tokens_per_image``) to a quarter of the tiny image's patches, LLaVA-NeXT's grid pinpoints to the tiny side,
-  a vision config added where the config's defaults hold none (Gemma 4); the mapping's class, seeded.
+  ids at its top; the vision layers a projector reads clamped to the tiny tower's, LLaVA-NeXT's grid pinpoints to the
+  tiny side, a vision config added where the config's defaults hold none (Gemma 4); the mapping's class, seeded.
 - ``write_tokenizer``: a whitespace word-level tokenizer over the text vocabulary (``<pad>`` 0, ``<s>`` 1, ``</s>``
   2, each special id named after its key, ``<image>`` for the image token, then ``w3``...), padding on the left.
 - ``write_image_processor``: the type's image processor as ``export_hf_census_images.write_processor`` saves it
@@ -89,18 +88,6 @@ def place_special_ids(config: Any) -> dict[str, list[int]]:
             setattr(config, key, moved[value])
             changed[key] = [value, moved[value]]
     return changed
-
-
-def fit_pooled_tokens(config: Any) -> list[int] | None:
-    """A config that pools an image's patches to ``mm_tokens_per_image`` (Gemma 3's 256) made to pool the tiny
-    image's patches to a quarter of them: 256 tokens of a 64-pixel image in 8-pixel patches would pool by 0."""
-    holder = _holder_of(config, "mm_tokens_per_image")
-    tokens, side, patch = (getattr(holder, "mm_tokens_per_image", None), _config_int(config, "image_size"),
-                           _config_int(config, "patch_size"))
-    if not all(isinstance(v, int) for v in (tokens, side, patch)) or tokens <= (side // patch) ** 2 // 4:
-        return None
-    holder.mm_tokens_per_image = max(1, (side // patch // 2) ** 2)
-    return [tokens, holder.mm_tokens_per_image]
 
 
 def fit_feature_layers(config: Any) -> dict[str, list[Any]]:
@@ -232,9 +219,6 @@ def build(model_type: str, class_name: str, row: dict[str, Any]) -> tuple[Any, A
     changed = set_token_ids(config)
     if changed:
         row["token_ids_set"] = changed
-    pooled = fit_pooled_tokens(config)
-    if pooled:
-        row["tokens_per_image_set"] = pooled
     if isinstance(getattr(config, "image_grid_pinpoints", None), list):  # LLaVA-NeXT's any-resolution grids
         side = _config_int(config, "image_size") or SIDE
         row["grid_pinpoints_set"] = [[side, side], [side, 2 * side], [2 * side, side]]
@@ -295,14 +279,6 @@ def _vision(config: Any) -> Any:
         if vision is not None and not isinstance(vision, str):
             return vision
     return config
-
-
-def _holder_of(config: Any, key: str) -> Any:
-    """The config, or its sub-config (T5Gemma 2's encoder), that holds ``key``."""
-    for holder in (config, getattr(config, "encoder", None)):
-        if holder is not None and not isinstance(holder, str) and isinstance(getattr(holder, key, None), int):
-            return holder
-    return None
 
 
 def _config_int(config: Any, *names: str) -> int | None:
