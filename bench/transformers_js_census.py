@@ -156,9 +156,9 @@ FEATURES_OF = {"pixel_values": "image-feature-extraction", "input_values": "audi
 
 
 def _features_row(row: dict[str, Any], names: Any) -> None:
-    """A feature-extraction row of the bare model of an image or audio encoder (ViTModel, Wav2Vec2Model): given the
-    inputs of image features or of an audio encoder (``features_of``); a model reading text and images together
-    (CLIPModel) is not covered."""
+    """A feature-extraction row of the bare model of an image or audio encoder (ViTModel, Wav2Vec2Model), given the
+    inputs of image features or of an audio encoder, or of one that reads texts and images apart (CLIPModel), given
+    those of zero-shot image classification (``features_of``)."""
     import inspect
 
     import transformers
@@ -168,10 +168,12 @@ def _features_row(row: dict[str, Any], names: Any) -> None:
     if "input_ids" in params and row["model_class"] is not None:
         return
     of = next((task for name, task in FEATURES_OF.items() if name in params), None)
-    if "input_ids" in params:
-        row["not_covered"] = ("its features are of text and images (or audio) together, which this census does not "
-                              "feed" if of is not None else "a model of token ids whose config holds no vocabulary "
-                              "size by default, which the census's text rows need")
+    if "input_ids" in params and of == "image-feature-extraction":
+        of = "zero-shot-image-classification"
+    elif "input_ids" in params:
+        row["not_covered"] = ("its features are of text and audio together, which this census does not feed"
+                              if of is not None else "a model of token ids whose config holds no vocabulary size by "
+                              "default, which the census's text rows need")
         return
     if of is None:
         row["not_covered"] = "its forward reads neither text, images nor audio"

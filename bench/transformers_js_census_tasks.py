@@ -13,7 +13,9 @@ the inputs, the eager run, and what Node is asked (a call of the class, or a gre
   row also gets a character vocabulary (``vocab.json``, as transformers' CTC tokenizer saves it).
 - ``image-feature-extraction``, ``image-to-image``: the image processor and batch of ``export_hf_census_images.py``;
   ``zero-shot-object-detection``: its first image and the tokenizer's padded batch of the census's sentences as
-  the queries; ``mask-generation``: its first image and two prompts of two points (one a negative point).
+  the queries; the features of a model of texts and images apart (CLIPModel, exported for ``feature-extraction``):
+  the images and the sentences; ``mask-generation``: its first image and two prompts of two points (one a negative
+  point).
 - ``audio-codec`` (Mimi, DAC: their folders' ``encoder_model`` and ``decoder_model``): one clip of 0.9 s as the
   type's feature extractor gives it; the class called (transformers.js encodes, then decodes).
 - ``panoptic-segmentation``, ``universal-segmentation`` (DETR's panoptic head, MaskFormer's: exported for
@@ -281,6 +283,11 @@ def prepare(task: str, spec: dict[str, Any], row: dict[str, Any], save: Any, dir
         elif task == "zero-shot-object-detection":  # one image, two text queries of it (one padded)
             row["preprocessor"] = write_processor(directory, spec["python_type"], config)
             enc = {k: v[:1] for k, v in pixel_inputs(model, config, directory).items()}
+            write_tokenizer(directory, vocab)
+            enc.update(encode(directory, vocab))
+        elif task == "zero-shot-image-classification":  # (CLIPModel's features) two images, two texts (one padded)
+            row["preprocessor"] = write_processor(directory, spec["python_type"], config)
+            enc = pixel_inputs(model, config, directory)
             write_tokenizer(directory, vocab)
             enc.update(encode(directory, vocab))
         elif task == "mask-generation":  # one image, two prompts of two points each

@@ -4,6 +4,8 @@ mask per query (DETR's panoptic head).
 - The bare model of an image encoder (``ViTModel``) or an audio encoder (``Wav2Vec2Model``) is exported on the
   inputs its processor gives (a batch of images, a padded batch of clips with its mask), not on token ids: its
   ``last_hidden_state`` equals transformers' on the processor's own encoding of other images and clips.
+- The bare model of texts and images apart (``CLIPModel``) is exported on both, as zero-shot image classification
+  is: its embeddings and logits equal transformers' on other counts and lengths of texts and another image.
 - ``DetrForSegmentation`` (transformers' ``AutoModelForUniversalSegmentation`` loads it, not
   ``AutoModelForSemanticSegmentation``) exports for image-segmentation with dynamic height and width, bounded by its
   processor's longest edge: its ``pred_masks`` and ``logits`` equal transformers' on a padded batch of two images
@@ -71,6 +73,32 @@ def test_image_and_audio_encoders_export_their_features(tmp_path) -> None:
         want = audio(**clips).last_hidden_state
     got = _run(str(tmp_path / "w2v-out" / "model.onnx"), {k: v.numpy() for k, v in clips.items()})
     _close(got["last_hidden_state"], want)
+
+
+def test_a_model_of_texts_and_images_exports_its_features_of_both(tmp_path) -> None:
+    torch.manual_seed(0)
+    config = transformers.CLIPConfig(
+        text_config={"vocab_size": 99, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                     "num_attention_heads": 2, "max_position_embeddings": 16},
+        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                       "image_size": 32, "patch_size": 8},
+        projection_dim=16)
+    clip = transformers.CLIPModel(config).eval()
+    clip.save_pretrained(tmp_path / "clip")
+    transformers.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(
+        tmp_path / "clip")
+    prog = export_hf(tmp_path / "clip", "feature-extraction", tmp_path / "clip-out")
+    assert {i.name for i in prog.model.graph.inputs} == {"input_ids", "attention_mask", "pixel_values"}
+    ids = torch.randint(3, 99, (3, 9), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones_like(ids)
+    mask[0, -4:] = 0
+    pixels = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = clip(input_ids=ids, attention_mask=mask, pixel_values=pixels)
+    got = _run(str(tmp_path / "clip-out" / "model.onnx"),
+               {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "pixel_values": pixels.numpy()})
+    for name in ("text_embeds", "image_embeds", "logits_per_image"):
+        _close(got[name], getattr(want, name))
 
 
 @pytest.mark.sweep

@@ -548,9 +548,11 @@ def _reads_audio(model: torch.nn.Module) -> bool:
 
 
 def _features_of(model: torch.nn.Module, config: Any) -> tuple[Callable[..., Any], Callable[..., Any]] | None:
-    """The inputs and dynamic shapes of a bare model that reads no text: images or clips; None for a text model."""
+    """The inputs and dynamic shapes of a bare model that reads no text (images or clips), or that reads texts and
+    images apart (CLIPModel: those of zero-shot image classification); None for a text model."""
     if takes(model, "input_ids"):
-        return None
+        return (zero_shot_inputs, zero_shot_dynamic) if takes(model, "pixel_values") and not getattr(
+            config, "is_encoder_decoder", False) else None
     if takes(model, "pixel_values"):  # (DETR's decoder reads its own queries: no ids, encoder-decoder as it is)
         return image_inputs, image_dynamic
     if getattr(config, "is_encoder_decoder", False):  # a speech encoder-decoder's decoder reads ids
@@ -565,7 +567,8 @@ def feature_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     its encoder's inputs (``encoder_decoder_inputs``) and ``decoder_input_ids``, ``DECODER_LENGTH`` tokens of its
     decoder's vocabulary, which its forward needs (but a text model's of :data:`SHIFTED_DECODER_IDS`); for the bare
     model of an image or audio encoder (``ViTModel``, ``Wav2Vec2Model``: no ``input_ids``), a batch of images
-    (``image_inputs``) or of clips (``waveform_inputs``)."""
+    (``image_inputs``) or of clips (``waveform_inputs``); for one of texts and images apart (``CLIPModel``), texts and
+    images (``zero_shot_inputs``)."""
     modality = _features_of(model, config)
     if modality is not None:
         return modality[0](model, config)
