@@ -594,3 +594,35 @@ def test_zero_shot_object_detection_equals_transformers_pipeline(tmp_path) -> No
                                                                                      threshold=0.0)
         assert len(got) == len(expected) > len(labels)
         assert_same(got, expected)
+
+
+def tiny_depth_pro() -> torch.nn.Module:
+    vit = dict(model_type="dinov2", hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+               patch_size=4, image_size=8)
+    config = transformers.DepthProConfig(
+        patch_size=8, fusion_hidden_size=8, use_fov_model=False, intermediate_hook_ids=[0],
+        intermediate_feature_dims=[8], scaled_images_ratios=[0.25, 0.5, 1],
+        scaled_images_overlap_ratios=[0.0, 0.5, 0.25], scaled_images_feature_dims=[8, 8, 8], image_model_config=vit,
+        patch_model_config=vit, fov_model_config=vit)
+    torch.manual_seed(0)
+    return transformers.DepthProForDepthEstimation(config).eval()
+
+
+def test_depth_pro_of_a_dynamic_batch_exports_and_matches_eager_at_another_batch() -> None:
+    # DepthPro counts the patches of each scale with len() of a tensor whose first dim holds the batch: captured
+    # as t.shape[0] (onnxport.capture.rewrite_len), so the batch stays dynamic.
+    model = tiny_depth_pro()
+    prog = onnxport.export(model, (torch.randn(2, 3, 32, 32),), dynamic_shapes=({0: torch.export.Dim.DYNAMIC},))
+    assert prog.report.verification.ok
+    assert [r.kind for r in prog.report.rewrites] == ["len"]
+    pixels = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(prog(pixels).predicted_depth, model(pixels).predicted_depth, atol=1e-3, rtol=1e-3)
+
+
+def test_depth_pro_without_the_rewrite_is_refused_at_its_line_in_transformers() -> None:
+    with pytest.raises(onnxport.CaptureError, match="len\\(\\) of a tensor whose first dim is dynamic") as caught:
+        onnxport.export(tiny_depth_pro(), (torch.randn(2, 3, 32, 32),),
+                        dynamic_shapes=({0: torch.export.Dim.DYNAMIC},), rewrite_control_flow=False)
+    assert caught.value.location.file.endswith("modeling_depth_pro.py")  # the model's file, in a library
+    assert "len(i)" in caught.value.location.code

@@ -5,6 +5,8 @@ treats the pieces unlike one another is caught by verification, not exported wro
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 from torch.export import Dim
@@ -72,3 +74,36 @@ def test_outside_a_capture_nothing_changes():
         assert len(torch.split(torch.ones(5), [2, 3])) == 2
     with pytest.raises(TypeError, match="onnxport captures per-image sizes"):
         Size(torch.ones(2)) + 1
+
+
+class Counted(transformers.PreTrainedModel):
+    """Pieces counted with ``len()`` of tensors whose first dim is dynamic, the counts then the sizes of a split
+    (DepthPro's patches of each scale)."""
+
+    config_class = transformers.PretrainedConfig
+
+    def __init__(self) -> None:
+        super().__init__(transformers.PretrainedConfig())
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, rows: torch.Tensor) -> torch.Tensor:
+        pieces = [rows.reshape(-1, 4), rows[:, :2].reshape(-1, 4)]
+        counts = [len(p) for p in pieces]
+        first, second = torch.split(self.proj(torch.cat(pieces)), counts)
+        return first * len(second)
+
+
+def line_of(text: str) -> int:
+    lines, first = inspect.getsourcelines(Counted.forward)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_len_of_a_dynamic_first_dim_is_read_as_its_size_and_matches_eager_at_other_sizes():
+    model = Counted().eval()
+    prog = onnxport.export(model, (torch.randn(2, 4, 4),), dynamic_shapes=({0: Dim.DYNAMIC},))
+    lines = [line_of("counts = ["), line_of("len(second)")]
+    assert [(r.kind, r.line) for r in prog.report.rewrites] == [("len", line) for line in lines]
+    rows = torch.randn(5, 4, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(prog(rows), model(rows))
+

@@ -16,7 +16,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["NAME", "Refused", "cond", "data", "logical_and", "logical_not", "logical_or", "recording", "while_loop"]
+__all__ = [
+    "NAME", "Refused", "cond", "data", "length", "logical_and", "logical_not", "logical_or", "recording", "while_loop",
+]
 
 # The name under which rewritten functions find this module in their globals while patched.
 NAME = "__onnxport_rt__"
@@ -124,6 +126,12 @@ def data(value: Any) -> Any:
     """``value.data`` as torch.export can trace it: ``detach()`` for a tensor (same storage, no autograd
     history); any other object's own ``.data`` attribute as it is."""
     return value.detach() if isinstance(value, torch.Tensor) else value.data
+
+
+def length(value: Any) -> Any:
+    """``len(value)`` as torch.export can carry it: ``value.shape[0]`` for a tensor (symbolic when that dim is
+    dynamic, where ``len`` must give a Python int); any other object's own ``len``."""
+    return value.shape[0] if isinstance(value, torch.Tensor) and value.dim() > 0 else len(value)
 
 
 class Refused(Exception):

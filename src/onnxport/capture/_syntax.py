@@ -19,7 +19,8 @@ class Rewrite:
     """One rewrite of the user's code, for this export only: where, and the code before and after.
 
     ``kind`` is ``"if"`` (an ``if`` or ``a if t else b`` into ``torch.cond``), ``"while"`` (a ``while``
-    into ``while_loop``) or ``"data"`` (``t.data`` read as ``t.detach()``).
+    into ``while_loop``), ``"data"`` (``t.data`` read as ``t.detach()``) or ``"len"`` (``len(t)`` read as
+    ``t.shape[0]``).
     """
 
     file: str
@@ -41,7 +42,7 @@ class Rewrite:
 class RewriteRefused(Exception):
     """The code at ``line`` cannot be rewritten; ``reason`` says why, ``suggestion`` what to write.
 
-    ``kind`` is the rewrite that was refused (``"if"``, ``"while"`` or ``"data"``), so the error
+    ``kind`` is the rewrite that was refused (``"if"``, ``"while"``, ``"data"`` or ``"len"``), so the error
     raised for it can show the matching form to write by hand.
     """
 

@@ -77,7 +77,8 @@ def model_files(model: torch.nn.Module) -> set[str]:
 
 class ControlFlowRewriter:
     """Rewrites a model's code one failing line at a time: data-dependent ``if`` and ``while``
-    statements into ``torch.cond`` and ``while_loop``, and ``t.data`` into ``t.detach()``.
+    statements into ``torch.cond`` and ``while_loop``, ``t.data`` into ``t.detach()``, and ``len(t)`` into
+    ``t.shape[0]``.
 
     The rewritten code objects are swapped into the functions only inside ``applied()``; outside it
     the user's functions are untouched.
@@ -109,6 +110,10 @@ class ControlFlowRewriter:
         """Read each ``t.data`` at ``location`` as ``t.detach()``; raises ``RewriteRefused`` when it cannot be done."""
         return self._rewrite(location, lambda state: state.rewrite_data(location.line), kind="data")
 
+    def rewrite_len(self, location: SourceLocation) -> Rewrite:
+        """Read each ``len(t)`` at ``location`` as ``t.shape[0]``; raises ``RewriteRefused`` when it cannot be done."""
+        return self._rewrite(location, lambda state: state.rewrite_len(location.line), kind="len")
+
     def _rewrite(self, location: SourceLocation, how: Any, kind: str = "if") -> Rewrite:
         if len(self._log) >= self.limit:
             raise RewriteRefused(f"more than {self.limit} rewrites were needed", location.line, kind=kind)
@@ -124,7 +129,7 @@ class ControlFlowRewriter:
             state = self._rewrites.get(id(fn)) or FunctionRewrite(fn)
             rewrite = how(state)
         except RewriteRefused as refused:
-            refused.kind = "data" if kind == "data" else refused.kind
+            refused.kind = kind if kind in ("data", "len") else refused.kind
             raise
         self._code[id(fn)] = state.compile()
         self._rewrites[id(fn)] = state

@@ -18,7 +18,7 @@ import textwrap
 import types
 from typing import Any
 
-from onnxport.capture import rewrite_data, rewrite_loop
+from onnxport.capture import rewrite_data, rewrite_len, rewrite_loop
 from onnxport.capture._syntax import RT, Rewrite, RewriteRefused, loaded, predicate, rt, stored, walk_scope
 
 __all__ = ["FunctionRewrite", "Rewrite", "RewriteRefused"]
@@ -153,6 +153,10 @@ class FunctionRewrite:
     def rewrite_data(self, line: int) -> Rewrite:
         """Read every ``t.data`` on ``line`` as ``t.detach()`` (see ``rewrite_data``)."""
         return rewrite_data.rewrite_data(self, line)
+
+    def rewrite_len(self, line: int) -> Rewrite:
+        """Read every ``len(t)`` on ``line`` as ``t.shape[0]`` (see ``rewrite_len``)."""
+        return rewrite_len.rewrite_len(self, line)
 
     # -- if statements ---------------------------------------------------------------------------
 

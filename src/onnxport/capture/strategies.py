@@ -19,7 +19,7 @@ import torch
 
 from onnxport.capture import _data_watch, _dim_constraints, _older_torch, _runtime, _specialised, dynamic, integrations
 from onnxport.capture import _deferred as _deferred_guards
-from onnxport.capture import quantized, rewrite_data, rewrite_loop, size_branches
+from onnxport.capture import quantized, rewrite_data, rewrite_len, rewrite_loop, size_branches
 from onnxport.capture._data_watch import reads_data
 from onnxport.capture.patch import ControlFlowRewriter, model_files
 from onnxport.capture.rewrite import RewriteRefused
@@ -209,8 +209,9 @@ def capture(
                 report.attempts.append(Attempt(label, False, _first_line(exc)))
                 errors.append((name, exc))
                 _raise_if_loop_refused(model, exc, errors, rewriter)
-                if rewriter is not None and not strict and (is_data_dependent(exc) or reads_data(exc)):
-                    break  # rewrite the if, while or .data, then start again from non-strict
+                if rewriter is not None and not strict and (is_data_dependent(exc) or reads_data(exc)
+                                                            or rewrite_len.is_dynamic_length(exc)):
+                    break  # rewrite the if, while, .data or len(), then start again from non-strict
                 continue
             report.attempts.append(Attempt(label, True))
             branches: list[Any] = []
@@ -239,6 +240,10 @@ def capture(
             if rewriter is not None and _rewrite_data(model, rewriter, sites, errors):
                 report.rewrites = rewriter.all_rewrites
                 continue
+        if rewriter is not None and rewrite_len.is_dynamic_length(last):
+            _rewrite_len_or_raise(model, rewriter, last)
+            report.rewrites = rewriter.all_rewrites
+            continue
         if rewriter is None or not is_data_dependent(last):
             _raise_if_eager_refuses(model, args, kwargs)
             raise _capture_error(model, errors, rewriter) from None
@@ -301,7 +306,8 @@ def _label(strict: bool, rewriter: ControlFlowRewriter | None, small: list[str])
     return label
 
 
-_KIND_NAMES = {"if": "if(s)", "size": "if(s) on sizes", "while": "while(s)", "data": ".data line(s)"}
+_KIND_NAMES = {"if": "if(s)", "size": "if(s) on sizes", "while": "while(s)", "data": ".data line(s)",
+               "len": "len() line(s)"}
 
 
 def _capturing(model: torch.nn.Module, small: list[str], rewriter: ControlFlowRewriter | None) -> contextlib.ExitStack:
@@ -481,6 +487,22 @@ def _rewrite_or_raise(model: torch.nn.Module, rewriter: ControlFlowRewriter, exc
             attempts=[("non-strict", str(exc))],
             location=where,
             fix=(refused.suggestion + "; " if refused.suggestion else "") + fix,
+        ) from None
+
+
+def _rewrite_len_or_raise(model: torch.nn.Module, rewriter: ControlFlowRewriter, exc: BaseException) -> None:
+    """``len(t)`` of a dynamic first dim, at the model's line ``exc`` names, read as ``t.shape[0]``; else refused."""
+    location = location_from_exception(exc, rewriter.source_files())
+    try:
+        if location is None:
+            raise RewriteRefused("no line of the model's code is in the error's traceback", 0, kind="len")
+        rewriter.rewrite_len(location)
+    except RewriteRefused as refused:
+        where = f" at {location.file}:{refused.line}" if location is not None else ""
+        raise CaptureError(
+            f"cannot capture {type(model).__name__}: the model takes len() of a tensor whose first dim is dynamic"
+            f"{where}, and onnxport cannot read it as t.shape[0]: {refused.reason}",
+            attempts=[("non-strict", str(exc))], location=location, fix=rewrite_len.FIX,
         ) from None
 
 
@@ -731,7 +753,8 @@ def _first_line(exc: BaseException) -> str:
 def _capture_error(
     model: torch.nn.Module, errors: list[tuple[str, BaseException]], rewriter: ControlFlowRewriter | None = None
 ) -> CaptureError:
-    location = next((loc for loc in (location_from_exception(e) for _, e in errors) if loc), None)
+    files = model_files(model)  # a library's modeling file (transformers') is the model's own code too
+    location = next((loc for loc in (location_from_exception(e, files) for _, e in errors) if loc), None)
     text = " ".join(str(e) for _, e in errors)
     rewrites = rewriter.rewrites if rewriter is not None else []
     if rewrites and "cond" in text:
@@ -748,6 +771,9 @@ def _capture_error(
             "write the branch with torch.cond(pred, true_fn, false_fn, (operands,)), or keep the decision "
             "out of forward; see docs/control-flow.md"
         )
+    elif any(rewrite_len.is_dynamic_length(e) for _, e in errors):  # with rewrite_control_flow=False
+        cause = "the model takes len() of a tensor whose first dim is dynamic, which must be a Python int"
+        fix = rewrite_len.FIX + "; or leave rewrite_control_flow on, and onnxport reads it so during export"
     elif "Constraints violated" in text or "specializ" in text:
         cause = "the dynamic shapes asked for cannot hold for this model"
         fix = "follow torch's suggested dynamic_shapes in the error below, or relax the Dim ranges"

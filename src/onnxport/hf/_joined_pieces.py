@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from onnxport.capture.rewrite_len import DynamicLength
+
 __all__ = ["Size", "joined_pieces"]
 
 _SPLITS = (torch.split, torch.Tensor.split, torch.Tensor.split_with_sizes, torch.split_with_sizes)
@@ -72,8 +74,9 @@ class _JoinedPieces(TorchFunctionMode):
             if isinstance(tensor, torch.Tensor) and tensor.dim() >= 1 and _symbolic(tensor.shape[dim]):
                 return _joined(tensor, dim)
         if func is torch.Tensor.__len__ and args[0].dim() >= 1 and _symbolic(args[0].shape[0]):
-            # list(t) asks the length first, as a hint: a TypeError sends it on to iterate (one joined piece)
-            raise TypeError("len() of a tensor whose first dim is dynamic is not a number onnxport can capture")
+            # list(t) asks the length first, as a hint: a TypeError sends it on to iterate (one joined piece);
+            # capture reads a len(t) of the model's own as t.shape[0] (onnxport.capture.rewrite_len)
+            raise DynamicLength()
         if func in _SPLITS:
             sizes = args[1] if len(args) > 1 else kwargs.get("split_size_or_sections", kwargs.get("split_sizes"))
             if isinstance(sizes, (list, tuple)) and len(sizes) == 1 and isinstance(sizes[0], Size):
