@@ -21,7 +21,9 @@ Gated delta-net layers (Qwen3-Next, Qwen3.5, OLMo hybrid) compute a prompt with 
 capture it is replaced (:func:`_scans_swapped`) by :func:`onnxport.hf._delta_rule.chunk_gated_delta_rule`:
 a loop-free inverse, and a ``scan`` over a symbolic number of chunks. Likewise Mamba layers' (Mamba,
 Falcon-Mamba, Jamba, Zamba) ``mamba_selective_scan``, a Python loop over the tokens that fixes the prompt's
-length, by :func:`onnxport.hf._selective_scan.selective_scan`, a ``scan`` over them.
+length, by :func:`onnxport.hf._selective_scan.selective_scan`, a ``scan`` over them; and Mamba-2 mixers' (NemotronH,
+GraniteMoeHybrid, Bamba, Falcon-H1, Zamba2) ``mamba2_chunk_scan``, whose reshape into chunks fixes the example's
+number of chunks, by :func:`onnxport.hf._chunk_scan.mamba2_chunk_scan`, a ``scan`` over a symbolic number of them.
 
 Vision towers that pack every image's patches in one sequence (Qwen2-VL and the families built like it)
 split it per image by sizes that are data (``torch.split(t, lengths.tolist())``); during the capture they
@@ -189,15 +191,17 @@ def _conv_states_padded() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _scans_swapped(model: torch.nn.Module) -> Iterator[None]:
-    """transformers' sequence recurrences that loop in Python, replaced by onnxport's that scan: in every loaded
-    transformers module that defines one (``torch_chunk_gated_delta_rule``, ``mamba_selective_scan``), and in
-    every submodule of ``model`` whose attribute (``chunk_gated_delta_rule``) holds transformers' function (or the
-    kernel wrapper around it); everything is put back on exit."""
+    """transformers' sequence recurrences that loop in Python (or fix the example's number of chunks), replaced by
+    onnxport's that scan: in every loaded transformers module that defines one (``torch_chunk_gated_delta_rule``,
+    ``mamba_selective_scan``, ``mamba2_chunk_scan``), and in every submodule of ``model`` whose attribute
+    (``chunk_gated_delta_rule``) holds transformers' function (or the kernel wrapper around it); everything is put
+    back on exit."""
+    from onnxport.hf._chunk_scan import mamba2_chunk_scan
     from onnxport.hf._delta_rule import chunk_gated_delta_rule
     from onnxport.hf._selective_scan import selective_scan
 
     replacements = {"torch_chunk_gated_delta_rule": (chunk_gated_delta_rule, "chunk_gated_delta_rule"),
-                    "mamba_selective_scan": (selective_scan, None)}
+                    "mamba_selective_scan": (selective_scan, None), "mamba2_chunk_scan": (mamba2_chunk_scan, None)}
     changes = []
     originals: dict[int, tuple[str, Any]] = {}
     for name, module in list(sys.modules.items()):
