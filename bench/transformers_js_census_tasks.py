@@ -285,9 +285,12 @@ def prepare(task: str, spec: dict[str, Any], row: dict[str, Any], save: Any, dir
             enc = {k: v[:1] for k, v in pixel_inputs(model, config, directory).items()}
             write_tokenizer(directory, vocab)
             enc.update(encode(directory, vocab))
-        elif task == "zero-shot-image-classification":  # (CLIPModel's features) two images, two texts (one padded)
-            row["preprocessor"] = write_processor(directory, spec["python_type"], config)
-            enc = pixel_inputs(model, config, directory)
+        elif task == "zero-shot-image-classification":  # (CLIPModel's features) two images, two texts (one padded);
+            # texts alone for a model built without its vision tower (EmbeddingGemma 2's default config)
+            enc = {}
+            if getattr(config, "vision_config", None) is not None:
+                row["preprocessor"] = write_processor(directory, spec["python_type"], config)
+                enc = pixel_inputs(model, config, directory)
             write_tokenizer(directory, vocab)
             enc.update(encode(directory, vocab))
         elif task == "mask-generation":  # one image, two prompts of two points each

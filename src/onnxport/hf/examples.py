@@ -551,8 +551,9 @@ def _features_of(model: torch.nn.Module, config: Any) -> tuple[Callable[..., Any
     """The inputs and dynamic shapes of a bare model that reads no text (images or clips), or that reads texts and
     images apart (CLIPModel: those of zero-shot image classification); None for a text model."""
     if takes(model, "input_ids"):
-        return (zero_shot_inputs, zero_shot_dynamic) if takes(model, "pixel_values") and not getattr(
-            config, "is_encoder_decoder", False) else None
+        images = takes(model, "pixel_values") and not getattr(config, "is_encoder_decoder", False) and any(
+            getattr(config, name, None) is not None for name in ("vision_config", "image_size"))
+        return (zero_shot_inputs, zero_shot_dynamic) if images else None  # (EmbeddingGemma 2 without a tower: text)
     if takes(model, "pixel_values"):  # (DETR's decoder reads its own queries: no ids, encoder-decoder as it is)
         return image_inputs, image_dynamic
     if getattr(config, "is_encoder_decoder", False):  # a speech encoder-decoder's decoder reads ids
