@@ -681,4 +681,6 @@ def test_causal_lms_whose_cache_transformers_js_feeds_otherwise_are_refused_befo
     assert "_conv.${i}.query" in cache_names and "'olmo_hybrid'" in cache_names
     assert ".conv_state`" in cache_names and ".shift_state`" in cache_names  # zaya's
     assert "glm_moe_dsa" not in cache_names and "indexer_key" not in cache_names
-    assert set(_GENERATION_REFUSED) == {"olmo_hybrid", "zaya", "glm_moe_dsa", "qwen3_5_text"}
+    assert "_compressor.${i}.kv`" in cache_names and "'deepseek_v4'" in cache_names  # no compressed entries
+    assert "compressed_kv" not in cache_names and "overlap" not in cache_names
+    assert set(_GENERATION_REFUSED) == {"olmo_hybrid", "zaya", "glm_moe_dsa", "deepseek_v4", "qwen3_5_text"}

@@ -60,7 +60,8 @@ SUPPORTED = ("DynamicCache", "EncoderDecoderCache", "StaticCache")
 # The names of a model's cache argument: from transformers 5.24, then before it.
 CACHE_ARGUMENTS = ("cache", "past_key_values")
 
-__all__ = ["CACHE_ARGUMENTS", "SUPPORTED", "CacheLayerKey", "CacheLengthKey", "Seq2SeqLayerKey", "auto_spec", "conventional_dim_names", "mask_spans_cache", "registered", "supported"]
+__all__ = ["CACHE_ARGUMENTS", "SUPPORTED", "CacheLayerKey", "CacheLengthKey", "Seq2SeqLayerKey", "auto_spec",
+           "conventional_dim_names", "mask_spans_cache", "registered", "supported", "unnamed_state"]
 
 _KINDS = ("key", "value")
 _SEQ2SEQ_KINDS = ("decoder.key", "decoder.value", "encoder.key", "encoder.value")
@@ -285,11 +286,8 @@ class _Layout:
             elif name in _DERIVED:
                 value = None
             elif any(isinstance(v, torch.Tensor) for v in _nested(value)):
-                raise InvalidInputError(
-                    f"past_key_values layer {i} is a {type(layer).__name__} that holds tensors in {name!r}, "
-                    "which onnxport does not know how to name",
-                    fix="export the model without a cache (use_cache=False)",
-                )
+                raise InvalidInputError(f"past_key_values {unnamed_state(layer, i)}",
+                                        fix="export the model without a cache (use_cache=False)")
             elif isinstance(value, dict):
                 value = _Items(value.items())
             settings.append((name, value))
@@ -318,6 +316,19 @@ class _Layout:
         if hasattr(layer, "_sliding_window_tensor"):
             layer._sliding_window_tensor = torch.tensor(layer.sliding_window, dtype=torch.long, device=layer.device)
         return layer
+
+
+def unnamed_state(layer: Any, i: int) -> str | None:
+    """What cache layer ``i`` holds that onnxport cannot name (tensors outside the attributes of
+    :data:`_TENSORS` and :data:`_STATES`), said as an error's text; None when it holds none."""
+    places = {attribute for attribute, _ in _TENSORS + _STATES} | _DERIVED
+    unnamed = [name for name, value in vars(layer).items()
+               if name not in places and any(isinstance(v, torch.Tensor) for v in _nested(value))]
+    if not unnamed:
+        return None
+    known = ", ".join(attribute for attribute, _ in _TENSORS + _STATES)
+    return (f"layer {i} is a {type(layer).__name__} that holds tensors in {', '.join(map(repr, unnamed))}, which "
+            f"onnxport does not know how to name (it names a cache layer's {known})")
 
 
 def _nested(value: Any) -> list[Any]:

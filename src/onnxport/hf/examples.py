@@ -15,6 +15,7 @@ import torch
 
 from onnxport.errors import InvalidInputError
 from onnxport.hf import stream
+from onnxport.hf.cache import unnamed_state
 from onnxport.hf.forecasting import series_dynamic, series_inputs
 from onnxport.hf.genai import check_plain_generation, takes_positions
 from onnxport.hf.signature import cache_argument, cache_of, self_attention_cache
@@ -179,6 +180,12 @@ def generation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     layers = getattr(cache, "layers", None)
     if layers and not any(isinstance(getattr(layer, "keys", None), torch.Tensor) for layer in layers):
         cache = None  # recurrent states alone (Mamba's, in newer transformers): no keys and values genai feeds
+    unnamed = next((why for i, layer in enumerate(layers or ()) if (why := unnamed_state(layer, i))), None)
+    if unnamed is not None:  # DeepSeek V4's compressor state: its buffers' lengths and counts follow the position
+        raise InvalidInputError(
+            f"{type(model).__name__}'s cache cannot be a text-generation model's inputs and outputs: its {unnamed}. "
+            "Without the cache, the model's code would fix to the example's length what it computes from it",
+            fix="generate with transformers; export the bare model for feature-extraction (its features need no cache)")
     if cache is None:  # no cache to take or return: each step runs the whole sequence (see cacheless)
         check_plain_generation(model, prompt)
         cacheless(model)

@@ -257,8 +257,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     why = transformers_js.generation_refusal(config, task) if engine is not None else None
     if why is not None:
         runner = " and run it with onnxruntime-genai or onnxport.generate" if task == "text-generation" else ""
-        raise InvalidInputError(f"transformers.js cannot run a {config.model_type} {task} folder: {why}",
-                                fix=f"export it for onnxruntime (no target){runner}")
+        fix = transformers_js.GENERATION_FIX.get(config.model_type, f"export it for onnxruntime (no target){runner}")
+        raise InvalidInputError(f"transformers.js cannot run a {config.model_type} {task} folder: {why}", fix=fix)
     if engine is not None and task == "text-generation" and transformers_js_text_only(config):
         why = transformers_js_refusal(config)
         if why is not None:
@@ -294,6 +294,10 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         check_mask_generation(config)
     if task == "text-generation" or spec.seq2seq or spec.vlm:
         caching(config)  # a checkpoint saved with "use_cache": false still exports with its cache in and out
+    elif task == "feature-extraction" and not spec.pieces and not getattr(config, "is_encoder_decoder", False):
+        # A bare decoder's features need no cache: with it on (transformers' default) forward builds one and returns
+        # it, extra outputs of no use, and one onnxport cannot always name (DeepSeek V4's compressor buffers).
+        caching(config, on=False)
     if spec.vlm:
         why = None if engine is None else _transformers_js_vlm_refusal(task, config)
         if why is not None:

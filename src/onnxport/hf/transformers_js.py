@@ -45,9 +45,9 @@ from onnxport.program import OnnxProgram
 from onnxport.report import Report
 from onnxport.verify.session import initializer_bytes
 
-__all__ = ["DTYPES", "ENCODER_DECODER_TYPES", "NAME", "SUBFOLDER", "TASKS", "config_settings", "engine_target",
-           "file_names", "merge_decoders", "name_states", "processor_settings", "session_name", "splits_features",
-           "variant", "variants", "write_folder"]
+__all__ = ["DTYPES", "ENCODER_DECODER_TYPES", "GENERATION_FIX", "NAME", "SUBFOLDER", "TASKS", "config_settings",
+           "engine_target", "file_names", "merge_decoders", "name_states", "processor_settings", "session_name",
+           "splits_features", "variant", "variants", "write_folder"]
 
 NAME = "transformers.js"
 SUBFOLDER = "onnx"
@@ -144,8 +144,18 @@ _GENERATION_REFUSED = {
             "holds each layer's key, value, conv_state and recurrent_state",
     "glm_moe_dsa": "it feeds the keys and values of each layer alone, where the model's cache also holds its "
                    "indexer's keys (indexer_key)",
+    "deepseek_v4": "it feeds each layer's keys and values and its compressors' pending tokens (past_compressor.{i}.kv, "
+                   ".gate; past_indexer.{i}.kv, .gate), where transformers' cache also holds the entries compressed so "
+                   "far (compressed_kv), a compressed_sparse_attention layer's overlap (overlap_kv, overlap_gate) and "
+                   "their count (entry_count)",
     "qwen3_5_text": "its Qwen3_5ForCausalLM reads the vision config's spatial_merge_size, which a text checkpoint "
                     "does not have",
+}
+# The refusals above whose fix is not an export for onnxruntime: onnxport refuses that one too.
+GENERATION_FIX = {
+    "deepseek_v4": "generate with transformers: onnxport's export for onnxruntime refuses this cache too (its "
+                   "compressed entries and their count are no inputs and outputs it can name); export the bare model "
+                   "for feature-extraction",
 }
 
 
