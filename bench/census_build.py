@@ -33,7 +33,7 @@ _HIDDEN_KEYS = {
     "projection_dim", "proj_dim", "n_embed", "emb_dim", "out_hidden_size", "embedding_dim", "d_latents",
     "encoder_embed_dim", "decoder_embed_dim", "hidden_channels", "projection_hidden_size", "text_hidden_size",
     "vision_hidden_size", "audio_hidden_size", "cross_attention_hidden_size", "d_kv_model", "n_embd_per_head",
-    "conv_dim_out", "vocab_embed_dim", "mm_hidden_size", "hidden_features",
+    "conv_dim_out", "vocab_embed_dim", "mm_hidden_size", "hidden_features", "fpn_hidden_size",
 }
 _LAYER_KEYS = {
     "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers", "depth",
@@ -207,6 +207,11 @@ def shrink(d: dict[str, Any]) -> dict[str, Any]:
                                    if str(k).isdigit() and int(k) < n_new0}
     # Layer index lists (full-attention layers, cross-attention layers...) must point at existing layers.
     n_new = out.get("num_hidden_layers") if isinstance(out.get("num_hidden_layers"), int) else None
+    vision = out.get("vision_config") if isinstance(out.get("vision_config"), dict) else {}
+    if isinstance(out.get("extract_layers"), (list, tuple)) and isinstance(vision.get("num_hidden_layers"), int) \
+            and n_new is None and not _KEEP_LAYERS:  # CLIPSeg's decoder reads these layers of its vision tower
+        n = vision["num_hidden_layers"]
+        out["extract_layers"] = sorted({v for v in out["extract_layers"] if v < n}) or [n - 1]
     if _KEEP_LAYERS:  # no layer is gone
         n_new = None
     for key, value in list(out.items()):
@@ -240,8 +245,11 @@ def _fix_consistency(orig: dict[str, Any], out: dict[str, Any]) -> None:
     if "coordinate_size" in orig and "shape_size" in orig:  # hidden = 4 coordinate + 2 shape embeddings
         out["coordinate_size"] = out["shape_size"] = 16
         out["hidden_size"] = 96
-    if isinstance(orig.get("qk_rope_head_dim"), int) and "head_dim" in orig:
-        out["head_dim"] = out["qk_rope_head_dim"]
+    rope, nope = orig.get("qk_rope_head_dim"), orig.get("qk_nope_head_dim")
+    for key in ("head_dim", "qk_head_dim"):  # the rope part (DeepSeek's head_dim) or both parts (Mistral 4's)
+        both = isinstance(rope, int) and isinstance(nope, int) and orig.get(key) == rope + nope
+        if isinstance(rope, int) and (key == "head_dim" and key in orig or both):
+            out[key] = out["qk_rope_head_dim"] + (out["qk_nope_head_dim"] if both else 0)
     hidden = out.get("hidden_size") if isinstance(out.get("hidden_size"), int) else None
     if hidden and isinstance(orig.get("mamba_n_heads"), int):  # heads * head dim = expand * hidden
         out["mamba_n_heads"] = HEADS
@@ -250,19 +258,45 @@ def _fix_consistency(orig: dict[str, Any], out: dict[str, Any]) -> None:
             out["mamba_d_head"] = expand * hidden // HEADS
         if isinstance(orig.get("mamba_n_groups"), int):
             out["mamba_n_groups"] = 1
+    if hidden and isinstance(orig.get("mamba_d_ssm"), int) and isinstance(out.get("mamba_d_head"), int) \
+            and isinstance(out.get("mamba_n_heads"), int):  # Falcon-H1: the Mamba width is heads * head dim
+        out["mamba_d_ssm"] = out["mamba_d_head"] * out["mamba_n_heads"]
+    stack, total = orig.get("num_layers_per_stack"), orig.get("num_hidden_layers")
+    if isinstance(stack, int) and isinstance(total, int) and stack and total % stack == 0 and not _KEEP_LAYERS:
+        out["num_layers_per_stack"] = min(stack, LAYERS)  # HRM: the cache counts each stack's layer once a cycle
+        out["num_hidden_layers"] = out["num_layers_per_stack"] * (total // stack)
+    layers = out.get("num_hidden_layers")
+    if "layer_types" in orig and orig["layer_types"] is None and "conv_L_cache" in orig and isinstance(layers, int):
+        out["layer_types"] = ["conv"] * (layers - 1) + ["full_attention"]  # LFM2-MoE leaves them unset: one of each
     if hidden and isinstance(orig.get("expand"), int) and isinstance(orig.get("head_dim"), int) \
             and isinstance(orig.get("num_heads"), int):
         out["num_heads"] = HEADS
         out["head_dim"] = orig["expand"] * hidden // HEADS
         if isinstance(orig.get("n_groups"), int):
             out["n_groups"] = 1
+    for key, value in orig.items():  # depthwise convolutions: a group per channel (Mimi's upsample_groups)
+        if key.endswith("_groups") and isinstance(value, int) and value == orig.get("hidden_size") and hidden:
+            out[key] = hidden
+    emb = orig.get("embedding_size")
+    if isinstance(emb, int) and isinstance(orig.get("hidden_size"), int) and emb < orig["hidden_size"] and hidden \
+            and out.get("embedding_size", 0) >= hidden:  # narrower stays narrower (MobileBERT's head: the difference)
+        out["embedding_size"] = hidden // 2
+    width = orig.get("width_coefficient")
+    if isinstance(width, float) and isinstance(orig.get("depth_coefficient"), float):  # compound scaling: channel
+        out["width_coefficient"], out["depth_coefficient"] = 0.25, 1.0  # lists scaled, the head's too (1280 in B0)
+        if isinstance(orig.get("hidden_dim"), int):
+            out["hidden_dim"] = round(orig["hidden_dim"] / width * 0.25)
     for key in ("out_features", "out_indices"):  # backbone outputs named after layers that are gone
         if orig.get(key) and not isinstance(orig.get("depths"), list) and out.get("num_hidden_layers") != orig.get(
                 "num_hidden_layers"):
             out[key] = [out["num_hidden_layers"]] if key == "out_indices" else None
     if isinstance(orig.get("axial_pos_embds_dim"), list) and hidden:  # the axial factors sum to hidden
         out["axial_pos_embds_dim"] = [hidden // 2, hidden - hidden // 2]
+    widths = orig.get("embed_dim_per_stage")  # (Hiera's stage widths are not shrunk: the first is the stem's)
+    if isinstance(widths, list) and widths and orig.get("hidden_size") == widths[0]:
+        out["hidden_size"] = widths[0]
     bb = out.get("backbone_config")
+    _fix_feature_sizes(orig, out)
     if isinstance(bb, dict) and isinstance(orig.get("reassemble_hidden_size"), int) \
             and isinstance(bb.get("hidden_size"), int):  # Depth Anything's neck reads the backbone's width
         out["reassemble_hidden_size"] = bb["hidden_size"]
@@ -276,6 +310,28 @@ def _fix_consistency(orig: dict[str, Any], out: dict[str, Any]) -> None:
         out["use_pretrained_backbone"] = False
     if orig.get("backbone") and not orig.get("backbone_config") and "use_timm_backbone" in orig:
         out["backbone"] = None
+
+
+def _fix_feature_sizes(orig: dict[str, Any], out: dict[str, Any]) -> None:
+    """SAM 2's and SAM 3's feature map sides follow the backbone's shrunk patch grid, and the prompt encoder's
+    patch is the image over the last map's side (SAM 2's Hiera: 16, four times its patch stride)."""
+    bb, bb_orig = out.get("backbone_config"), orig.get("backbone_config")
+    sizes = orig.get("backbone_feature_sizes")
+    if isinstance(bb, dict) and isinstance(bb_orig, dict) and isinstance(sizes, list):
+        def grid(d: dict[str, Any]) -> float:
+            side, patch = d.get("image_size"), d.get("patch_size") or 1
+            side = side[0] if isinstance(side, list) else side
+            return side / (patch[0] if isinstance(patch, list) else patch) if isinstance(side, int) else 1.0
+
+        ratio = grid(bb) / grid(bb_orig)
+        out["backbone_feature_sizes"] = [[max(1, round(v * ratio)) for v in pair] for pair in sizes]
+        side = bb.get("image_size")
+        if "image_size" not in orig and isinstance(side, (int, list)):  # the one side these maps fit, stated
+            out["image_size"] = side[0] if isinstance(side, list) else side  # where the census reads it (SAM 2)
+    vision, prompt = out.get("vision_config"), out.get("prompt_encoder_config")
+    if isinstance(vision, dict) and isinstance(prompt, dict) and isinstance(prompt.get("image_size"), int) \
+            and vision.get("backbone_feature_sizes") != orig["vision_config"].get("backbone_feature_sizes"):
+        prompt["patch_size"] = prompt["image_size"] // vision["backbone_feature_sizes"][-1][0]
 
 
 # The modeling code's mrope sections where the config names none (by a part of the model type), else [16, 24, 24].
@@ -374,7 +430,7 @@ def redraw_weights(model: torch.nn.Module, seed: int = 0) -> None:
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if not p.is_floating_point():
+            if not p.is_floating_point() or not p.numel():  # (DINOv3's zero register tokens)
                 continue
             if p.dim() > 1:
                 std, mean = p[0].numel() ** -0.5, 0.0
