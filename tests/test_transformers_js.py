@@ -683,4 +683,8 @@ def test_causal_lms_whose_cache_transformers_js_feeds_otherwise_are_refused_befo
     assert "glm_moe_dsa" not in cache_names and "indexer_key" not in cache_names
     assert "_compressor.${i}.kv`" in cache_names and "'deepseek_v4'" in cache_names  # no compressed entries
     assert "compressed_kv" not in cache_names and "overlap" not in cache_names
-    assert set(_GENERATION_REFUSED) == {"olmo_hybrid", "zaya", "glm_moe_dsa", "deepseek_v4", "qwen3_5_text"}
+    assert set(_GENERATION_REFUSED) == {"olmo_hybrid", "zaya", "glm_moe_dsa", "deepseek_v4", "qwen3_5_text",
+                                        "qwen3_5_moe_text"}
+    rope = _read("models/modeling_utils.js")
+    rope = rope[rope.index("'qwen2_vl_text'"):][:1200]  # the text types given the vision rope index
+    assert "'qwen3_5_text'" in rope and "'qwen3_5_moe_text'" in rope and "get_rope_index" in rope

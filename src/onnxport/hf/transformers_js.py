@@ -150,6 +150,8 @@ _GENERATION_REFUSED = {
                    "their count (entry_count)",
     "qwen3_5_text": "its Qwen3_5ForCausalLM reads the vision config's spatial_merge_size, which a text checkpoint "
                     "does not have",
+    "qwen3_5_moe_text": "its Qwen3_5MoeForCausalLM reads the vision config's spatial_merge_size, which a text "
+                        "checkpoint does not have",
 }
 # The refusals above whose fix is not an export for onnxruntime: onnxport refuses that one too.
 GENERATION_FIX = {
