@@ -181,6 +181,13 @@ CASES = [
     OpCase(floordiv_op, args=lambda: (ints(4, 5, low=-30, high=30), nonzero_ints(4, 5)), name="int"),
     OpCase(floordiv_op, args=lambda: (ints(4, 5, low=-30, high=30), 4), name="int_scalar"),
     OpCase(aten.floor_divide.Scalar, args=lambda: (randn(4, 5) * 10, -3.0), name="scalar_overload"),
+    # multiples of the divisor in float, where Floor(Div) lands one off torch's rule, and signed zeros, a zero divisor
+    *[OpCase(torch.div, args=lambda d=d: (torch.arange(-200, 200).float() * d, torch.full((400,), d)),
+             kwargs={"rounding_mode": "floor"}, name=f"floor_multiples_{i}", dtypes=FP)
+      for i, d in enumerate((0.7, -0.3, 1.1))],
+    OpCase(torch.div, args=lambda: (torch.tensor([0.5, -0.5, 0.0, -0.0, 3.0, -3.0]),
+                                    torch.tensor([7.0, 7.0, -2.0, 2.0, 0.0, 0.0])),
+           kwargs={"rounding_mode": "floor"}, name="floor_zeros"),
     # remainder (sign of divisor) and fmod (sign of dividend)
     OpCase(mod_op, args=lambda: (randn(4, 5) * 10, away_from_zero(4, 5) * 3), dtypes=FP),
     OpCase(mod_op, args=lambda: (ints(4, 5, low=-30, high=30), nonzero_ints(4, 5)), name="int", expect_ops=["Mod"]),
@@ -305,3 +312,25 @@ def test_inplace_ops_translate_as_functional() -> None:
     x, y = randn(3, 4), randn(3, 4)
     prog = onnxport.export(M(), (x, y), verify=False)
     torch.testing.assert_close(prog(x, y), M()(x, y))
+
+
+def test_floor_division_of_floats_at_other_batches_equals_torch() -> None:
+    """A held-out fuzz program: floor division of an embedding's scaled rows, twice, exported at batch 1 with a
+    dynamic batch, was off by exactly 1 (values near 107) at batches 2 and 5 where Floor(Div) rounded first."""
+    class Program(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(15)
+            self.emb = torch.nn.Embedding(50, 16)
+            self.register_buffer("idx", torch.tensor([3, 0, 7, 7, 12]))
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            first = torch.div(self.emb(ids) * 5, 0.7, rounding_mode="floor")
+            return torch.div(first[:, :, self.idx] * 5, 0.7, rounding_mode="floor")
+
+    model = Program().eval()
+    ids = torch.randint(0, 50, (1, 6), generator=torch.Generator().manual_seed(0))
+    prog = onnxport.export(model, (ids,), dynamic_shapes=({0: torch.export.Dim.DYNAMIC},))
+    for batch in (2, 5, 9):
+        other = torch.randint(0, 50, (batch, 6), generator=torch.Generator().manual_seed(batch))
+        torch.testing.assert_close(prog(other), model(other), atol=0, rtol=0)
