@@ -423,6 +423,9 @@ def run_row(task: str, model_type: str, class_name: str, row: dict[str, Any], sa
     if not save_checkpoint(task, model, directory, vocab, row, save):
         return
     del model
+    eager = {**eager, **reloaded(task, directory, eager, enc, row.get("prompt"), row)}
+    if task == "text-generation":
+        row["eager_tokens"] = eager["tokens"]
     row["status"] = "timeout"
     save()
     export_cli(task, directory, out, row, deadline)
@@ -435,6 +438,23 @@ def run_row(task: str, model_type: str, class_name: str, row: dict[str, Any], sa
         check_generation(out, row, eager, deadline)
     else:
         check_encoder(out, row, eager, enc, "the image inputs" if task in IMAGE_TASKS else "the tokenizer")
+
+
+def reloaded(task: str, directory: str, eager: dict[str, Any], enc: dict[str, Any], prompt: Any,
+             row: dict[str, Any], run: Any = None) -> dict[str, Any]:
+    """The reference: the model as a user's transformers loads it from ``directory``, run on the same inputs (by
+    ``run`` where given). Not the model in memory: a load can change weights (YouTu's ``_init_weights`` zeroes the
+    pad embedding row at every load), and the file is what was saved; ``eager`` where reloading fails, said so."""
+    import transformers
+
+    try:
+        model = getattr(transformers, row["model_class"]).from_pretrained(directory).eval()
+        if run is not None:
+            return run(model)
+        return eager_generate(model, prompt) if task == "text-generation" else eager_encoder(model, enc)
+    except Exception as exc:  # noqa: BLE001 - the in-memory run stands, said so
+        row["reference"] = f"the model in memory (reloading failed: {first_line(exc)[:160]})"
+        return eager
 
 
 def save_checkpoint(task: str, model: Any, directory: str, vocab: int, row: dict[str, Any], save: Any) -> bool:
