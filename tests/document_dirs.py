@@ -112,3 +112,34 @@ def write_sam(directory: str) -> torch.nn.Module:
                                       mask_size={"longest_edge": 16}, mask_pad_size={"height": 16, "width": 16}
                                       ).save_pretrained(directory)
     return model
+
+
+# SAM 2's image processor settings (64x64 images, the ImageNet normalisation), as transformers' Sam2ImageProcessor
+# would save them: it needs torchvision, which cannot be installed here, so the file is written by hand.
+SAM2_PROCESSOR = {"image_processor_type": "Sam2ImageProcessor", "do_resize": True, "size": {"height": 64, "width": 64},
+                  "mask_size": {"height": 16, "width": 16}, "do_rescale": True, "rescale_factor": 1 / 255,
+                  "do_normalize": True, "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225],
+                  "do_convert_rgb": True, "resample": 2}
+
+
+def write_sam2(directory: str) -> torch.nn.Module:
+    """A tiny SAM 2 (a Hiera encoder on 64x64 images: four stages of width 8 to 64, windowed attention but in one
+    block; embeddings at 16x16, 8x8 and 4x4; a prompt encoder and mask decoder of width 32), its weights spread, and
+    its image processor's settings (:data:`SAM2_PROCESSOR`)."""
+    torch.manual_seed(0)
+    backbone = dict(model_type="sam2_hiera_det_model", hidden_size=8, num_attention_heads=1, image_size=[64, 64],
+                    blocks_per_stage=[1, 1, 2, 1], embed_dim_per_stage=[8, 16, 32, 64],
+                    num_attention_heads_per_stage=[1, 1, 2, 2], window_size_per_stage=[4, 4, 2, 2],
+                    global_attention_blocks=[3], window_positional_embedding_background_size=[2, 2])
+    config = transformers.Sam2Config(
+        vision_config=dict(backbone_config=backbone, backbone_channel_list=[64, 32, 16, 8],
+                           backbone_feature_sizes=[[16, 16], [8, 8], [4, 4]], fpn_hidden_size=32),
+        prompt_encoder_config=dict(hidden_size=32, image_size=64, patch_size=16, mask_input_channels=4),
+        mask_decoder_config=dict(hidden_size=32, mlp_dim=32, num_hidden_layers=2, num_attention_heads=2,
+                                 iou_head_hidden_dim=16))
+    model = transformers.Sam2Model(config).eval()
+    spread(model)
+    model.save_pretrained(directory)
+    with open(os.path.join(directory, "preprocessor_config.json"), "w", encoding="utf-8") as f:
+        json.dump(SAM2_PROCESSOR, f, indent=2)
+    return model

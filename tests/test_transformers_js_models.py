@@ -9,9 +9,9 @@ image-feature-extraction), Moonshine's speech recognition (raw samples of any le
 extractor gives no mask), Cohere ASR's, Wav2Vec2's CTC recognition, Swin2SR's super-resolution (image-to-image),
 VITS's text-to-audio (the tokenizer.json export-hf writes for its Python tokenizer; a checkpoint without noise
 speaks transformers' waveform, a noisy one its own), Donut's document question answering, TrOCR's and ViT-GPT2's
-image-to-text, SAM's masks (its model and processor: transformers.js has no mask-generation pipeline), OWL-ViT's
-and DETR's boxes (on pictures its processor leaves their size: transformers.js resizes otherwise than PIL), all in
-one Node process."""
+image-to-text, SAM's and SAM 2's masks (its model and processor: transformers.js has no mask-generation pipeline),
+OWL-ViT's and DETR's boxes (on pictures its processor leaves their size: transformers.js resizes otherwise than
+PIL), all in one Node process."""
 
 from __future__ import annotations
 
@@ -263,6 +263,31 @@ def _sam(root: str) -> Case:
     return Case("mask-generation", directory, [{"image": paths[0], **prompt} for prompt in prompts], {}, expected)
 
 
+def _sam2(root: str) -> Case:
+    """SAM 2's masks and object scores for the prompts of :func:`_sam` on a picture of its processor's size: its
+    Sam2Model and Sam2Processor. transformers' Sam2ImageProcessor needs torchvision: the picture is rescaled and
+    normalised here as it does, the masks sized as its ``post_process_masks`` sizes them (bilinear, then > 0)."""
+    from tests.document_dirs import SAM2_PROCESSOR, write_sam2
+
+    directory = os.path.join(root, "sam2")
+    model = write_sam2(directory)
+    paths, pictures = _pictures(root, ((64, 64),))
+    mean, std = (torch.tensor(SAM2_PROCESSOR[k]).view(3, 1, 1) for k in ("image_mean", "image_std"))
+    pixels = torch.from_numpy(np.asarray(pictures[0].convert("RGB"), dtype=np.float32)).permute(2, 0, 1)
+    pixels = ((pixels * SAM2_PROCESSOR["rescale_factor"] - mean) / std)[None]
+    prompts = [{"points": [[[[20.0, 30.0]]]]}, {"points": [[[[10.0, 12.0], [40.0, 50.0], [60.0, 5.0]]]],
+                                                  "labels": [[[1, 1, 0]]]}]
+    expected = []
+    for prompt in prompts:
+        labels = torch.tensor(prompt["labels"]) if "labels" in prompt else None
+        with torch.no_grad():
+            out = model(pixel_values=pixels, input_points=torch.tensor(prompt["points"]), input_labels=labels)
+        sized = torch.nn.functional.interpolate(out.pred_masks[0], (64, 64), mode="bilinear", align_corners=False) > 0
+        expected.append({"iou_scores": out.iou_scores, "pred_masks": out.pred_masks, "masks": sized,
+                         "object_score_logits": out.object_score_logits})
+    return Case("mask-generation", directory, [{"image": paths[0], **prompt} for prompt in prompts], {}, expected)
+
+
 def _owlvit(root: str) -> Case:
     """OWL-ViT's boxes for three text queries (one of two words: the queries padded together, where transformers'
     pipeline runs one at a time) on pictures of its processor's size."""
@@ -305,7 +330,8 @@ MAKERS = {"m2m100": _m2m100, "gpt_bigcode": _gpt_bigcode, "gemma3": _gemma3, "ba
           "vit-features": _vit_features, "moonshine": _moonshine, "cohere_asr": _cohere_asr, "vits": _vits,
           "vits-noisy": lambda root: _vits(root, noise=True), "wav2vec2-ctc": _wav2vec2_ctc, "swin2sr": _swin2sr,
           "donut": _donut, "trocr": lambda root: _captioner(root, "trocr"),
-          "vit-gpt2": lambda root: _captioner(root, "vit-gpt2"), "sam": _sam, "owlvit": _owlvit, "detr": _detr}
+          "vit-gpt2": lambda root: _captioner(root, "vit-gpt2"), "sam": _sam, "sam2": _sam2, "owlvit": _owlvit,
+          "detr": _detr}
 
 
 # The cases of the tasks added last also run in fp16 and q8 (transformers.js's default on the wasm backend).
@@ -371,7 +397,7 @@ def test_runs_as_transformers(js, name) -> None:
             np.testing.assert_allclose([g[2] for g in got], [e[2] for e in expected], atol=1e-4)
             continue
         if case.task == "mask-generation":  # tensors as {dims, data}
-            for key in ("iou_scores", "pred_masks"):
+            for key in [k for k in ("iou_scores", "pred_masks", "object_score_logits") if k in expected]:
                 value = np.array(got[key]["data"], dtype=np.float32).reshape(got[key]["dims"])
                 np.testing.assert_allclose(value, expected[key].numpy(), atol=1e-4, rtol=1e-4)
             sized = np.array(got["masks"]["data"]).reshape(got["masks"]["dims"]).astype(bool)

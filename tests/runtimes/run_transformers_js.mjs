@@ -37,8 +37,8 @@ async function call(pipe, task, input, options) {
 }
 
 // mask-generation has no pipeline in transformers.js: its SamModel and processor, as its users call them. Each input is
-// {image: PATH, points: [[[[x, y], ...]]], labels?}; the output, the model's scores and masks and the processor's
-// masks at the image's size.
+// {image: PATH, points: [[[[x, y], ...]]], labels?}; the output, the model's scores and masks (SAM 2's object scores
+// too) and the processor's masks at the image's size.
 async function masks(job) {
   const options = { dtype: job.dtype, local_files_only: true };
   const model = await tjs.AutoModelForMaskGeneration.from_pretrained(job.folder, options);
@@ -47,9 +47,10 @@ async function masks(job) {
   for (const input of job.inputs) {
     const inputs = await processor(await tjs.RawImage.read(input.image),
       { input_points: input.points, input_labels: input.labels ?? null });
-    const { iou_scores, pred_masks } = await model(inputs);
+    const { iou_scores, pred_masks, object_score_logits } = await model(inputs);
     const sized = await processor.post_process_masks(pred_masks, inputs.original_sizes, inputs.reshaped_input_sizes);
-    outputs.push(plain({ iou_scores, pred_masks, masks: sized[0] }));
+    const scored = object_score_logits ? { object_score_logits } : {}; // SAM 2's
+    outputs.push(plain({ iou_scores, pred_masks, masks: sized[0], ...scored }));
   }
   await model.dispose();
   return { outputs };

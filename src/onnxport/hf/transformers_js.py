@@ -473,7 +473,7 @@ _RENAMED_SETTINGS = {"Swin2SRImageProcessor": {"size_divisor": "pad_size"}}
 # The processor transformers.js's AutoProcessor must be told to build (``processor_class``), by image processor type,
 # where the processor does more than its image processor (SAM's scales the prompt's points) and transformers 5 saves
 # no processor_class beside the image processor's settings.
-_PROCESSOR_CLASSES = {"SamImageProcessor": "SamProcessor"}
+_PROCESSOR_CLASSES = {"SamImageProcessor": "SamProcessor", "Sam2ImageProcessor": "Sam2Processor"}
 
 
 # The layer kinds transformers.js reads in a hybrid model's config (getCacheNames in configs.js, written for the
@@ -481,16 +481,31 @@ _PROCESSOR_CLASSES = {"SamImageProcessor": "SamProcessor"}
 # "full_attention": model type -> the config entry that lists them.
 _HYBRID_LAYERS = {"granitemoehybrid": "layer_types", "falcon_h1": "layer_types", "nemotron_h": "layers_block_type"}
 _LAYER_WORDS = {"linear_attention": "mamba", "full_attention": "attention"}
+# The mask-generation types transformers.js runs with its Sam2Model (onnxport.hf.mask_generation).
+_MULTISCALE_SAM = ("sam2", "sam3_tracker")
 
 
 def config_settings(config: Any) -> dict[str, dict[str, Any]]:
     """``write_folder``'s ``settings`` for ``config.json``: the entries transformers.js reads in other words than
-    transformers wrote them (a hybrid model's layer kinds)."""
+    transformers wrote them (a hybrid model's layer kinds), or that transformers does not write (a SAM 2 vision
+    config's ``num_feature_levels``)."""
+    entries = _feature_levels(config)
     key = _HYBRID_LAYERS.get(getattr(config, "model_type", ""))
     kinds = getattr(config, key, None) if key else None
-    if not isinstance(kinds, (list, tuple)) or not any(k in _LAYER_WORDS for k in kinds):
+    if isinstance(kinds, (list, tuple)) and any(k in _LAYER_WORDS for k in kinds):
+        entries[key] = [_LAYER_WORDS.get(k, k) for k in kinds]
+    return {"config.json": entries} if entries else {}
+
+
+def _feature_levels(config: Any) -> dict[str, Any]:
+    """The ``vision_config`` entry a SAM 3 tracker's folder needs: transformers.js's Sam2Model (which its
+    Sam3TrackerModel extends) counts the image embeddings by ``vision_config.num_feature_levels``, which SAM 3's
+    vision config lacks; there, the number of its ``backbone_feature_sizes``. Nothing where the config has it."""
+    vision = getattr(config, "vision_config", None)
+    sizes = getattr(vision, "backbone_feature_sizes", None)
+    if getattr(config, "model_type", None) not in _MULTISCALE_SAM or not sizes or hasattr(vision, "num_feature_levels"):
         return {}
-    return {"config.json": {key: [_LAYER_WORDS.get(k, k) for k in kinds]}}
+    return {"vision_config": {**vision.to_dict(), "num_feature_levels": len(sizes)}}
 
 
 def processor_settings(directory: str) -> dict[str, dict[str, Any]]:
