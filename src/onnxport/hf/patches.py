@@ -8,6 +8,9 @@ data. ``"batched_mm"`` computes the same with gathers and batched matmuls, which
 switch is made on the model's configs for the duration of the capture and undone on every path; the user's
 model is left as it was.
 
+A model that loops over a set of strings (its layer kinds' rotary tables) loops in sorted order during the
+capture (:mod:`onnxport.hf._set_order`): Python orders such a set by hashes that differ from process to process.
+
 Attention masks that combine mask functions are built without ``torch.vmap`` during the capture
 (:func:`_masks_without_vmap`): functorch's batching ops have no ONNX form.
 
@@ -73,6 +76,7 @@ from onnxport.hf._joined_pieces import joined_pieces
 from onnxport.hf._longt5_blocks import blocks_of_any_length
 from onnxport.hf._mimi_codec import mimi_any_length
 from onnxport.hf._packed_attention import packed_attention_on
+from onnxport.hf._set_order import sets_in_order
 from onnxport.hf._sinusoid_tables import tables_of_any_length
 from onnxport.hf._vision_windows import layout_as_tensors
 from onnxport.hf._vitdet_positions import vitdet_any_size
@@ -108,7 +112,7 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
                 _scans_swapped(model), packed_attention_on(model), layout_as_tensors(), grid_convolution_on(), \
                 hunyuan_tower_on(), _joined_in(model), tables_of_any_length(model), conv_lengths_symbolic(model), \
                 blocks_of_any_length(), xvector_pooling_masked(model), mimi_any_length(model), \
-                vitdet_any_size(model):
+                vitdet_any_size(model), sets_in_order():
             yield
     finally:
         for config, value in saved:
