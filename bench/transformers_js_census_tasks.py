@@ -13,13 +13,17 @@ the inputs, the eager run, and what Node is asked (a call of the class, or a gre
   row also gets a character vocabulary (``vocab.json``, as transformers' CTC tokenizer saves it).
 - ``image-feature-extraction``, ``image-to-image``: the image processor and batch of ``export_hf_census_images.py``;
   ``zero-shot-object-detection``: its first image and the tokenizer's padded batch of the census's sentences as
-  the queries; the features of a model of texts and images apart (CLIPModel, exported for ``feature-extraction``):
-  the images and the sentences; ``mask-generation``: its first image and two prompts of two points (one a negative
+  the queries (for Grounding DINO, :data:`ONE_TEXT_PER_IMAGE`, one text of the sentences as phrases ended by
+  "."); the features of a model of texts and images apart (CLIPModel, exported for ``feature-extraction``): the
+  images and the sentences; ``mask-generation``: its first image and two prompts of two points (one a negative
   point).
 - ``audio-codec`` (Mimi, DAC: their folders' ``encoder_model`` and ``decoder_model``): one clip of 0.9 s as the
-  type's feature extractor gives it; the class called (transformers.js encodes, then decodes).
+  type's feature extractor gives it; the class called (transformers.js encodes, then decodes the codes alone: a
+  waveform of whole frames), against transformers' ``decode(encode(input_values).audio_codes)`` (Mimi's forward
+  trims to the input's length, which transformers.js's API does not).
 - ``panoptic-segmentation``, ``universal-segmentation`` (DETR's panoptic head, MaskFormer's: exported for
-  ``image-segmentation``): the image processor and batch of ``export_hf_census_images.py``.
+  ``image-segmentation``): the image processor and batch of ``export_hf_census_images.py``; CLIPSeg's
+  (:data:`PROMPTED_SEGMENTATION`) with the tokenizer's padded batch of the census's sentences, a prompt per image.
 - ``vision2seq`` (a VisionEncoderDecoder: TrOCR's architecture, one picture) and ``document-question-answering``
   (a tiny Donut taught its answers, its DocVQA prompt as the decoder's first ids): greedy ``generate``; the
   vision2seq map's Idefics3 and SmolVLM run as image-text-to-text.
@@ -107,6 +111,13 @@ SETTINGS = {"detr": {"encoder_attention_heads": 8, "decoder_attention_heads": 8}
 # log-mel features; the map names Wav2Vec2's raw samples).
 EXTRACTORS = {"wav2vec2-bert": "SeamlessM4TFeatureExtractor"}
 SPEECH_CLIP = (0.9,)
+# Zero-shot detectors that read one text per image, its labels as phrases ended by "." (id 1012 in BERT's
+# vocabulary, one of Grounding DINO's SPECIAL_TOKENS), not one text per label as OWL-ViT does
+ONE_TEXT_PER_IMAGE = ("grounding-dino", "mm-grounding-dino")
+PHRASE_END = 1012
+# Segmenters of an image by a text prompt (CLIPSeg): transformers.js's users feed the tokenizer's texts with the
+# images (its CLIPSegForImageSegmentation example), transformers' forward one prompt per image
+PROMPTED_SEGMENTATION = ("clipseg",)
 # Generation settings that the model's own generation config may set and a plain greedy search does not use:
 # passed to transformers.js's generate, which would otherwise read them from the folder's generation_config.json.
 PLAIN = {"forced_eos_token_id": None, "forced_bos_token_id": None, "no_repeat_ngram_size": 0,
@@ -230,6 +241,37 @@ def generate_audio(model: Any, enc: dict[str, Any]) -> dict[str, Any]:
     return {"audio_values": audio.double().numpy()}
 
 
+def codec_round_trip(model: Any, enc: dict[str, Any]) -> dict[str, Any]:
+    """A codec's ``decode(encode(input_values).audio_codes)``, no padding mask: what transformers.js's forward of
+    an auto-encoder gives (encode, then decode of the codes alone), a waveform of whole frames. Mimi's own forward
+    trims that to the input's length (its default padding mask), which transformers.js's API does not promise."""
+    import torch
+
+    with torch.no_grad():
+        codes = model.encode(torch.from_numpy(enc["input_values"])).audio_codes
+        audio = model.decode(audio_codes=codes).audio_values
+    return {"audio_values": audio.double().numpy()}
+
+
+def _unmasked(eager: dict[str, Any]) -> dict[str, Any]:
+    """The outputs with their -inf (Grounding DINO's logits past its text and at its padding, masked by design) as
+    0: what is left must be finite."""
+    import numpy as np
+
+    return {k: np.where(np.isneginf(v), 0.0, v) if isinstance(v, np.ndarray) else v for k, v in eager.items()}
+
+
+def _phrases(directory: str, vocab: int) -> dict[str, Any]:
+    """The census's sentences as one text of phrases, each ended by the id of BERT's ``.`` (which Grounding DINO
+    reads as the end of a phrase: its text attention stays within one), as its processor and transformers.js's
+    users write the labels ("a cat. a remote control.")."""
+    from export_hf_census import _sentences
+    from transformers import AutoTokenizer
+
+    text = " ".join(f"{s} w{PHRASE_END}" for s in _sentences(vocab))
+    return dict(AutoTokenizer.from_pretrained(directory)(text, return_tensors="np"))
+
+
 def _decoder_ids(model: Any, batch: int) -> Any:
     import numpy as np
 
@@ -280,11 +322,15 @@ def prepare(task: str, spec: dict[str, Any], row: dict[str, Any], save: Any, dir
         elif task in ("image-feature-extraction", "image-to-image", *SEGMENTATION):
             row["preprocessor"] = write_processor(directory, spec["python_type"], config)
             enc = pixel_inputs(model, config, directory)
+            if task in SEGMENTATION and spec["python_type"] in PROMPTED_SEGMENTATION:  # a text prompt per image
+                write_tokenizer(directory, vocab)
+                enc.update(encode(directory, vocab))
         elif task == "zero-shot-object-detection":  # one image, two text queries of it (one padded)
             row["preprocessor"] = write_processor(directory, spec["python_type"], config)
             enc = {k: v[:1] for k, v in pixel_inputs(model, config, directory).items()}
             write_tokenizer(directory, vocab)
-            enc.update(encode(directory, vocab))
+            enc.update(encode(directory, vocab) if spec["python_type"] not in ONE_TEXT_PER_IMAGE
+                       else _phrases(directory, vocab))
         elif task == "zero-shot-image-classification":  # (CLIPModel's features) two images, two texts (one padded);
             # texts alone for a model built without its vision tower (EmbeddingGemma 2's default config)
             enc = {}
@@ -312,6 +358,9 @@ def prepare(task: str, spec: dict[str, Any], row: dict[str, Any], save: Any, dir
         row["inputs"] = {k: list(v.shape) for k, v in enc.items()}
         if task == "text-to-audio" and spec["python_type"] in GENERATED_AUDIO:
             run = lambda m: generate_audio(m, enc)  # noqa: E731
+        elif task == "audio-codec":
+            row["compared"] = "decode(encode(input_values).audio_codes), whole frames, as transformers.js's forward"
+            run = lambda m: codec_round_trip(m, enc)  # noqa: E731
         elif task in GENERATING:
             if speech:  # as speech_census.py: a written tokenizer of the decoder's vocabulary
                 from tests.test_transformers_js import write_special_tokenizer
@@ -321,7 +370,7 @@ def prepare(task: str, spec: dict[str, Any], row: dict[str, Any], save: Any, dir
         else:
             run = lambda m: eager_encoder(m, enc)  # noqa: E731
         eager = run(model)
-        if not _finite(eager):
+        if not _finite(_unmasked(eager) if spec["python_type"] in ONE_TEXT_PER_IMAGE else eager):
             raise ValueError("the eager outputs are not finite")
     except Exception as exc:  # noqa: BLE001
         row["reason"] = first_line(exc)

@@ -397,8 +397,16 @@ def zero_shot_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
 def detection_queries_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """One image and three text queries of it (one padded): OWL-ViT's forward reads the queries as
     ``len(input_ids) // len(pixel_values)`` per image, so the images stay one per call, as transformers' and
-    transformers.js's pipelines pass them."""
-    return {**zero_shot_inputs(model, config), **image_inputs(model, config, batch=1)}
+    transformers.js's pipelines pass them. A detector of one text per image (:data:`ONE_TEXT_PER_IMAGE`) gets one."""
+    inputs = {**zero_shot_inputs(model, config), **image_inputs(model, config, batch=1)}
+    if getattr(config, "model_type", None) in ONE_TEXT_PER_IMAGE:
+        inputs.update({k: inputs[k][:1] for k in ("input_ids", "attention_mask") if k in inputs})
+    return inputs
+
+
+# Zero-shot detectors whose forward reads one text per image, its labels as phrases ("a cat. a remote control."),
+# where OWL-ViT reads one text per label
+ONE_TEXT_PER_IMAGE = ("grounding-dino", "mm-grounding-dino")
 
 
 def detection_queries_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:

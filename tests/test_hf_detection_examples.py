@@ -1,0 +1,50 @@
+"""export-hf's example inputs for zero-shot-object-detection (``onnxport.hf.examples.detection_queries_inputs``):
+a detector that reads one text per image (Grounding DINO, its labels as phrases of that text) gets one text per
+image, which its eager forward runs; OWL-ViT keeps a text per query. Tiny random models, nothing downloaded."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from onnxport.hf import examples
+
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.transformers
+
+
+def tiny_grounding_dino() -> tuple[torch.nn.Module, object]:
+    """A Grounding DINO of a 2-stage Swin and a 1-layer BERT (a vocabulary that holds BERT's "." id, 1012)."""
+    config = transformers.GroundingDinoConfig(
+        backbone_config=transformers.SwinConfig(embed_dim=8, depths=[1, 1], num_heads=[1, 1], window_size=2,
+                                                image_size=32, out_features=["stage1", "stage2"]),
+        text_config=transformers.BertConfig(vocab_size=1100, hidden_size=16, num_hidden_layers=1,
+                                            num_attention_heads=2, intermediate_size=16),
+        d_model=32, encoder_layers=1, decoder_layers=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        encoder_attention_heads=2, decoder_attention_heads=2, num_queries=4, num_feature_levels=2,
+        encoder_n_points=1, decoder_n_points=1, max_text_len=16, use_timm_backbone=False, backbone=None,
+        use_pretrained_backbone=False)
+    torch.manual_seed(0)
+    return transformers.GroundingDinoForObjectDetection(config).eval(), config
+
+
+def test_grounding_dino_gets_one_text_per_image() -> None:
+    model, config = tiny_grounding_dino()
+    inputs = examples.detection_queries_inputs(model, config)
+    assert len(inputs["input_ids"]) == len(inputs["attention_mask"]) == len(inputs["pixel_values"]) == 1
+    with torch.no_grad():
+        out = model(**inputs)  # three texts for one image: "The size of tensor a (21) must match ... (7)"
+    assert out.logits.shape[:2] == (1, config.num_queries)
+
+
+def test_owlvit_keeps_a_text_per_query() -> None:
+    config = transformers.OwlViTConfig(
+        text_config={"vocab_size": 50, "hidden_size": 16, "intermediate_size": 16, "num_hidden_layers": 1,
+                     "num_attention_heads": 2, "max_position_embeddings": 16},
+        vision_config={"hidden_size": 16, "intermediate_size": 16, "num_hidden_layers": 1,
+                       "num_attention_heads": 2, "image_size": 32, "patch_size": 16},
+        projection_dim=16)
+    model = transformers.OwlViTForObjectDetection(config).eval()
+    inputs = examples.detection_queries_inputs(model, config)
+    assert len(inputs["input_ids"]) == 3 and len(inputs["pixel_values"]) == 1
