@@ -144,7 +144,8 @@ def write_md(rows: dict[tuple[str, str], dict[str, Any]], path: str) -> None:
         "of a model that returns no cache, is judged by the onnxruntime loop alone, fed the whole sequence each "
         "step: *right (no cache, ORT loop)*); encoder tasks by an `onnxruntime.InferenceSession` on the "
         "tokenizer's encoding (image tasks: on the images), each output within 1e-4 + 1e-3 x its scale of "
-        "eager's. Raw rows: `bench/export_hf_census.jsonl`.",
+        "eager's. Eager's: the model transformers loads from the saved folder, as a user's would (rows since "
+        "this rule; before it, the model in memory). Raw rows: `bench/export_hf_census.jsonl`.",
         "",
         "Rows by the onnxport commit they ran (+changes: src/ had uncommitted changes; -: not recorded): "
         + ", ".join(f"{c} {n}" for c, n in Counter(r.get("onnxport", "-") for r in rows.values()).most_common())
