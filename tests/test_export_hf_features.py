@@ -11,6 +11,10 @@ mask per query (DETR's panoptic head).
   processor's longest edge: its ``pred_masks`` and ``logits`` equal transformers' on a padded batch of two images
   of other sizes, and so do the segments transformers' image-segmentation pipeline makes of them
   (``onnxport.hf.pipeline``).
+- ``CLIPSegForImageSegmentation``, which no auto class maps, loads by its head for image-segmentation: prompted by
+  text, it exports on images with one prompt each (batch and prompt length dynamic), and its ``logits`` equal
+  transformers' on more images and prompts of another length; a class of none of the task's heads is refused with
+  a fix that says so.
 
 Tiny random models, their processors written here; nothing downloaded."""
 
@@ -21,6 +25,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from onnxport.errors import InvalidInputError
 from onnxport.hf import export_hf, pipeline
 from tests.test_export_hf_vision_tasks import images, write_detector
 
@@ -135,3 +140,38 @@ def test_detr_panoptic_segmentation_exports_for_image_segmentation(tmp_path) -> 
     for a, b in zip(onnx, eager, strict=True):
         assert (a["label"], a["score"]) == (b["label"], pytest.approx(b["score"], abs=1e-4))
         assert np.array_equal(np.asarray(a["mask"]), np.asarray(b["mask"]))
+
+
+def test_a_text_prompted_segmenter_exports_for_image_segmentation(tmp_path) -> None:
+    torch.manual_seed(0)
+    config = transformers.CLIPSegConfig(
+        text_config={"vocab_size": 99, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                     "num_attention_heads": 2, "max_position_embeddings": 16},
+        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 3, "num_attention_heads": 2,
+                       "image_size": 32, "patch_size": 8},
+        projection_dim=16, extract_layers=[1, 2], reduce_dim=16, decoder_num_attention_heads=2,
+        decoder_intermediate_size=32, conditional_layer=0)
+    model = transformers.CLIPSegForImageSegmentation(config).eval()
+    model.save_pretrained(tmp_path / "clipseg")
+    processor = transformers.ViTImageProcessor(size={"height": 32, "width": 32})
+    processor.save_pretrained(tmp_path / "clipseg")
+    prog = export_hf(tmp_path / "clipseg", "image-segmentation", tmp_path / "out")
+    assert {i.name for i in prog.model.graph.inputs} == {"input_ids", "attention_mask", "pixel_values"}
+    ids = torch.randint(3, 99, (3, 5), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones_like(ids)
+    mask[1, -2:] = 0
+    pixels = processor(images((40, 50), (70, 30), (32, 32), seed=3), return_tensors="pt")["pixel_values"]
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask, pixel_values=pixels).logits
+    got = _run(str(tmp_path / "out" / "model.onnx"),
+               {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "pixel_values": pixels.numpy()})
+    assert got["logits"].shape == (3, 32, 32)
+    _close(got["logits"], want)
+    # a class of no head of the task: refused before loading, the fix naming the heads, not truncated weights
+    config.architectures = ["CLIPSegModel"]
+    config.save_pretrained(tmp_path / "clipseg")
+    with pytest.raises(InvalidInputError, match="names no class of transformers whose name ends in a head of "
+                       r"image-segmentation \(ForSemanticSegmentation, ForUniversalSegmentation, ForImageSegmentation"
+                       r"\)") as refused:
+        export_hf(tmp_path / "clipseg", "image-segmentation", tmp_path / "out2")
+    assert "--task auto" in refused.value.fix

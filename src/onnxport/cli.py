@@ -43,7 +43,8 @@ def _export(ns: argparse.Namespace) -> int:
     target, inputs = _load(ns, progress)
     prog = export(
         target.model, inputs.args, inputs.kwargs, dynamic_shapes=inputs.dynamic_shapes, input_names=inputs.input_names,
-        output_names=ns.output_names, opset=ns.opset, target=ns.target, optimize=not ns.no_optimize, verify=not ns.no_verify,
+        output_names=ns.output_names, opset=ns.opset, target=ns.target, optimize=not ns.no_optimize,
+        verify=not ns.no_verify,
         progress=progress, dtype=ns.dtype, quantize=ns.quantize,
     )
     prog.save(ns.output, external_data=True if ns.external_data else None)
@@ -68,13 +69,16 @@ def _export_hf(ns: argparse.Namespace) -> int:
             print(picked, flush=True)
         task = picked.task
     result = export_hf(directory, task, ns.output, opset=ns.opset, target=ns.target, progress=_progress(ns),
-                       streaming=False if ns.in_memory else True if ns.streaming else None, quantize=ns.quantize, dtypes=ns.dtypes,
-                       dtype=ns.dtype)
-    programs = tuple(result.values()) if isinstance(result, dict) else result if isinstance(result, tuple) else (result,)
+                       streaming=False if ns.in_memory else True if ns.streaming else None, quantize=ns.quantize,
+                       dtypes=ns.dtypes, dtype=ns.dtype, verify_generation=not ns.no_verify_generation)
+    programs = tuple(result.values()) if isinstance(result, dict) else result if isinstance(result, tuple) \
+        else (result,)
     programs = tuple(prog for prog in programs if prog is not None)  # a vision-language model's absent pieces
     if not ns.quiet:
         for prog in programs:
             print(f"NOT VERIFIED: {prog.report.unverified}" if prog.report.unverified else prog.report.verification)
+            if prog.report.generation is not None:  # a text-generation decoder's loop (onnxport.hf.verify_loop)
+                print(prog.report.generation)
             for warning in prog.report.warnings:
                 print(f"warning: {warning}")
             if prog.report.quantization is not None:
@@ -150,7 +154,8 @@ def inspect_text(model: Any, file_bytes: int) -> str:
     def describe(vi: Any) -> str:
         t = vi.type.tensor_type
         dims = ",".join(d.dim_param or str(d.dim_value) for d in t.shape.dim)
-        return f"{vi.name}: {onnx.helper.tensor_dtype_to_string(t.elem_type).replace('TensorProto.', '').lower()}[{dims}]"
+        dtype = onnx.helper.tensor_dtype_to_string(t.elem_type).replace('TensorProto.', '').lower()
+        return f"{vi.name}: {dtype}[{dims}]"
 
     counts: collections.Counter[str] = collections.Counter()
     stack = [model.graph]
@@ -172,7 +177,8 @@ def inspect_text(model: Any, file_bytes: int) -> str:
     lines += [f"  {describe(o)}" for o in model.graph.output]
     lines.append(f"nodes: {sum(counts.values())} ({len(model.graph.node)} in the main graph)")
     lines += [f"  {op:<24} {n}" for op, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
-    lines.append(f"initializers: {len(model.graph.initializer)} ({weights / 1e6:.2f} MB)   file: {file_bytes / 1e6:.2f} MB")
+    lines.append(f"initializers: {len(model.graph.initializer)} ({weights / 1e6:.2f} MB)   "
+                 f"file: {file_bytes / 1e6:.2f} MB")
     return "\n".join(lines)
 
 
@@ -263,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtypes", default=None, metavar="fp32,fp16,q8,q4,q4f16",
                    help="with --target transformers.js: the precisions the onnx/ folder holds, one file each "
                    "(default: all five)")
+    p.add_argument("--no-verify-generation", action="store_true",
+                   help="text-generation: skip the generation loop (a left-padded batch of prompts, then decode steps "
+                   "fed back through the cache, logits compared with eager PyTorch's at every step) run by default")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="one line per stage on stderr (default: on when stderr is a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the saved paths")

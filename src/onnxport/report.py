@@ -47,6 +47,7 @@ class Report:
     notes: list[str] = dataclasses.field(default_factory=list)  # what onnxport did for the user, for the record
     blocks: list[str] = dataclasses.field(default_factory=list)  # repeated blocks captured once, or why not
     verification: Any = None
+    generation: Any = None  # a decoder's generation loop against eager PyTorch (onnxport.hf.verify_loop)
     unverified: str = ""  # why the program was not compared with eager PyTorch: said on the report's first line
     quantization: Any = None  # onnxport.quantize.QuantizeResult of a quantized program, with its checks
     progress: bool = False
@@ -111,6 +112,8 @@ class Report:
             lines.extend(f"  - {w}" for w in self.warnings)
         if self.verification is not None:
             lines.append(str(self.verification))
+        if self.generation is not None:
+            lines.append(str(self.generation))
         if self.sizes_verified:
             lines.append(f"other sizes verified ({SIZES_HOW}): " + "; ".join(self.sizes_verified))
         if self.quantization is not None:

@@ -339,6 +339,31 @@ def image_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     return shapes
 
 
+def segmentation_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """image-segmentation's example: ``image_inputs``; for a segmenter prompted by text (CLIPSeg: its forward takes
+    ``input_ids``), the images with one prompt each, token ids of its text config's vocabulary (the last padded)."""
+    images = image_inputs(model, config)
+    if not takes(model, "input_ids"):
+        return images
+    ids = token_ids(getattr(config, "text_config", None) or config, len(images["pixel_values"]), 7)
+    inputs = {"input_ids": ids}
+    if takes(model, "attention_mask"):
+        inputs["attention_mask"] = torch.ones_like(ids)
+        inputs["attention_mask"][-1, -2:] = 0
+    return {**inputs, **images}
+
+
+def segmentation_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
+    """``image_dynamic``; for a segmenter prompted by text, one batch for prompts and images, and the prompts'
+    length."""
+    images = image_dynamic(model, config)
+    if not takes(model, "input_ids"):
+        return images
+    batch = torch.export.Dim("batch")
+    return {name: {**images[name], 0: batch} if name in images else {0: batch, 1: torch.export.Dim.DYNAMIC}
+            for name in segmentation_inputs(model, config)}
+
+
 def matting_inputs(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """image-matting's example (VitMatte): two images with their trimaps, as the image processor gives them: the
     normalised colours, then the trimap as a last channel (0 background, 0.5 unknown, 1 foreground), padded to a
@@ -637,7 +662,7 @@ TASKS: dict[str, Task] = {
     "zero-shot-image-classification": Task("AutoModelForZeroShotImageClassification", zero_shot_inputs,
                                            zero_shot_dynamic),
     "object-detection": Task("AutoModelForObjectDetection", image_inputs, image_dynamic),
-    "image-segmentation": Task("AutoModelForSemanticSegmentation", image_inputs, image_dynamic),
+    "image-segmentation": Task("AutoModelForSemanticSegmentation", segmentation_inputs, segmentation_dynamic),
     "depth-estimation": Task("AutoModelForDepthEstimation", image_inputs, image_dynamic),
     "image-to-image": Task("AutoModelForImageToImage", image_inputs, image_dynamic),  # Swin2SR's super-resolution
     "image-matting": Task("AutoModelForImageMatting", matting_inputs, matting_dynamic),  # VitMatte: alphas

@@ -6,9 +6,10 @@ config, exports it with dynamic batch and sequence, and writes ``OUT/model.onnx`
 use them), and OUT/ also gets a ``genai_config.json`` and the tokenizer files found in the directory,
 so that onnxruntime-genai loads OUT/ as it is. A causal LM that returns no KV cache (GPT-1, XLNet, a
 state-space model) is exported without one: its model takes the whole sequence at each step, returns logits
-alone, and OUT/ has no ``genai_config.json`` (the report says so; ``onnxport.generate`` runs it). The seq2seq tasks (``text2text-generation``,
-``automatic-speech-recognition``) write three models as optimum names them: ``encoder_model.onnx``,
-``decoder_model.onnx`` and ``decoder_with_past_model.onnx`` (see ``onnxport.hf.seq2seq``). The encoder tasks
+alone, and OUT/ has no ``genai_config.json`` (the report says so; ``onnxport.generate`` runs it). The seq2seq
+tasks (``text2text-generation``, ``automatic-speech-recognition``) write three models as optimum names them:
+``encoder_model.onnx``, ``decoder_model.onnx`` and ``decoder_with_past_model.onnx``
+(see ``onnxport.hf.seq2seq``). The encoder tasks
 (``fill-mask``, ``token-classification``, ``question-answering``, ``sentence-similarity``: a sentence-transformers
 directory, its pooling and normalisation in the graph, ``onnxport.hf.sentence``) take ``token_type_ids`` too where
 the model has segment embeddings. The image tasks (``image-classification``, ``zero-shot-image-classification``:
@@ -54,7 +55,16 @@ import torch
 from onnxport import memory, metadata
 from onnxport.arguments import as_path, check_output_folder
 from onnxport.errors import InvalidInputError, OnnxportError
-from onnxport.hf import hub, musicgen, prequantized, speecht5_speech, stream, transformers_js, uniform_cache
+from onnxport.hf import (
+    hub,
+    musicgen,
+    prequantized,
+    speecht5_speech,
+    stream,
+    transformers_js,
+    uniform_cache,
+    verify_loop,
+)
 from onnxport.hf.audio_codec import FEATURES as CODEC_FEATURES
 from onnxport.hf.audio_codec import check_audio_codec, export_audio_codec, is_audio_codec
 from onnxport.hf.char_tokenizers import TOKENIZER_FILE, tokenizer_json
@@ -80,7 +90,7 @@ from onnxport.hf.multimodal.genai import genai_names, write_genai
 from onnxport.hf.sentence import SETTINGS_FILE, SentenceEmbedding, read_sentence_model
 from onnxport.hf.seq2seq import Seq2SeqPrograms, check_speech, export_seq2seq
 from onnxport.hf.signature import cache_argument
-from onnxport.hf.tasks import MODULES_FILE, is_ctc, pick_task
+from onnxport.hf.tasks import MODULES_FILE, heads, is_ctc, pick_task
 from onnxport.hf.text_to_audio import check_text_to_audio
 from onnxport.program import OnnxProgram
 from onnxport.quantize.options import QuantizeOptions
@@ -105,7 +115,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
               *, opset: int | None = None, progress: bool = False,
               streaming: bool | None = None, target: Any = None,
               quantize: bool | str | QuantizeOptions | Mapping[str, Any] | None = None,
-              dtypes: Sequence[str] | str | None = None, dtype: str | None = None, revision: str | None = None
+              dtypes: Sequence[str] | str | None = None, dtype: str | None = None, revision: str | None = None,
+              verify_generation: bool | str = True
               ) -> OnnxProgram | Seq2SeqPrograms | VlmPrograms | dict[str, OnnxProgram]:
     """Export the model in ``directory`` for ``task`` into the folder ``out``; returns the program (the three
     programs of a seq2seq task, the three of a vision-language model; for ``text-to-image``, a diffusers pipeline
@@ -160,6 +171,12 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     ``q8``, ``q4``, ``q4f16``, the precisions its users pick with ``dtype:``), written for the onnxruntime-web
     its oldest release runs; ``quantize`` does not apply there (``dtypes`` chooses the precisions). The
     programs returned are the float32 ones.
+
+    ``verify_generation`` (default True): a ``text-generation`` decoder loaded in float32 (not streamed, not
+    quantized) is also run through a generation loop, a left-padded batch of two prompts then decode steps fed back
+    through its cache, its logits compared with eager PyTorch's at every step (``onnxport.hf.verify_loop``); a
+    mismatch raises ``VerificationError`` naming the step before anything is written (``"warn"`` only warns,
+    ``False`` skips the loop).
     """
     directory = hub.resolve(as_path(directory, "directory", _DIRECTORY_FIX), revision)
     as_path(out, "out", "pass the folder to write the files into, e.g. out='onnx'")
@@ -167,6 +184,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     quantize = QuantizeOptions.of(quantize)  # checked before anything is loaded or written
     precision = _precision(dtype)
     engine = transformers_js.engine_target(target)
+    if verify_generation not in (True, False, "warn"):
+        raise InvalidInputError(f"verify_generation must be True, False or 'warn', not {verify_generation!r}",
+                                fix="leave it out (the generation loop runs and a mismatch raises)")
     if engine is not None and precision != torch.float32:  # auto too: its fp32 file is float32 whatever is stored
         raise InvalidInputError(f"a transformers.js folder's precisions are its dtypes, not dtype={dtype!r}",
                                 fix="leave dtype out and pick the files with dtypes= (fp16, q4f16, ...)")
@@ -274,7 +294,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     if spec.vlm:  # a vision-language model's files follow its config (encoder-decoder or not)
         check_supported(config, task)  # first: what stands in the way of a type said before its config is read
         layout = TRANSFORMERS_JS if engine is not None else ONNXRUNTIME
-        encoded = _images_encoded(_model_class(spec.auto, config), config)
+        encoded = _images_encoded(_model_class(spec.auto, config, task), config)
         _check_encoded_task(task, config, encoded)
         stems = tuple(layout.files_for(config, bool(getattr(config, "is_encoder_decoder", False)), encoded).values())
         check_output_folder(out, transformers_js.file_names(stems, dtypes) if engine is not None
@@ -327,7 +347,12 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
     half = precision == torch.float16
     built = {"dtype": torch.float32 if half else precision} if precision is not None else {}
     weights = None
-    auto = _model_class(spec.auto, config)
+    auto = _model_class(spec.auto, config, task)
+    unmapped = _unmapped(auto, config, task)
+    if unmapped is not None:  # not a truncated file, which the fix of a failed load suspects
+        raise InvalidInputError(f"transformers cannot load {model_dir} for {task}: {unmapped}",
+                                fix=f"export it for the task of its class (--task auto reads it), or, if it is a "
+                                f"model for {task}, name its class in config.json's architectures")
     try:
         if scheme is not None:
             model, codes = prequantized.load(directory, auto, config, scheme)
@@ -379,7 +404,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         if task == "text-generation" and cache_argument(model) not in inputs:
             note_cacheless(model, result, engine)
     if streaming:  # the first line of each report says so
-        for prog in (result.values() if isinstance(result, dict) else result if isinstance(result, tuple) else [result]):
+        streamed = result.values() if isinstance(result, dict) else result if isinstance(result, tuple) else [result]
+        for prog in streamed:
             if prog is None:  # a piece a VlmPrograms does not hold (no image encoder of a model that hears alone)
                 continue
             prog.report.unverified = (f"the weights were streamed from the safetensors files, never loaded "
@@ -401,6 +427,9 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         for prog in files.values():
             transformers_js.name_states(prog, config.model_type)
             transformers_js.fuse_key_values(prog, config)
+    if task == "text-generation" and not spec.vlm and verify_generation:  # before anything is written
+        _verify_generation(model, files, verify_generation, streamed=streaming, quantized=quantize is not None)
+    if engine is not None:
         made = transformers_js.variants(files, dtypes)
         os.makedirs(out, exist_ok=True)
         _copy(model_dir, out, copied)
@@ -434,6 +463,22 @@ _DIRECTORY_FIX = ("pass a transformers model directory (config.json and weights)
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "auto": None}
 
 
+def _verify_generation(model: torch.nn.Module, files: dict[str, OnnxProgram], mode: bool | str, *, streamed: bool,
+                       quantized: bool) -> None:
+    """Run the decoder of a text-generation folder through ``verify_loop``'s generation loop, where eager PyTorch
+    can be compared with it in float32; say in its report why not elsewhere."""
+    (name, prog), = files.items()
+    file = name if name.endswith(".onnx") else f"onnx/{name}.onnx"
+    why = ("the weights were streamed" if streamed else "the file is quantized" if quantized
+           else verify_loop.why_not(model, prog))
+    if why:
+        prog.report.notes.append(f"generation loop not run: {why}")
+        return
+    check = verify_loop.check_decoder(model, prog, file)
+    if check is not None:
+        verify_loop.judge(check, mode)
+
+
 def _precision(dtype: Any) -> torch.dtype | None:
     """``dtype`` (None: ``"fp32"``) as the torch dtype of the models written; None for ``"auto"``."""
     if dtype is None:
@@ -456,15 +501,25 @@ def _loaded_only(what: str) -> InvalidInputError:
 _WIDER = {"AutoModelForSemanticSegmentation": ("AutoModelForUniversalSegmentation",)}
 
 
-def _model_class(auto: str, config: Any) -> str:
+def _heads(auto: str, task: str | None) -> tuple[str, ...]:
+    """The ends of the names of a task's model classes: its auto class's and :data:`_WIDER`'s heads
+    (``ForUniversalSegmentation``), and those ``--task auto`` reads as the task's (``onnxport.hf.tasks.heads``:
+    ``ForImageSegmentation`` for image-segmentation)."""
+    named = [name[len("AutoModel"):] for name in (auto, *_WIDER.get(auto, ())) if name.startswith("AutoModelFor")]
+    return tuple(dict.fromkeys([*named, *(heads(task) if task is not None else ())]))
+
+
+def _model_class(auto: str, config: Any, task: str | None = None) -> str:
     """The class that loads ``config`` for a task: the task's ``auto`` class, or, for a config class that auto class
     does not map (``MllamaForCausalLM`` saves a ``MllamaTextConfig``), the auto class of its other heads
     (:data:`_WIDER`) that maps it, or the model class config.json's ``architectures`` names, where the auto class
-    loads that class for other configs; for ``AutoModel``, a tower with its projection that ``architectures`` names
-    (``CLIPVisionModelWithProjection``)."""
+    loads that class for other configs or the name ends in a head of the task (:func:`_heads`: CLIPSeg's
+    ``CLIPSegForImageSegmentation``, which no auto class maps); for ``AutoModel``, a tower with its projection that
+    ``architectures`` names (``CLIPVisionModelWithProjection``)."""
     import transformers
 
-    projected = next((name for name in getattr(config, "architectures", None) or ()
+    architectures = getattr(config, "architectures", None) or ()
+    projected = next((name for name in architectures
                       if name.endswith("ModelWithProjection") and hasattr(transformers, name)), None)
     if auto == "AutoModel" and projected is not None:  # a tower saved with its projection (CLIP's: image_embeds),
         return projected  # which the bare class AutoModel loads leaves out
@@ -477,8 +532,23 @@ def _model_class(auto: str, config: Any) -> str:
         return wider
     names = getattr(mapping, "_model_mapping", {}).values()
     known = {name for entry in names for name in ((entry,) if isinstance(entry, str) else entry)}
-    named = next((name for name in getattr(config, "architectures", None) or () if name in known), None)
-    return named if named is not None and hasattr(transformers, named) else auto
+    ends = _heads(auto, task)
+    named = next((name for name in architectures if hasattr(transformers, name) and (
+        name in known or name.endswith(ends))), None)
+    return named if named is not None else auto
+
+
+def _unmapped(auto: str, config: Any, task: str) -> str | None:
+    """Why ``auto`` (the class :func:`_model_class` chose) cannot load ``config`` for ``task``, where it is an auto
+    class that maps no such config; None otherwise."""
+    import transformers
+
+    mapping = getattr(getattr(transformers, auto, None), "_model_mapping", None)
+    if mapping is None or type(config) in mapping:
+        return None
+    named = ", ".join(getattr(config, "architectures", None) or ()) or "no class"
+    return (f"transformers' {auto} maps no {type(config).__name__}, and config.json's architectures ({named}) names "
+            f"no class of transformers whose name ends in a head of {task} ({', '.join(_heads(auto, task))})")
 
 
 def _check_encoded_task(task: str, config: Any, encoded: bool) -> None:
@@ -596,7 +666,8 @@ def _check_token_dims(files: dict[str, OnnxProgram]) -> None:
     for name, prog in files.items():
         for value in prog.model.graph.inputs:
             if value.name == "input_ids" and value.shape is not None:
-                fixed = [f"{axis} {size}" for axis, size in zip(("batch", "length"), value.shape) if isinstance(size, int)]
+                fixed = [f"{axis} {size}" for axis, size in zip(("batch", "length"), value.shape)
+                         if isinstance(size, int)]
                 if fixed:
                     raise InvalidInputError(
                         f"torch.export fixed the {' and '.join(fixed)} of {name}'s input_ids to the example's: the "

@@ -26,10 +26,11 @@ import torch
 
 from onnxport.errors import InvalidInputError
 
-__all__ = ["generate", "generate_seq2seq"]
+__all__ = ["BRANCH", "cache_layout", "decoder_step", "first_past", "generate", "generate_seq2seq", "open_session"]
 
 _PAST = re.compile(r"past_key_values\.(\d+)\.(key|value)")
 _STATIC_LENGTH = "past_key_values.length"  # the tokens a StaticCache holds, fed back from present.length
+BRANCH = "use_cache_branch"  # a merged decoder's choice: false for the first step (no cache), true after
 
 
 def generate(
@@ -57,42 +58,31 @@ def generate(
     whose positions are not counted over the mask (a vision-language model's three per token) needs
     ``positions(mask, new)``: those of the last ``new`` tokens, given the mask so far.
     """
-    session = _session(model)
+    session = open_session(model)
     inputs = {i.name: i for i in session.get_inputs()}
-    layers = _cache_layout(inputs)
+    layers = cache_layout(inputs)
     if "input_ids" not in inputs and embed is None:
         raise InvalidInputError("the model takes inputs_embeds, not input_ids: generate needs embed=",
                                 fix="pass embed=, a function of the token ids giving their embeddings")
     ids = input_ids.detach().cpu().numpy().astype(np.int64)
     mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).cpu().numpy().astype(np.int64)
     if ids.ndim != 2 or mask.shape != ids.shape:
-        raise InvalidInputError(f"input_ids {list(ids.shape)} and attention_mask {list(mask.shape)} must be (batch, length)",
+        raise InvalidInputError(f"input_ids {list(ids.shape)} and attention_mask {list(mask.shape)} must be "
+                                "(batch, length)",
                                 fix="pass 2-d tensors of the same shape")
     batch = ids.shape[0]
-    # A StaticCache model has fixed-length buffers and counts the tokens written; a DynamicCache one grows.
-    length = inputs[next(iter(layers))].shape[2] if _STATIC_LENGTH in inputs else 0
-    past = {name: np.zeros((batch, heads, length, size), dtype=dtype) for name, (heads, size, dtype) in layers.items()}
-    past.update(_fresh_states(inputs, batch))
-    if _STATIC_LENGTH in inputs:
-        if not isinstance(length, int) or ids.shape[1] + max_new_tokens > length:
-            raise InvalidInputError(f"the model's static cache holds {length} tokens; the prompt and {max_new_tokens} "
-                                    "new tokens need more", fix="export with a larger StaticCache(max_cache_len=...)")
-        past[_STATIC_LENGTH] = np.array(0, dtype=np.int64)
+    past = first_past(inputs, layers, batch, ids.shape[1] + max_new_tokens)
     tokens, step_ids = ids, ids
     finished = np.zeros(batch, dtype=bool)
     scores = []
     pad = eos_token_id if pad_token_id is None else pad_token_id
     for step in range(max_new_tokens):
-        new = step_ids.shape[1]
-        feed = {"input_ids": step_ids, "attention_mask": mask, **past,
-                "position_ids": _counted_positions(mask, new) if positions is None else positions(mask, new)}
-        if "input_ids" not in inputs:
-            feed["inputs_embeds"] = embed(step_ids, step == 0)
-        outputs = _run(session, feed)
-        chosen = _pick(outputs["logits"], scores, finished, eos_token_id, pad)
+        logits, next_past = decoder_step(session, inputs, step_ids, mask, past, first=step == 0, positions=positions,
+                                         embed=embed)
+        chosen = _pick(logits, scores, finished, eos_token_id, pad)
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
         mask = np.concatenate([mask, np.ones((batch, 1), dtype=np.int64)], axis=1)
-        past = {name: outputs[name.replace("past_key_values.", "present.", 1)] for name in past}
+        past = next_past
         step_ids = chosen[:, None] if layers else tokens
         if eos_token_id is not None and finished.all():
             break
@@ -122,7 +112,7 @@ def generate_seq2seq(
     all ones), or audio (``input_features`` or ``input_values``, with the ``attention_mask`` of padded clips).
     ``eos_token_id``, ``pad_token_id`` and ``output_logits`` work as in :func:`generate`.
     """
-    sessions = [_session(m) for m in (encoder, decoder, decoder_with_past)]
+    sessions = [open_session(m) for m in (encoder, decoder, decoder_with_past)]
     main = sessions[0].get_inputs()[0].name
     source = inputs.detach().cpu().numpy()
     feed = {main: source.astype(np.int64) if main == "input_ids" else source.astype(np.float32)}
@@ -145,13 +135,58 @@ def generate_seq2seq(
     for i in range(max_new_tokens):
         session = sessions[1] if i == 0 else sessions[2]
         outputs = _run(session, {"input_ids": tokens if i == 0 else tokens[:, -1:], **step, **past})
-        chosen = _pick(outputs["logits"], scores, finished, eos_token_id, pad)
+        chosen = _pick(outputs["logits"][:, -1, :], scores, finished, eos_token_id, pad)
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
         past = {name.replace("present.", "past_key_values.", 1): value for name, value in outputs.items()
                 if name.startswith("present.")}
         if eos_token_id is not None and finished.all():
             break
     return (torch.from_numpy(tokens), scores) if output_logits else torch.from_numpy(tokens)
+
+
+def first_past(inputs: dict[str, Any], layers: dict[str, tuple[int, int, Any]], batch: int,
+               total: int) -> dict[str, np.ndarray]:
+    """The cache fed with the first step (``inputs``: the session's inputs by name, ``layers``: their
+    :func:`cache_layout`): empty keys and values, zero states; a StaticCache model's buffers of their fixed length,
+    refused where ``total`` tokens (the prompt and those to generate) do not fit."""
+    # A StaticCache model has fixed-length buffers and counts the tokens written; a DynamicCache one grows.
+    length = inputs[next(iter(layers))].shape[2] if _STATIC_LENGTH in inputs else 0
+    past = {name: np.zeros((batch, heads, length, size), dtype=dtype) for name, (heads, size, dtype) in layers.items()}
+    past.update(_fresh_states(inputs, batch))
+    if _STATIC_LENGTH in inputs:
+        if not isinstance(length, int) or total > length:
+            raise InvalidInputError(f"the model's static cache holds {length} tokens; {total} (the prompt and the "
+                                    "new tokens) need more", fix="export with a larger StaticCache(max_cache_len=...)")
+        past[_STATIC_LENGTH] = np.array(0, dtype=np.int64)
+    return past
+
+
+def decoder_step(session: Any, inputs: dict[str, Any], step_ids: np.ndarray, mask: np.ndarray,
+                 past: dict[str, np.ndarray], *, first: bool,
+                 positions: Callable[[np.ndarray, int], np.ndarray] | None = None,
+                 embed: Callable[[np.ndarray, bool], np.ndarray] | None = None,
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """One call of a decoder on the tokens ``step_ids`` (``mask``: the whole sequence's so far, these included;
+    ``past``: the cache, :func:`first_past`'s on the ``first`` step): the logits of the last position
+    ``(batch, vocab)`` and the cache for the next step (each ``present.*`` fed back as its ``past_key_values.*``;
+    transformers.js's ``present_conv.{i}`` as ``past_conv.{i}``). A merged decoder is fed its ``use_cache_branch``:
+    false on the first step, true after. ``positions`` and ``embed`` are :func:`generate`'s."""
+    new = step_ids.shape[1]
+    feed = {"input_ids": step_ids, "attention_mask": mask, **past,
+            "position_ids": _counted_positions(mask, new) if positions is None else positions(mask, new)}
+    if "input_ids" not in inputs:
+        feed["inputs_embeds"] = embed(step_ids, first)
+    if BRANCH in inputs:
+        feed[BRANCH] = np.array([not first])
+    outputs = _run(session, feed)
+    return outputs["logits"][:, -1, :], {name: outputs[_present(name)] for name in past}
+
+
+def _present(past: str) -> str:
+    """The output fed back as the cache input ``past``."""
+    if past.startswith("past_key_values."):
+        return "present." + past[len("past_key_values."):]
+    return "present_" + past[len("past_"):]
 
 
 def _counted_positions(mask: np.ndarray, new: int) -> np.ndarray:
@@ -169,9 +204,9 @@ def _run(session: Any, feed: dict[str, Any]) -> dict[str, np.ndarray]:
 
 def _pick(logits: np.ndarray, scores: list[torch.Tensor], finished: np.ndarray, eos: int | None,
           pad: int | None) -> np.ndarray:
-    """The greedy tokens of the last position (its scores appended to ``scores``); a row that produced ``eos``
-    continues with ``pad`` (``finished`` is updated in place)."""
-    scores.append(torch.from_numpy(logits[:, -1, :].copy()))
+    """The greedy tokens of ``logits``, the last position's (their scores appended to ``scores``); a row that
+    produced ``eos`` continues with ``pad`` (``finished`` is updated in place)."""
+    scores.append(torch.from_numpy(logits.copy()))
     chosen = scores[-1].numpy().argmax(-1).astype(np.int64)
     if eos is not None:
         chosen = np.where(finished, pad, chosen)
@@ -179,7 +214,8 @@ def _pick(logits: np.ndarray, scores: list[torch.Tensor], finished: np.ndarray, 
     return chosen
 
 
-def _session(model: Any) -> Any:
+def open_session(model: Any) -> Any:
+    """An onnxruntime CPU session of ``model``: an ``OnnxProgram`` or the path of a saved ONNX model."""
     import onnxruntime as ort
 
     if isinstance(model, (str, os.PathLike)):
@@ -197,13 +233,13 @@ def _fresh_states(inputs: dict[str, Any], batch: int) -> dict[str, np.ndarray]:
     dim that grows with the tokens, 0)."""
     states = {}
     for name, info in inputs.items():
-        if name.startswith("past_key_values.") and not _PAST.fullmatch(name) and name != _STATIC_LENGTH:
+        if name.startswith("past_") and not _PAST.fullmatch(name) and name != _STATIC_LENGTH:
             shape = [d if isinstance(d, int) else batch if i == 0 else 0 for i, d in enumerate(info.shape)]
             states[name] = np.zeros(shape, dtype=_DTYPES.get(info.type, np.float32))
     return states
 
 
-def _cache_layout(inputs: dict[str, Any]) -> dict[str, tuple[int, int, Any]]:
+def cache_layout(inputs: dict[str, Any]) -> dict[str, tuple[int, int, Any]]:
     """``{past input name: (kv heads, head size, numpy dtype)}``, checked against the naming scheme (empty for a
     model without a cache)."""
     first = "input_ids" if "inputs_embeds" not in inputs else "inputs_embeds"

@@ -5,7 +5,8 @@ A sentence-transformers directory (a ``modules.json``) is ``sentence-similarity`
 config.json's ``architectures`` gives a task by its head: ``*ForCausalLM`` (and ``*LMHeadModel``) generate text,
 ``*ForMaskedLM`` fill a mask, ``*ForSequenceClassification``, ``*ForTokenClassification``,
 ``*ForQuestionAnswering``, ``*ForImageClassification``, ``*ForObjectDetection``, ``*ForDepthEstimation`` and
-``*ForAudioClassification`` are those tasks, ``*ForSemanticSegmentation`` is ``image-segmentation``, ``*ForCTC``
+``*ForAudioClassification`` are those tasks, ``*ForSemanticSegmentation`` and ``*ForImageSegmentation`` (CLIPSeg's,
+prompted by text) are ``image-segmentation``, ``*ForCTC``
 ``automatic-speech-recognition``, ``*ForImageMatting`` ``image-matting`` and ``*ForPoseEstimation``
 ``pose-estimation``; a class transformers' audio-classification, zero-shot-image-classification,
 zero-shot-object-detection, text-to-waveform or image-to-image auto class loads is that task (the sequence classifier
@@ -31,7 +32,7 @@ from onnxport.arguments import as_path
 from onnxport.errors import InvalidInputError
 from onnxport.hf import forecasting
 
-__all__ = ["MODULES_FILE", "Picked", "is_ctc", "model_class_names", "pick_task"]
+__all__ = ["MODULES_FILE", "Picked", "heads", "is_ctc", "model_class_names", "pick_task"]
 
 MODULES_FILE = "modules.json"  # what makes a directory a sentence-transformers model
 PIPELINE_INDEX = "model_index.json"  # what makes a directory a diffusers pipeline
@@ -48,6 +49,7 @@ _HEADS = (
     ("ForImageClassificationWithTeacher", "image-classification"),
     ("ForObjectDetection", "object-detection"),
     ("ForSemanticSegmentation", "image-segmentation"),
+    ("ForImageSegmentation", "image-segmentation"),  # CLIPSeg: no auto class maps it
     ("ForDepthEstimation", "depth-estimation"),
     ("ForAudioClassification", "audio-classification"),
     ("ForAudioFrameClassification", "audio-frame-classification"),
@@ -95,6 +97,12 @@ class Picked(NamedTuple):
 
     def __str__(self) -> str:
         return f"task auto: {self.task} ({self.why})"
+
+
+def heads(task: str) -> tuple[str, ...]:
+    """The ends of the names of the model classes that are ``task``'s by their head (``ForSemanticSegmentation``,
+    ``ForImageSegmentation`` for image-segmentation)."""
+    return tuple(suffix for suffix, of in _HEADS if of == task)
 
 
 def model_class_names(task: str, model_type: str) -> tuple[str, ...]:
