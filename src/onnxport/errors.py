@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 
 __all__ = [
     "BUG_FIX",
@@ -22,6 +22,7 @@ __all__ = [
     "TranslationError",
     "UnsupportedOpError",
     "VerificationError",
+    "exception_chain",
     "location_from_exception",
     "location_from_stack_trace",
 ]
@@ -169,17 +170,20 @@ def _message_frames(text: str) -> list[SourceLocation]:
             for m in _FRAME_RE.finditer(text)]
 
 
+def exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during (``__cause__``, else ``__context__``), each once."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
 def location_from_exception(exc: BaseException, files: Collection[str] = ()) -> SourceLocation | None:
     """The user's line that led to ``exc``: from its message (torch.export quotes it), else its traceback.
     A line of one of ``files`` counts as the user's too (see ``pick_frame``)."""
-    frames: list[SourceLocation] = []
-    seen: set[int] = set()
-    chain: BaseException | None = exc
-    while chain is not None and id(chain) not in seen:
-        seen.add(id(chain))
-        for fs in traceback.extract_tb(chain.__traceback__):
-            frames.append(SourceLocation(fs.filename, fs.lineno or 0, fs.name, (fs.line or "").strip()))
-        chain = chain.__cause__ or chain.__context__
+    frames = [SourceLocation(fs.filename, fs.lineno or 0, fs.name, (fs.line or "").strip())
+              for chain in exception_chain(exc) for fs in traceback.extract_tb(chain.__traceback__)]
     from_message = pick_frame(_message_frames(str(exc)), files)
     return from_message or pick_frame(frames, files)
 

@@ -17,6 +17,7 @@ from onnxport.blocks._cache import SLOT
 from onnxport.blocks._groups import CONSTANTS, reading
 from onnxport.blocks._shapes import bind, evaluate, known_equal
 from onnxport.decompose import is_view
+from onnxport.errors import exception_chain
 
 __all__ = ["DOMAIN", "KINDS", "Kind", "NotReusable", "capture_kind", "first_line", "forwarder", "record_calls"]
 
@@ -124,13 +125,7 @@ class _Recorded(Exception):
 
 
 def _caused_by(exc: BaseException | None, kind: type) -> bool:
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, kind):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return any(isinstance(each, kind) for each in exception_chain(exc))
 
 
 def _describe_call(args: tuple, kwargs: dict[str, Any]) -> _Call:

@@ -21,7 +21,7 @@ from torch.export import Dim
 from torch.export.dynamic_shapes import _DerivedDim, _DimHint, _StaticDim
 from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
-from onnxport.errors import CaptureError, SourceLocation, location_from_exception
+from onnxport.errors import CaptureError, SourceLocation, exception_chain, location_from_exception
 
 __all__ = ["explain_constraint_violation"]
 
@@ -80,14 +80,10 @@ def explain_constraint_violation(
 
 
 def _violation_text(exc: BaseException) -> str | None:
-    seen: set[int] = set()
-    chain: BaseException | None = exc
-    while chain is not None and id(chain) not in seen:
-        seen.add(id(chain))
+    for chain in exception_chain(exc):
         text = str(chain)
         if any(marker in text for marker in _MARKERS) or type(chain).__name__ == "ConstraintViolationError":
             return text.split("\n\nThe error above occurred")[0]
-        chain = chain.__cause__ or chain.__context__
     return None
 
 

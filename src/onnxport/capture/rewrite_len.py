@@ -15,6 +15,7 @@ import builtins
 from typing import TYPE_CHECKING
 
 from onnxport.capture._syntax import Rewrite, RewriteRefused, rt, stored
+from onnxport.errors import exception_chain
 
 if TYPE_CHECKING:
     from onnxport.capture.rewrite import FunctionRewrite
@@ -34,14 +35,7 @@ class DynamicLength(TypeError):
 
 def is_dynamic_length(exc: BaseException) -> bool:
     """Whether ``exc`` (or an exception it was raised from) is a :class:`DynamicLength`."""
-    seen: set[int] = set()
-    chain: BaseException | None = exc
-    while chain is not None and id(chain) not in seen:
-        if isinstance(chain, DynamicLength):
-            return True
-        seen.add(id(chain))
-        chain = chain.__cause__ or chain.__context__
-    return False
+    return any(isinstance(chain, DynamicLength) for chain in exception_chain(exc))
 
 
 def rewrite_len(fr: FunctionRewrite, line: int) -> Rewrite:

@@ -28,6 +28,7 @@ from onnxport.errors import (
     InvalidInputError,
     OnnxportError,
     SourceLocation,
+    exception_chain,
     location_from_exception,
     location_from_stack_trace,
     user_frame_here,
@@ -510,12 +511,8 @@ def _raise_if_loop_refused(
     model: torch.nn.Module, exc: BaseException, errors: list[tuple[str, BaseException]], rewriter: Any
 ) -> None:
     """A rewritten ``while`` that torch traced and ``while_loop`` cannot hold (a carried shape changes)."""
-    seen: set[int] = set()
-    chain: BaseException | None = exc
-    while chain is not None and id(chain) not in seen and not isinstance(chain, _runtime.Refused):
-        seen.add(id(chain))
-        chain = chain.__cause__ or chain.__context__
-    if not isinstance(chain, _runtime.Refused):
+    chain = next((each for each in exception_chain(exc) if isinstance(each, _runtime.Refused)), None)
+    if chain is None:
         return
     file, _, line = chain.site.rpartition(":")
     rewrites = rewriter.all_rewrites if rewriter is not None else []

@@ -25,6 +25,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from onnxport.hf._chunks import carried, in_token_order
+
 __all__ = ["mamba2_chunk_scan"]
 
 
@@ -85,20 +87,9 @@ def mamba2_chunk_scan(
     else:
         state = initial_states.to(device=x.device, dtype=torch.float32)
     per_chunk = [t.movedim(2, 0) for t in (within, c_decayed, writes, chunk_decay)]
-    if torch.compiler.is_compiling():
-        from torch._higher_order_ops.scan import scan
+    state, out = carried(_chunk_step, state, per_chunk)
 
-        state, out = scan(_chunk_step, state, per_chunk)
-    else:
-        outs = []
-        for i in range(per_chunk[0].shape[0]):
-            state, chunk_out = _chunk_step(state, [t[i] for t in per_chunk])
-            outs.append(chunk_out)
-        out = torch.stack(outs)
-
-    # [chunks, batch, heads, chunk_size, head_dim] -> [batch, length, heads, head_dim]
-    tokens = torch.arange(length, device=out.device)
-    out = out.permute(1, 0, 3, 2, 4)[:, tokens // chunk_size, tokens % chunk_size]
+    out = in_token_order(out, length, chunk_size)
     if D is not None:
         out = out + D[..., None] * inputs
     return (out, state) if return_final_states else out

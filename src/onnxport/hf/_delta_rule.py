@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from onnxport.hf._chunks import carried, in_token_order
+
 __all__ = ["chunk_gated_delta_rule"]
 
 
@@ -106,20 +108,9 @@ def chunk_gated_delta_rule(
 
     # The chunks in order, the state carried from one to the next: chunks first.
     per_chunk = [t.movedim(2, 0) for t in (new_values, k_decayed, query_decayed, key_to_end, scores, chunk_decay)]
-    if torch.compiler.is_compiling():
-        from torch._higher_order_ops.scan import scan
+    state, out = carried(_chunk_step, state, per_chunk)
 
-        state, out = scan(_chunk_step, state, per_chunk)
-    else:
-        outs = []
-        for i in range(per_chunk[0].shape[0]):
-            state, chunk_out = _chunk_step(state, [t[i] for t in per_chunk])
-            outs.append(chunk_out)
-        out = torch.stack(outs)
-
-    # [chunks, batch, heads, chunk_size, v_dim] -> [batch, length, heads, v_dim]
-    tokens = torch.arange(length, device=out.device)
-    out = out.permute(1, 0, 3, 2, 4)[:, tokens // chunk_size, tokens % chunk_size]
+    out = in_token_order(out, length, chunk_size)
     out = out.contiguous().to(out_dtype)
     return out, (state if output_final_state else None)
 
