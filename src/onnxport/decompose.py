@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import inspect
 import io
 import warnings
 from collections.abc import Mapping
@@ -284,7 +285,32 @@ def _registration_code(target: torch._ops.OpOverload) -> str:
     )
 
 
-def _keep_small_dims_dynamic() -> contextlib.AbstractContextManager:
+@contextlib.contextmanager
+def _keep_small_dims_dynamic() -> Any:
     """Re-tracing must not specialise what capture kept dynamic: a dim captured size-obliviously has an
-    example size of 0 or 1 (for dims whose example sizes are >= 2 the setting changes nothing)."""
-    return torch.fx.experimental._config.patch(backed_size_oblivious=True)
+    example size of 0 or 1 (for dims whose example sizes are >= 2 the setting changes nothing). Nor check the
+    program's guards while it retraces: ``run_decompositions`` calls ``ep.module()``, which (torch 2.9 and later)
+    puts a call checking the input guards at the graph's head, and retraced on symbolic sizes a guard over them
+    (RT-DETR's, Grounding DINO's image sides) can fail ("True != False") where every real input satisfies it; the
+    sizes that break a guard are verification's to run (``verify.sizes``), not this retrace's."""
+    with torch.fx.experimental._config.patch(backed_size_oblivious=True), _guards_unchecked():
+        yield
+
+
+@contextlib.contextmanager
+def _guards_unchecked() -> Any:
+    """``ExportedProgram.module()`` without its guard-checking call, for the block (where it takes
+    ``check_guards``)."""
+    original = torch.export.ExportedProgram.module
+    if "check_guards" not in inspect.signature(original).parameters:
+        yield
+        return
+
+    def module(self: torch.export.ExportedProgram, *args: Any, check_guards: bool = False, **kwargs: Any) -> Any:
+        return original(self, *args, check_guards=check_guards, **kwargs)
+
+    torch.export.ExportedProgram.module = module
+    try:
+        yield
+    finally:
+        torch.export.ExportedProgram.module = original
