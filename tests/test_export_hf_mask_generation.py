@@ -87,6 +87,7 @@ def sam2(tmp_path_factory):
     return model, out
 
 
+@pytest.mark.sweep  # (the SAM 2 export: 25 s)
 def test_sam2_folder_holds_the_sessions_transformers_js_runs(sam2):
     import onnx
 
@@ -102,6 +103,7 @@ def test_sam2_folder_holds_the_sessions_transformers_js_runs(sam2):
     assert config.vision_config.num_feature_levels == len(names)  # what transformers.js counts them by
 
 
+@pytest.mark.sweep  # (the SAM 2 export: 25 s)
 def test_sam2_sessions_give_eager_masks_for_other_images_and_prompts(sam2):
     model, out = sam2
     config = transformers.AutoConfig.from_pretrained(out)

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-pytestmark = pytest.mark.transformers
+pytestmark = [pytest.mark.transformers, pytest.mark.sweep]  # two processes importing torch: 20 s
 
 _EXPORT = """
 import sys, torch, onnxport, transformers
