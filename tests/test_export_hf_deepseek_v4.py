@@ -10,6 +10,7 @@ import torch
 
 import onnxport
 from onnxport.hf import export_hf
+from onnxport.versions import torch_at_least
 from tests.hf_dirs import save_spread
 
 transformers = pytest.importorskip("transformers")
@@ -33,6 +34,12 @@ def test_the_bare_models_features_are_exported_without_its_cache(tmp_path) -> No
     directory = str(tmp_path / "dsv4")
     torch.manual_seed(0)
     save_spread(transformers.DeepseekV4Model(transformers.DeepseekV4Config(**TINY)), directory)
+    if not torch_at_least("2.11"):  # torch 2.10's capture fails onnxruntime at one token (a Reshape): refused, not
+        # written; a lead of its own
+        with pytest.raises(onnxport.VerificationError, match="input_ids_dim1=1"):
+            export_hf(directory, "feature-extraction", tmp_path / "out")
+        assert not (tmp_path / "out" / "model.onnx").exists()
+        return
     prog = export_hf(directory, "feature-extraction", tmp_path / "out")
     assert prog.report.verification.ok
     assert [v.name for v in prog.model.graph.outputs] == ["last_hidden_state"]
