@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from onnxport.hf._chunks import carried, in_token_order
+from onnxport.hf._chunks import carried, chunk_positions, in_token_order
 
 __all__ = ["mamba2_chunk_scan"]
 
@@ -65,11 +65,7 @@ def mamba2_chunk_scan(
     # gathering rather than padding and reshaping leaves torch.export no ``padded % chunk_size == 0`` to prove.
     x, b, c = (inputs * dt[..., None]).transpose(1, 2), B.transpose(1, 2), C.transpose(1, 2)
     log_step = (A.float() * dt).transpose(1, 2)
-    chunks = (length + chunk_size - 1) // chunk_size + 1
-    positions = (torch.arange(chunks, device=x.device) * chunk_size).unsqueeze(-1) \
-        + torch.arange(chunk_size, device=x.device)
-    padding = positions >= length
-    positions = positions.clamp(max=length - 1)
+    positions, padding = chunk_positions(length, chunk_size, x.device)
     x, b, c = (t[:, :, positions].masked_fill(padding.unsqueeze(-1), 0.0) for t in (x, b, c))
     log_decay = log_step[:, :, positions].masked_fill(padding, 0.0).cumsum(dim=-1)  # from the chunk's start
 

@@ -8,7 +8,19 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-__all__ = ["carried", "in_token_order"]
+__all__ = ["carried", "chunk_positions", "in_token_order"]
+
+
+def chunk_positions(length: int | torch.SymInt, chunk_size: int,
+                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The token positions of each chunk, [chunks, chunk_size], clamped into the length, and which of them lie past
+    it (padding, to be zeroed). One chunk more than the length needs keeps the count at 2 or more, so that no shape
+    check (``chunks == 1``) bounds the length to the example's chunk count; gathering by these positions rather than
+    padding and reshaping leaves torch.export no ``padded % chunk_size == 0`` to prove."""
+    chunks = (length + chunk_size - 1) // chunk_size + 1
+    positions = (torch.arange(chunks, device=device) * chunk_size).unsqueeze(-1) \
+        + torch.arange(chunk_size, device=device)
+    return positions.clamp(max=length - 1), positions >= length
 
 
 def carried(step: Callable[[torch.Tensor, list[torch.Tensor]], tuple[torch.Tensor, torch.Tensor]],

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from onnxport.hf._chunks import carried, in_token_order
+from onnxport.hf._chunks import carried, chunk_positions, in_token_order
 
 __all__ = ["chunk_gated_delta_rule"]
 
@@ -74,11 +74,7 @@ def chunk_gated_delta_rule(
     # seeing one chunk in a short example, does not guard on a count of 1 (shape checks ask ``size == 1``)
     # and bound the length to 64. The chunks are gathered by index rather than padded and reshaped, whose
     # view checks torch.export cannot prove for a symbolic length (``padded % chunks == 0``).
-    chunks = (length + chunk_size - 1) // chunk_size + 1
-    positions = (torch.arange(chunks, device=query.device) * chunk_size).unsqueeze(-1) \
-        + torch.arange(chunk_size, device=query.device)
-    padding = positions >= length
-    positions = positions.clamp(max=length - 1)
+    positions, padding = chunk_positions(length, chunk_size, query.device)
     query, key, value = (t[:, :, positions].masked_fill(padding.unsqueeze(-1), 0.0) for t in (query, key, value))
     beta, g = (t[:, :, positions].masked_fill(padding, 0.0) for t in (beta, g))
 
