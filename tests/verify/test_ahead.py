@@ -11,7 +11,7 @@ from torch._subclasses.fake_tensor import is_fake
 from torch.export import Dim
 
 import onnxport
-from onnxport.verify.ahead import EagerAhead
+from onnxport.verify.ahead import EagerAhead, eager_outputs
 from onnxport.verify.child import forking_available
 
 pytestmark = pytest.mark.skipif(not forking_available(), reason="the run ahead needs fork (Linux)")
@@ -133,3 +133,23 @@ def test_a_model_failing_on_its_example_fails_here_with_its_own_error() -> None:
     with pytest.raises(onnxport.OnnxportError, match="no real inputs, please") as info:
         onnxport.export(Fails(), (torch.randn(2, 3),))
     assert not isinstance(info.value.__cause__, type(None))
+
+
+class ShrinksItsWindow(torch.nn.Module):
+    """Shrinks its window, for good, for an input shorter than it (as Swin's layers do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.window = 4
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] < self.window:
+            self.window = x.shape[1]
+        return x[:, : self.window] * 2
+
+
+def test_an_eager_run_leaves_the_models_settings_as_they_were() -> None:
+    model = ShrinksItsWindow()
+    assert eager_outputs(model, (torch.ones(1, 2),), {}).shape == (1, 2)
+    assert model.window == 4
+    assert eager_outputs(model, (torch.ones(1, 6),), {}).shape == (1, 4)  # not the 2 the short input set

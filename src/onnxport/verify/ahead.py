@@ -51,10 +51,31 @@ _NICENESS = 10
 
 
 def eager_outputs(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> Any:
-    """Run the model eagerly on copies of the inputs (a model may modify its inputs in place)."""
+    """Run the model eagerly on copies of the inputs (a model may modify its inputs in place), its modules' plain
+    settings put back after the run: a model may change them for the input it sees (Swin shrinks a layer's
+    ``window_size`` for an image smaller than its window, for good), and one made-up size must neither change
+    what the next computes nor leave the user's model changed."""
     args_c, kwargs_c = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, (args, kwargs))
-    with torch.no_grad():
-        return model(*args_c, **kwargs_c)
+    saved = _settings(model)
+    try:
+        with torch.no_grad():
+            return model(*args_c, **kwargs_c)
+    finally:
+        for module, values in saved:
+            changed = {name: value for name, value in values.items() if vars(module).get(name, _GONE) is not value}
+            vars(module).update(changed)
+
+
+_GONE = object()
+_PLAIN = (int, float, bool, str, type(None), tuple, torch.Size)
+
+
+def _settings(model: Any) -> list[tuple[torch.nn.Module, dict[str, Any]]]:
+    """Each module's attributes of plain values (numbers, strings, tuples), by module."""
+    if not isinstance(model, torch.nn.Module):
+        return []
+    return [(module, {name: value for name, value in vars(module).items()
+                      if not name.startswith("_") and isinstance(value, _PLAIN)}) for module in model.modules()]
 
 
 
