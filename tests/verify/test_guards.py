@@ -111,3 +111,41 @@ def test_a_float_of_two_sizes_is_captured_strict_and_right_at_other_sizes() -> N
     for shape in ((3, 5), (9, 2)):
         x = torch.randn(*shape)
         torch.testing.assert_close(prog(x), Scaled()(x))
+
+
+class PadsOddLengths(torch.nn.Module):
+    """Pads an odd length to even before summing neighbours in pairs (Swin's ``maybe_pad``): eager takes any length,
+    torch.export keeps the example's branch and guards ``Mod(n, 2) == 0``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] % 2 == 1:
+            x = torch.nn.functional.pad(x, (0, 1))
+        return x.reshape(x.shape[0], -1, 2).sum(-1)
+
+
+class PairsEvenLengths(torch.nn.Module):
+    """The same pairing as a requirement: eager refuses an odd length."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.shape[0], -1, 2).sum(-1)
+
+
+def test_an_if_on_a_sizes_remainder_is_verified_where_it_flips() -> None:
+    """An ``if`` on one size's remainder: the file holds the example's (even) branch, so an odd length, which eager
+    takes, is verified; the file is right there (both branches captured) or refused, never silently wrong."""
+    model, dims = PadsOddLengths(), ({1: Dim.DYNAMIC},)
+    try:
+        prog = onnxport.export(model, (torch.randn(2, 8),), dynamic_shapes=dims)
+    except onnxport.VerificationError as error:
+        assert "where the program's guard" in str(error) and "Mod(x_dim1, 2)" in str(error)
+        assert "torch.sym_ite or torch.cond" in error.fix
+        return
+    assert any("(the other branch of an if on sizes" in run for run in prog.report.verification.runs)
+    for n in (7, 9, 2, 3):
+        x = torch.randn(2, n)
+        torch.testing.assert_close(prog(x), model(x))
+
+
+def test_a_remainder_the_model_requires_passes() -> None:
+    prog = onnxport.export(PairsEvenLengths(), (torch.randn(2, 8),), dynamic_shapes=({1: Dim.DYNAMIC},))
+    assert prog.report.verification.ok

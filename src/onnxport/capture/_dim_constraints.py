@@ -56,17 +56,21 @@ def relational_guards(ep: torch.export.ExportedProgram) -> list[sympy.Expr]:
     return list(dict.fromkeys(expr for expr, _ in relational_guard_sites(ep)))
 
 
-def relational_guard_sites(ep: torch.export.ExportedProgram) -> list[tuple[sympy.Expr, Any]]:
+def relational_guard_sites(ep: torch.export.ExportedProgram, remainders: bool = False
+                           ) -> list[tuple[sympy.Expr, Any]]:
     """``relational_guards`` with the frame that made each (a ``traceback.FrameSummary``: the model's line, or
-    None when torch recorded none)."""
+    None when torch recorded none). ``remainders``: with the guards on sizes' remainders (``Mod(s, 2) == 0``), of
+    one size too (an ``if s % 2`` kept the example's branch as such a guard; so does a reshape into pairs)."""
     env = _shape_env(ep)
     if env is None:
         return []
     found = []
     for guard in getattr(env, "guards", [])[:_MAX_GUARDS * 10]:
         expr = getattr(guard, "expr", None)
-        if (isinstance(expr, sympy.Rel) and len(expr.free_symbols) >= 2 and not expr.has(FloorDiv, Mod, PythonMod)
-                and not free_unbacked_symbols(expr)):  # sizes of inputs, not values read from data
+        if not isinstance(expr, sympy.Rel) or not expr.free_symbols or free_unbacked_symbols(expr):
+            continue  # sizes of inputs, not values read from data
+        modular = expr.has(FloorDiv, Mod, PythonMod)
+        if (remainders and expr.has(Mod, PythonMod)) or (len(expr.free_symbols) >= 2 and not modular):
             sloc = getattr(guard, "sloc", None)
             frame = getattr(sloc, "maybe_user_loc", None) or getattr(sloc, "framework_loc", None)
             found.append((expr, frame if hasattr(frame, "lineno") else None))
@@ -128,8 +132,10 @@ def _input_dims_read_as_sizes(ep: torch.export.ExportedProgram) -> set[Any]:
     ``repeat_interleave`` by counts: its nodes that bind sizes known only at run time). Which input a given
     such size comes from is not kept: torch replaces a size it finds equal to an input dim by that dim, in
     the nodes' records too, so the ops that read values as sizes are looked for by kind as well."""
-    defining = [node for node in ep.graph.nodes if node.meta.get("unbacked_bindings") or node.target in _READ_AS_SIZES
-                or getattr(node.target, "overloadpacket", None) in _READ_AS_SIZES]
+    defining = [node for node in ep.graph.nodes if node.target is not torch.ops.higher_order.cond and (
+                node.meta.get("unbacked_bindings") or node.target in _READ_AS_SIZES
+                or getattr(node.target, "overloadpacket", None) in _READ_AS_SIZES)]  # (a cond's outputs' sizes are
+    # its branches', computed from sizes: an if on a size's remainder, one branch padding)
     users = {spec.arg.name for spec in ep.graph_signature.input_specs
              if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT and hasattr(spec.arg, "name")}
     seen: set[Any] = set()

@@ -62,8 +62,10 @@ def in_program(ep: torch.export.ExportedProgram, named: Sequence[sympy.Expr]) ->
 def _sites(ep: torch.export.ExportedProgram, files: set[str]) -> dict[SourceLocation, list[sympy.Expr]]:
     """The model's lines (in ``files``) whose size comparisons made guards relating sizes, with those guards."""
     found: dict[SourceLocation, list[sympy.Expr]] = {}
-    for guard, frame in relational_guard_sites(ep):
+    for guard, frame in relational_guard_sites(ep, remainders=True):
         if frame is not None and frame.filename in files:
             code = linecache.getline(frame.filename, frame.lineno).strip()
+            if not code.startswith(("if ", "elif ")) and len(guard.free_symbols) < 2:
+                continue  # a remainder a reshape or a view requires, not an ``if``'s test
             found.setdefault(SourceLocation(frame.filename, frame.lineno, frame.name, code), []).append(guard)
     return found

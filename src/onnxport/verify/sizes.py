@@ -45,6 +45,7 @@ from typing import Any
 
 import sympy
 import torch
+from torch.utils._sympy.functions import Mod, PythonMod
 from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
 from onnxport.capture.dynamic import (
@@ -263,7 +264,7 @@ def guard_breaking_sets(
     result = SampleSets()
     result.descriptions = []
     guards = list(dict.fromkeys([*rewritten, *relational_guards(ep)]))
-    if not guards:  # the common case: nothing to resize for
+    if not guards and not modular_guards(ep):  # the common case: nothing to resize for
         return result
     dims = _Dims(ep, example_flat_inputs, specs, input_names)
     if not dims.roots:
@@ -279,12 +280,59 @@ def guard_breaking_sets(
             continue
         result.append(dims.resized(values))
         moved = ", ".join(f"{names[s]}={values[s]}" for s in symbols if values[s] != dims.example[s])
-        readable = str(guard.xreplace({s: sympy.Symbol(names[s]) for s in symbols}))
+        readable = _shown(guard.xreplace({s: sympy.Symbol(names[s]) for s in symbols}))
         result.descriptions.append(f"{moved} (the other branch of an if on sizes: {readable} is false)"
                                    if guard in rewritten else f"{moved} (where the program's guard {readable} fails)")
         if len(result) == most:
             break
+    for guard, group, values in _remainders_broken(ep, dims, group_of, rewritten, most):
+        result.append(dims.resized(values))
+        readable = _shown(guard.xreplace({s: sympy.Symbol(names[s]) for s in guard.free_symbols}))
+        result.descriptions.append(
+            f"{dims.name(group)}={values[group[0]]} " + (f"(the other branch of an if on sizes: {readable} is false)"
+                                                         if guard in rewritten else
+                                                         f"(where the program's guard {readable} fails)"))
     return result
+
+
+def _shown(guard: sympy.Expr, most: int = 160) -> str:
+    """A guard as text, its middle cut where it is long (a guard over a Swin's padded windows runs to thousands of
+    characters)."""
+    text = str(guard)
+    return text if len(text) <= most else f"{text[:most // 2]} ... {text[-most // 2:]}"
+
+
+def _remainders_broken(ep: torch.export.ExportedProgram, dims: _Dims, group_of: dict[Any, list[Any]],
+                       rewritten: Sequence[Any], most: int) -> list[tuple[sympy.Expr, list[Any], dict[Any, int]]]:
+    """Up to ``most`` guards on one group's remainder (``Mod(n, 2) == 0``: an ``if n % 2`` that kept the example's
+    branch, or a reshape that needs the multiple; or such an ``if`` capture rewrote into ``torch.cond``) with sizes
+    near the example's where each fails, every range and the other groups' guards kept: eager PyTorch refuses them
+    (the model's requirement) or computes what the ONNX model must. One size per group and guard; a guard already
+    failing at an earlier set's sizes gets none."""
+    found: list[tuple[sympy.Expr, list[Any], dict[Any, int]]] = []
+    remainders = [g for g in rewritten if g.has(Mod, PythonMod) and len(g.free_symbols) == 1]
+    for guard in list(dict.fromkeys([*remainders, *dims.guards])):
+        symbols = guard_symbols(guard)
+        if len(found) == most or not symbols or not symbols <= set(group_of):
+            continue
+        group = group_of[next(iter(symbols))]
+        if any(group_of[s] is not group for s in symbols):
+            continue  # sizes of two groups: relational, not a remainder
+        if any(not guards_hold([guard], values) for _, _, values in found):
+            continue
+        start = dims.example[group[0]]
+        far = (start * 2 + 64 + k for k in range(128))
+        if not any(guards_hold([guard], {**dims.example, **dict.fromkeys(group, n)}) for n in far):
+            continue  # a bound (one chunk of the example's: (s + 3) // 4 == 1), not a remainder: ``_above_range``'s
+        others = [g for g in dims.guards if not guard_symbols(g) & set(group)]
+        low, high = dims.bounds(group)
+        for value in (start + k for k in _NEAREST):
+            values = {**dims.example, **dict.fromkeys(group, value)}
+            if low <= value <= high and value >= 2 and _fits(ep, values, guards=others) \
+                    and not guards_hold([guard], values):
+                found.append((guard, group, values))
+                break
+    return found
 
 
 def _breaking(ep: torch.export.ExportedProgram, dims: _Dims, guard: sympy.Expr, symbols: list[Any],
