@@ -50,6 +50,9 @@ integer amounts, and its codebooks measure distances with no check on the frames
 so the clip's length stays dynamic.
 VitDet's position embeddings (VitMatte's backbone), which transformers fits to an image's grid of patches in Python,
 are resized in the graph for every size (:mod:`onnxport.hf._vitdet_positions`), so height and width stay dynamic.
+Swin-style layers, which pad an image to their patches and windows behind Python tests of its sides, pad and crop
+at every size by amounts the graph computes (:mod:`onnxport.hf._window_padding`), so height and width stay dynamic.
+Grounding DINO's feature levels' sizes stay symbolic likewise (:mod:`onnxport.hf._level_shapes`).
 
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
@@ -73,6 +76,7 @@ from onnxport.hf._conv_lengths import conv_lengths_symbolic
 from onnxport.hf._grid_convolution import grid_convolution_on
 from onnxport.hf._hunyuan_vision import hunyuan_tower_on
 from onnxport.hf._joined_pieces import joined_pieces
+from onnxport.hf._level_shapes import level_shapes_symbolic
 from onnxport.hf._longt5_blocks import blocks_of_any_length
 from onnxport.hf._mimi_codec import mimi_any_length
 from onnxport.hf._packed_attention import packed_attention_on
@@ -80,6 +84,7 @@ from onnxport.hf._set_order import sets_in_order
 from onnxport.hf._sinusoid_tables import tables_of_any_length
 from onnxport.hf._vision_windows import layout_as_tensors
 from onnxport.hf._vitdet_positions import vitdet_any_size
+from onnxport.hf._window_padding import window_padding_any_size
 from onnxport.hf._xvector_pooling import xvector_pooling_masked
 from onnxport.hf.attribute_swap import swapped
 from onnxport.hf.signature import cache_argument
@@ -112,7 +117,8 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
                 _scans_swapped(model), packed_attention_on(model), layout_as_tensors(), grid_convolution_on(), \
                 hunyuan_tower_on(), _joined_in(model), tables_of_any_length(model), conv_lengths_symbolic(model), \
                 blocks_of_any_length(), xvector_pooling_masked(model), mimi_any_length(model), \
-                vitdet_any_size(model), sets_in_order():
+                vitdet_any_size(model), level_shapes_symbolic(model), window_padding_any_size(model), \
+                sets_in_order():
             yield
     finally:
         for config, value in saved:

@@ -1,0 +1,38 @@
+"""Swin-style layers pad an image to their patches, to even sides and to their windows behind Python tests of its
+sides; during a capture they pad and crop at every size (``onnxport.hf._window_padding``), so one file takes
+images of any side, each matching eager PyTorch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from torch.export import Dim
+
+import onnxport
+
+
+def _swin(kind: str) -> torch.nn.Module:
+    common = {"image_size": 32, "patch_size": 4, "embed_dim": 8, "depths": [1, 2], "num_heads": [1, 2],
+              "window_size": 2, "num_labels": 3}
+    if kind == "swinv2":
+        return transformers.Swinv2ForImageClassification(transformers.Swinv2Config(**common)).eval()
+    return transformers.SwinForImageClassification(transformers.SwinConfig(**common)).eval()
+
+
+@pytest.mark.parametrize("kind", ["swin", pytest.param("swinv2", marks=pytest.mark.sweep)])  # 30 s each
+def test_a_swin_exported_at_one_size_is_right_at_sides_of_every_remainder(kind) -> None:
+    torch.manual_seed(0)
+    model = _swin(kind)
+    side = Dim.DYNAMIC
+    prog = onnxport.export(model, (torch.randn(1, 3, 32, 32),), dynamic_shapes=({2: side, 3: side},))
+    assert "If" not in {n.op_type for n in prog.model.graph}  # padded at every size, not branched
+    # sides not a multiple of the patch (4), patch grids of odd sides (9: merged to 5), grids not a multiple of the
+    # window (2)
+    for height, width in ((34, 30), (36, 44), (20, 52)):
+        pixels = torch.randn(1, 3, height, width)
+        with torch.no_grad():
+            expected = model(pixel_values=pixels).logits
+        torch.testing.assert_close(prog(pixels)[0], expected, atol=1e-4, rtol=1e-4)
+    # verification's eager runs at made-up sizes (an image smaller than a window shrinks Swin's) left it as it was
+    assert {block.window_size for stage in model.base_model.encoder.layers for block in stage.blocks} == {2}
