@@ -317,3 +317,19 @@ def test_exports_without_transformers_installed() -> None:
     result = subprocess.run([sys.executable, "-c", WITHOUT_TRANSFORMERS], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "exported without transformers" in result.stdout
+
+
+def test_an_output_named_as_an_input_leaves_the_input_its_name() -> None:
+    """A model returning one of its inputs under its own name (Grounding DINO's input_ids): the input is fed by that
+    name, so the output takes another."""
+    class Echo(torch.nn.Module):
+        def forward(self, input_ids: torch.Tensor, x: torch.Tensor) -> dict[str, torch.Tensor]:
+            return {"logits": x * 2, "input_ids": input_ids}
+
+    ids, x = torch.tensor([[1, 2]]), torch.randn(1, 2)
+    prog = onnxport.export(Echo(), (ids, x))
+    assert [i.name for i in prog.model.graph.inputs] == ["input_ids", "x"]
+    assert [o.name for o in prog.model.graph.outputs] == ["logits", "output.input_ids"]
+    out = prog(ids, x)
+    torch.testing.assert_close(out["input_ids"], ids)
+    torch.testing.assert_close(out["logits"], x * 2)

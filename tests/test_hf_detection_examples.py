@@ -48,3 +48,35 @@ def test_owlvit_keeps_a_text_per_query() -> None:
     model = transformers.OwlViTForObjectDetection(config).eval()
     inputs = examples.detection_queries_inputs(model, config)
     assert len(inputs["input_ids"]) == 3 and len(inputs["pixel_values"]) == 1
+
+
+def test_grounding_dino_exports_images_of_any_size(tmp_path) -> None:
+    """Grounding DINO turns each feature level's ``(height, width)`` into ``spatial_shapes`` with ``torch.as_tensor``
+    and its reference points with ``torch.linspace`` (``onnxport.hf._level_shapes``): exported with a processor that
+    keeps the aspect ratio, height and width stay dynamic (its one text per image, of any length), and onnxruntime
+    equals eager PyTorch on an image of another size with another text."""
+    import onnxruntime
+
+    from onnxport.hf import export_hf
+
+    directory, out = tmp_path / "grounding-dino", tmp_path / "out"
+    model, _ = tiny_grounding_dino()
+    model.save_pretrained(directory)
+    transformers.GroundingDinoImageProcessor(size={"shortest_edge": 64, "longest_edge": 96}).save_pretrained(directory)
+    prog = export_hf(directory, "zero-shot-object-detection", out, streaming=False)
+    assert transformers.models.grounding_dino.modeling_grounding_dino.torch is torch  # put back after the capture
+    shapes = {i.name: i.shape for i in prog.model.graph.inputs}
+    assert [isinstance(n, int) for n in shapes["pixel_values"]] == [True, True, False, False]
+    assert [isinstance(n, int) for n in shapes["input_ids"]] == [True, False]  # one text, of any length
+    session = onnxruntime.InferenceSession(str(out / "model.onnx"))
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.tensor([[101, 1000, 1012, 1001, 1002, 1012, 102]])  # "[CLS] a . b c . [SEP]"
+    inputs = {"pixel_values": torch.randn(1, 3, 72, 56, generator=generator), "input_ids": ids,
+              "attention_mask": torch.ones_like(ids), "pixel_mask": torch.ones(1, 72, 56, dtype=torch.long)}
+    with torch.no_grad():
+        expected = model(**inputs)
+    names = [i.name for i in session.get_inputs()]
+    got = dict(zip([o.name for o in session.get_outputs()],
+                   session.run(None, {k: v.numpy() for k, v in inputs.items() if k in names})))
+    for name in ("logits", "pred_boxes"):
+        torch.testing.assert_close(torch.from_numpy(got[name]), getattr(expected, name), atol=1e-4, rtol=1e-4)

@@ -435,8 +435,11 @@ ONE_TEXT_PER_IMAGE = ("grounding-dino", "mm-grounding-dino")
 
 
 def detection_queries_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
-    """The queries' number and length; one image (of dynamic height and width where the processor varies them)."""
+    """The queries' number and length; one image (of dynamic height and width where the processor varies them). A
+    detector of one text per image: that one text, its length dynamic."""
     shapes = zero_shot_dynamic(model, config)
+    if getattr(config, "model_type", None) in ONE_TEXT_PER_IMAGE:
+        shapes = {name: {k: v for k, v in dims.items() if k != 0} for name, dims in shapes.items()}
     return {**shapes, **{name: {k: v for k, v in dims.items() if k != 0} for name, dims in image_dynamic(
         model, config).items()}}
 

@@ -372,6 +372,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         model = SentenceEmbedding(model, sentence.poolings, sentence.normalize).eval()
         if weights is not None:
             weights = weights.renamed({f"transformer.{key}": key for key in weights})
+    static_ids: dict[str, set[int]] = {}  # per file, the dims of input_ids its task leaves static
     if spec.vlm:  # an image encoder, an embedding, decoders; the decoders' linear layers are what quantize rounds
         made = export_multimodal(model, config, model_dir, layout, opset=opset, progress=progress, weights=weights,
                                  target=target, quantize=quantize)
@@ -401,6 +402,8 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
             result = export(model, (), inputs, dynamic_shapes=dynamic, opset=opset, progress=progress,
                             weights=weights, target=target, quantize=quantize, dtype=torch.float16 if half else None)
         files = {"model.onnx": result}
+        if isinstance(dynamic, Mapping) and isinstance(dynamic.get("input_ids"), Mapping):
+            static_ids = {"model.onnx": {0, 1} - set(dynamic["input_ids"])}
         if task == "text-generation" and cache_argument(model) not in inputs:
             note_cacheless(model, result, engine)
     if streaming:  # the first line of each report says so
@@ -410,7 +413,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
                 continue
             prog.report.unverified = (f"the weights were streamed from the safetensors files, never loaded "
                                       f"({why_streamed}); pass streaming=False (--in-memory) to load and verify")
-    _check_token_dims(files)
+    _check_token_dims(files, static_ids)
     if quantize is not None:
         _check_quantized({name: prog for name, prog in files.items()
                           if not spec.vlm or prog is result.decoder or prog is result.decoder_with_past})
@@ -660,14 +663,15 @@ def _prequantized_options(scheme: prequantized.Scheme, quantize: QuantizeOptions
                          symmetric=asked.symmetric if "symmetric" in named else scheme.symmetric)
 
 
-def _check_token_dims(files: dict[str, OnnxProgram]) -> None:
+def _check_token_dims(files: dict[str, OnnxProgram], static: Mapping[str, set[int]]) -> None:
     """Refuse, before anything is written, a model whose token ids torch.export fixed to the example's batch or
-    length (the model's code makes them so): a folder that takes only prompts of the example's length."""
+    length (the model's code makes them so): a folder that takes only prompts of the example's length. ``static``:
+    per file, the dims of input_ids its task leaves static by design (one text per image of Grounding DINO)."""
     for name, prog in files.items():
         for value in prog.model.graph.inputs:
             if value.name == "input_ids" and value.shape is not None:
-                fixed = [f"{axis} {size}" for axis, size in zip(("batch", "length"), value.shape)
-                         if isinstance(size, int)]
+                fixed = [f"{axis} {size}" for dim, (axis, size) in enumerate(zip(("batch", "length"), value.shape))
+                         if isinstance(size, int) and dim not in static.get(name, ())]
                 if fixed:
                     raise InvalidInputError(
                         f"torch.export fixed the {' and '.join(fixed)} of {name}'s input_ids to the example's: the "

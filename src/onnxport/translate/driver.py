@@ -234,6 +234,10 @@ def translate(
     if len(by_key) == len(user_inputs):
         chosen = {**{n: name for (n, _), name in zip(user_inputs, by_key) if name}, **chosen}
     leaf_names = list(output_names) if output_names is not None else output_leaf_names(ep.call_spec.out_spec)
+    if output_names is None:  # an output named as an input (Grounding DINO returns its input_ids): the input keeps
+        # its name, which consumers feed it by; the output is "output.<name>"
+        inputs = {chosen.get(n) or n.name for n, s in zip(placeholders, specs) if s.kind == InputKind.USER_INPUT}
+        leaf_names = [f"output.{name}" if name in inputs else name for name in leaf_names]
     for name in list(chosen.values()) + leaf_names:
         names.reserve(name)
     for node, spec in zip(placeholders, specs):
