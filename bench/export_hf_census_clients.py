@@ -170,16 +170,63 @@ def check_generation(out: str, row: dict[str, Any], eager: dict[str, Any], deadl
     row["status"] = "right" if row["genai"]["ok"] else "wrong"
 
 
+def _fed_draws(path: str, rerun: Any, row: dict[str, Any]) -> tuple[str, Any, dict[str, Any]] | None:
+    """For a file that draws noise (VITS's durations and latents: ``onnxport.random_draws``), the same comparison
+    seeded: a copy of the file taking its draws as inputs, the draws eager PyTorch makes on the same inputs, and
+    its outputs then (``rerun(run)`` runs ``run`` on the reloaded model); None for a file that draws none, or
+    whose draws cannot be fed (kept compared as it is, said in the row)."""
+    import onnx_ir as ir
+    from export_hf_census import eager_encoder
+
+    from onnxport.verify import draws
+
+    model = ir.load(path)
+    values = draws.plan(model)
+    if values is None:
+        return None
+    names = [v.name for v in values]
+    recording = draws.Recording()
+
+    def run(eager_model: Any) -> dict[str, Any]:
+        with recording:
+            return eager_encoder(eager_model, row["_enc"])
+
+    reference = rerun(run)
+    why = draws.mismatch(values, recording.draws)
+    if why is not None:
+        row["draws"] = f"not fed: {why}"
+        return None
+    draws.feed_draws(names)(model)
+    seeded = os.path.join(os.path.dirname(path), "model.draws_fed.onnx")
+    ir.save(model, seeded)
+    row["draws"] = f"{len(names)} draws of eager PyTorch fed to the file (its noise as inputs)"
+    fed = {f"{name}__fed": t.numpy() for name, t in zip(names, recording.draws)}
+    return seeded, fed, reference
+
+
 def check_encoder(out: str, row: dict[str, Any], eager: dict[str, Any], enc: dict[str, Any],
-                  source: str = "the tokenizer") -> None:
+                  source: str = "the tokenizer", rerun: Any = None) -> None:
     """An ``onnxruntime.InferenceSession`` on OUT/model.onnx fed ``enc`` (what ``source`` gives: the tokenizer's
-    encoding, or the batch of images), each output compared with eager's output of that name."""
+    encoding, or the batch of images), each output compared with eager's output of that name. A file that draws
+    noise is compared seeded where ``rerun`` is given (see ``_fed_draws``)."""
     import numpy as np
 
     try:
-        sess = _session(os.path.join(out, "model.onnx"))
+        path, fed = os.path.join(out, "model.onnx"), {}
+        if rerun is not None:
+            row["_enc"] = enc
+            try:
+                seeded = _fed_draws(path, rerun, row)
+            finally:
+                row.pop("_enc")
+            if seeded is not None:
+                path, fed, eager = seeded
+        sess = _session(path)
         feed = {}
         for info in sess.get_inputs():
+            if info.name in fed:
+                feed[info.name] = fed[info.name]
+                continue
             if info.name not in enc:
                 raise LookupError(f"the model takes {info.name}, which {source} does not give")
             feed[info.name] = enc[info.name].astype(_NP_TYPES.get(info.type, "int64"))

@@ -223,6 +223,8 @@ def _task_sections(task: str, rs: list[dict[str, Any]]) -> list[str]:
             detail += f" (onnxport: {r['onnxport_at']})"
         if r.get("layers_kept"):
             detail = "[layer counts kept] " + detail
+        if str(r.get("draws", "")).endswith("(its noise as inputs)"):
+            detail = "[eager's random draws fed] " + detail
         status = f"{r.get('status')}" + (" (no cache, ORT loop)" if _no_cache(r) else "")
         out.append(f"| {r['type']} | {r.get('model_class', '')} | {params} | {status} | "
                    f"{r.get('export_s', '')} | {_esc(detail, 260)} |")
