@@ -201,3 +201,31 @@ def test_x86_bert_of_a_realistic_width_verifies_within_onnxruntimes_own_rounding
     assert sum(node.op_type == "MatMulInteger" for node in prog.model.graph) == 12  # 6 linear layers a layer
     if verification.integer_rounding:
         assert "level 'basic'" in verification.integer_rounding
+
+
+@pytest.mark.parametrize("hidden, heads, length, batches", [
+    (128, 2, 64, 8),  # the false alarm reported: 0.0018 off where quantizing the activations moves 0.006
+    pytest.param(192, 3, 48, 6, marks=pytest.mark.sweep),  # a width and a calibration set held out
+])
+def test_x86_bert_with_a_dynamic_batch_is_judged_by_its_quantization_effect(hidden, heads, length, batches) -> None:
+    """onnxruntime's levels 'all' and 'basic' round the float products alike, in another order than torch's, so
+    their difference says nothing of the rounding: the file is then held to half of what quantizing the
+    activations moves the outputs (eager PyTorch with float activations), the error the user accepted."""
+    torch.manual_seed(0)
+    encoder = Bert(hidden=hidden, heads=heads, vocab=1000, positions=128).eval()
+    ids = torch.randint(0, 1000, (2, length), generator=torch.Generator().manual_seed(0))
+    dims = ({0: torch.export.Dim("batch")},)
+    prepared = prepare_pt2e(torch.export.export(encoder, (ids,), dynamic_shapes=dims, strict=True).module(), _x86())
+    for seed in range(batches):
+        prepared(torch.randint(0, 1000, (2, length), generator=torch.Generator().manual_seed(seed + 1)))
+    model = convert_pt2e(prepared)
+    prog = onnxport.export(model, (ids,), dynamic_shapes=dims)
+    assert prog.report.verification.ok
+    with torch.no_grad():
+        expected = model(ids)
+    session = ort.InferenceSession(prog.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = torch.from_numpy(session.run(None, {session.get_inputs()[0].name: ids.numpy()})[0])
+    from onnxport.verify.integer import activation_quantization_effect
+
+    effect = (activation_quantization_effect(model, (ids,), {}) - expected).abs().max()
+    assert 0 < (got - expected).abs().max() <= 0.5 * effect

@@ -16,9 +16,13 @@ its "basic" level onnxruntime runs the QuantizeLinear/DequantizeLinear graph in 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from onnxport.verify.ahead import eager_outputs
 
 _QUANTIZED_OPS = frozenset({"QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
                             "QLinearConv", "QLinearMatMul"})
@@ -199,3 +203,30 @@ def saturating_integer_products() -> bool:
     except Exception:  # noqa: BLE001 - onnxruntime's own exception types; no answer is "no"
         return False
     return int(y.flatten()[0]) != 255 * 127 * k
+
+
+class _ActivationsUnquantized(TorchDispatchMode):
+    """While active, a quantized model's activations stay in float: its quantize ops pass their float input
+    through, and a dequantize of such a float passes it through too; weights stored as integer codes are still
+    dequantized, so what remains is the float model with its rounded weights."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if getattr(func, "namespace", None) == "quantized_decomposed" and args:
+            name = func.__name__
+            if name.startswith("quantize_per"):
+                return args[0]
+            if name.startswith("dequantize_per") and args[0].is_floating_point():
+                return args[0]
+        return func(*args, **(kwargs or {}))
+
+
+def activation_quantization_effect(model: Any, args: tuple, kwargs: dict[str, Any]) -> Any | None:
+    """The model's outputs on ``args``/``kwargs`` with its activations left in float (see
+    ``_ActivationsUnquantized``): beside its quantized outputs, what quantizing the activations moves them, the
+    error a user accepted in quantizing. None where the model has no such ops or does not run so."""
+    mode = _ActivationsUnquantized()
+    try:
+        with mode:
+            return eager_outputs(model, args, kwargs)
+    except Exception:  # noqa: BLE001 - a model that does not run with float activations: no measure
+        return None
