@@ -626,3 +626,18 @@ def test_depth_pro_without_the_rewrite_is_refused_at_its_line_in_transformers() 
                         dynamic_shapes=({0: torch.export.Dim.DYNAMIC},), rewrite_control_flow=False)
     assert caught.value.location.file.endswith("modeling_depth_pro.py")  # the model's file, in a library
     assert "len(i)" in caught.value.location.code
+
+
+@pytest.mark.parametrize("family, step", [("glpn", 32), ("depth_anything", 14)])
+def test_image_steps_are_the_multiples_the_processor_makes_every_side(family, step, tmp_path) -> None:
+    """Verification breaks a model's remainder guards only at sides the processor makes (``sizes_in_steps``):
+    GLPN's ``size_divisor``, Depth Anything's ``ensure_multiple_of``."""
+    from onnxport.hf import examples
+
+    directory = str(tmp_path / family)
+    model, processor = write_depth_model(directory, family)
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    config = transformers.AutoConfig.from_pretrained(directory)
+    steps = examples.image_steps(model, config)
+    assert steps["pixel_values_dim2"] == steps["pixel_values_dim3"] == step

@@ -149,3 +149,36 @@ def test_an_if_on_a_sizes_remainder_is_verified_where_it_flips() -> None:
 def test_a_remainder_the_model_requires_passes() -> None:
     prog = onnxport.export(PairsEvenLengths(), (torch.randn(2, 8),), dynamic_shapes=({1: Dim.DYNAMIC},))
     assert prog.report.verification.ok
+
+
+class PairsEvenLengthsElseHalves(torch.nn.Module):
+    """Pairs an even length, halves an odd one: the pairing traces only for even lengths, so torch.cond cannot
+    hold both branches and the file keeps the even one."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] % 2 == 0:
+            return x.reshape(x.shape[0], -1, 2).sum(-1)
+        return x[:, : x.shape[1] // 2]
+
+
+def test_a_remainder_branch_is_broken_only_at_sizes_the_inputs_come_in() -> None:
+    """Refused where an odd length, which eager takes, gives the other branch; exported where every input's length
+    is a multiple of 2 (an image processor's ``ensure_multiple_of``, as ``export_hf`` says through
+    ``sizes_in_steps``)."""
+    from onnxport.verify.sizes import sizes_in_steps
+
+    model, x, dims = PairsEvenLengthsElseHalves(), torch.randn(2, 8), ({1: Dim.DYNAMIC},)
+    with pytest.raises(onnxport.VerificationError) as caught:
+        onnxport.export(model, (x,), dynamic_shapes=dims)
+    assert "where the program's guard" in error_text(caught.value)
+    with sizes_in_steps({"x_dim1": 2}):
+        prog = onnxport.export(model, (x,), dynamic_shapes=dims)
+    lengths = [int(run.split("x=float32[2, ")[1].split("]")[0]) for run in prog.report.verification.runs]
+    assert len(lengths) > 1 and all(n % 2 == 0 for n in lengths), lengths
+    for n in (4, 10):
+        x = torch.randn(2, n)
+        torch.testing.assert_close(prog(x), model(x))
+
+
+def error_text(error: onnxport.VerificationError) -> str:
+    return f"{error}\n{error.fix}"

@@ -324,6 +324,30 @@ def _longest_edge(directory: str) -> int | None:
     return -(-longest // step) * step if isinstance(step, int) and step > 0 else longest
 
 
+_STEP_SETTINGS = ("ensure_multiple_of", "size_divisor", "size_divisibility", "pad_size_divisor")
+
+
+def image_steps(model: torch.nn.Module, config: Any) -> dict[str, int]:
+    """Per dynamic image dim (by its name, ``pixel_values_dim2``), the multiple the image processor makes every side
+    of, where its settings name one (ZoeDepth's and DPT's ``ensure_multiple_of``, DETR's ``size_divisor``) and the
+    sizes it makes of probe images keep it; empty otherwise (verification then tries sides of every remainder)."""
+    directory = getattr(config, "name_or_path", "") or ""
+    probed = _probe_processor(directory)
+    if not image_sizes(model, config).varying or probed is None:
+        return {}
+    try:
+        with open(os.path.join(directory, "preprocessor_config.json"), encoding="utf-8") as f:
+            settings = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    steps = [v for key in _STEP_SETTINGS if isinstance(v := settings.get(key), int) and not isinstance(v, bool)
+             and v > 1]
+    step = max(steps, default=1)
+    if step == 1 or any(side % step for size in probed[0] for side in size):
+        return {}
+    return {name: step for name in ("pixel_values_dim2", "pixel_values_dim3", "pixel_mask_dim1", "pixel_mask_dim2")}
+
+
 def image_dynamic(model: torch.nn.Module, config: Any) -> dict[str, Any]:
     """Dynamic batch; height and width too (``pixel_mask``'s with ``pixel_values``') for images of varying size,
     from 2 pixels (an image one pixel high or wide is none a processor makes: verification does not feed one) up to

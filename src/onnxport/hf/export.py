@@ -69,7 +69,16 @@ from onnxport.hf.audio_codec import FEATURES as CODEC_FEATURES
 from onnxport.hf.audio_codec import check_audio_codec, export_audio_codec, is_audio_codec
 from onnxport.hf.char_tokenizers import TOKENIZER_FILE, tokenizer_json
 from onnxport.hf.diffusion import INDEX_FILE, export_diffusion
-from onnxport.hf.examples import CTC_SPEECH, ENCODED_TASKS, ENCODER_DECODER_FEATURES, TASKS, Task, caching, read_config
+from onnxport.hf.examples import (
+    CTC_SPEECH,
+    ENCODED_TASKS,
+    ENCODER_DECODER_FEATURES,
+    TASKS,
+    Task,
+    caching,
+    image_steps,
+    read_config,
+)
 from onnxport.hf.forecasting import TASK as FORECASTING
 from onnxport.hf.forecasting import forecaster_class
 from onnxport.hf.genai import cached, genai_config, genai_target, note_cacheless, warn_states_genai_does_not_feed
@@ -95,6 +104,7 @@ from onnxport.hf.text_to_audio import check_text_to_audio
 from onnxport.program import OnnxProgram
 from onnxport.quantize.options import QuantizeOptions
 from onnxport.serial import serialized
+from onnxport.verify.sizes import sizes_in_steps
 
 __all__ = ["export_hf"]
 
@@ -398,7 +408,7 @@ def export_hf(directory: str | os.PathLike, task: str = "text-generation", out: 
         # export quantizes after verifying the float model (when the weights are loaded) and measures the result
         inputs = spec.inputs(model, config)
         dynamic = spec.dynamic(model, config) if callable(spec.dynamic) else spec.dynamic
-        with _one_head_size(model, inputs, task, engine) as inputs:
+        with _one_head_size(model, inputs, task, engine) as inputs, sizes_in_steps(image_steps(model, config)):
             result = export(model, (), inputs, dynamic_shapes=dynamic, opset=opset, progress=progress,
                             weights=weights, target=target, quantize=quantize, dtype=torch.float16 if half else None)
         files = {"model.onnx": result}

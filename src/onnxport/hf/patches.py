@@ -53,6 +53,8 @@ are resized in the graph for every size (:mod:`onnxport.hf._vitdet_positions`), 
 Swin-style layers, which pad an image to their patches and windows behind Python tests of its sides, pad and crop
 at every size by amounts the graph computes (:mod:`onnxport.hf._window_padding`), so height and width stay dynamic.
 Grounding DINO's feature levels' sizes stay symbolic likewise (:mod:`onnxport.hf._level_shapes`).
+DPT-style fusion layers (DPT, Depth Anything, ZoeDepth, ...), which resize a residual only where its size differs,
+get it resized in the graph at every size (:mod:`onnxport.hf._fusion_residuals`).
 
 A causal LM's decode step of one token with a dynamic length cannot be captured size-obliviously:
 transformers decides on the query length in Python (``q_length > 1``), and torch's own checks (the strides
@@ -73,6 +75,7 @@ import torch
 
 from onnxport.hf import cache as _cache
 from onnxport.hf._conv_lengths import conv_lengths_symbolic
+from onnxport.hf._fusion_residuals import fusion_residuals_resized
 from onnxport.hf._grid_convolution import grid_convolution_on
 from onnxport.hf._hunyuan_vision import hunyuan_tower_on
 from onnxport.hf._joined_pieces import joined_pieces
@@ -118,7 +121,7 @@ def patched(model: torch.nn.Module) -> Iterator[None]:
                 hunyuan_tower_on(), _joined_in(model), tables_of_any_length(model), conv_lengths_symbolic(model), \
                 blocks_of_any_length(), xvector_pooling_masked(model), mimi_any_length(model), \
                 vitdet_any_size(model), level_shapes_symbolic(model), window_padding_any_size(model), \
-                sets_in_order():
+                fusion_residuals_resized(model), sets_in_order():
             yield
     finally:
         for config, value in saved:

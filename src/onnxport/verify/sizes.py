@@ -40,7 +40,9 @@ a size 1); the report says it was checked at the example's size, or at those of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -66,7 +68,24 @@ from onnxport.capture._dim_constraints import (
 )
 from onnxport.errors import InvalidInputError
 
-__all__ = ["GroupSizes", "SampleSets", "guard_breaking_sets", "other_sizes", "resize_keeping_ends", "sizes_by_group"]
+__all__ = ["GroupSizes", "SampleSets", "guard_breaking_sets", "other_sizes", "resize_keeping_ends", "sizes_by_group",
+           "sizes_in_steps"]
+
+# Per dim name (``pixel_values_dim2``), the multiple every input's size there is (an image processor's
+# ``ensure_multiple_of``): a remainder guard is broken only at such sizes (see ``sizes_in_steps``).
+_STEPS: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar("onnxport_size_steps", default={})
+
+
+@contextlib.contextmanager
+def sizes_in_steps(steps: Mapping[str, int]) -> Iterator[None]:
+    """Inside the context, verification breaks a guard on a size's remainder only at sizes the inputs come in:
+    multiples of ``steps[name]`` for the dim named ``name`` (an image processor that makes every side a multiple
+    of 32 never gives a side of 127, where a model's ``if w // 8 % 2`` would take its other branch)."""
+    token = _STEPS.set(dict(steps))
+    try:
+        yield
+    finally:
+        _STEPS.reset(token)
 
 _OFFSETS = (-1, 1, 3, 2, -2, 5, 4, 7, -3, 9)
 _ABOVE_LIMIT = 4096  # a range torch.export bounded below this is checked just above its bound
@@ -104,6 +123,11 @@ class _Dims:
             self.example = example_symbol_values(ep, self.roots, [self.flat[i] for i in self.where])
             self.groups = _groups(self.roots, self.example, user_named_symbols(ep, specs))
             self.names = dim_names(ep, specs, input_names)
+        # the multiples the inputs come in (``sizes_in_steps``), as guards every made-up size keeps
+        steps = _STEPS.get()
+        self.step_guards = [sympy.Eq(Mod(r, step), 0) for r in self.roots
+                            if (step := steps.get(self.names.get(str(r), ""), 1)) > 1]
+        self.guards += self.step_guards
 
     def name(self, group: list[Any]) -> str:
         return "=".join(self.names.get(str(r), str(r)) for r in group)
@@ -226,7 +250,7 @@ def sizes_by_group(
             continue
         one = {**dims.example, **dict.fromkeys(group, 1)}
         if (start >= 2 and all(declared.get(str(s), 2) <= 1 for s in group)
-                and _fits(ep, one, declared=group, guards=dims.guards)):
+                and _fits(ep, one, declared=group, guards=dims.guards) and guards_hold(dims.step_guards, one)):
             candidates.add(dims.resized(one), 1, below_range=True)
         step = size_step(dims.guards, group, dims.example)
         offsets = _NEAREST if step is None else tuple(k * step[0] for k in (-1, 1, 2, 3))
@@ -312,6 +336,8 @@ def _remainders_broken(ep: torch.export.ExportedProgram, dims: _Dims, group_of: 
     found: list[tuple[sympy.Expr, list[Any], dict[Any, int]]] = []
     remainders = [g for g in rewritten if g.has(Mod, PythonMod) and len(g.free_symbols) == 1]
     for guard in list(dict.fromkeys([*remainders, *dims.guards])):
+        if guard in dims.step_guards:
+            continue  # the inputs' own multiples: no input breaks them
         symbols = guard_symbols(guard)
         if len(found) == most or not symbols or not symbols <= set(group_of):
             continue
@@ -326,7 +352,8 @@ def _remainders_broken(ep: torch.export.ExportedProgram, dims: _Dims, group_of: 
             continue  # a bound (one chunk of the example's: (s + 3) // 4 == 1), not a remainder: ``_above_range``'s
         others = [g for g in dims.guards if not guard_symbols(g) & set(group)]
         low, high = dims.bounds(group)
-        for value in (start + k for k in _NEAREST):
+        step = max((_STEPS.get().get(dims.names.get(str(s), ""), 1) for s in group), default=1)
+        for value in (start + k * step for k in _NEAREST):
             values = {**dims.example, **dict.fromkeys(group, value)}
             if low <= value <= high and value >= 2 and _fits(ep, values, guards=others) \
                     and not guards_hold([guard], values):
