@@ -36,3 +36,31 @@ def test_a_swin_exported_at_one_size_is_right_at_sides_of_every_remainder(kind) 
         torch.testing.assert_close(prog(pixels)[0], expected, atol=1e-4, rtol=1e-4)
     # verification's eager runs at made-up sizes (an image smaller than a window shrinks Swin's) left it as it was
     assert {block.window_size for stage in model.base_model.encoder.layers for block in stage.blocks} == {2}
+
+
+class Fused(torch.nn.Module):
+    """DPT's fusion layer called as its neck calls it: a hidden state and the residual from the level above."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        config = transformers.DPTConfig(fusion_hidden_size=8)
+        self.layer = transformers.models.dpt.modeling_dpt.DPTFeatureFusionLayer(config)
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.layer(hidden, residual)
+
+
+def test_a_dpt_fusion_layer_exported_at_equal_sizes_takes_a_residual_of_another_size() -> None:
+    """The layer resizes its residual only where the sizes differ (ZoeDepth's levels do for an image side of 93):
+    during capture the residual comes resized already (``onnxport.hf._fusion_residuals``), the identity at equal
+    sizes, so the file holds both cases."""
+    torch.manual_seed(0)
+    model = Fused().eval()
+    side = Dim.DYNAMIC
+    example = (torch.randn(1, 8, 8, 8), torch.randn(1, 8, 8, 8))
+    prog = onnxport.export(model, example, dynamic_shapes=({2: side, 3: side}, {2: side, 3: side}))
+    for hidden, residual in (((1, 8, 12, 10), (1, 8, 6, 5)), ((1, 8, 8, 8), (1, 8, 8, 8))):
+        inputs = torch.randn(*hidden), torch.randn(*residual)
+        with torch.no_grad():
+            expected = model(*inputs)
+        torch.testing.assert_close(prog(*inputs), expected, atol=1e-5, rtol=1e-4)
