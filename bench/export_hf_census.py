@@ -329,14 +329,16 @@ def encode(directory: str, vocab: int) -> dict[str, Any]:
     return dict(tok(_sentences(vocab), padding=True, return_tensors="np"))
 
 
-def eager_encoder(model: Any, enc: dict[str, Any]) -> dict[str, Any]:
+def eager_encoder(model: Any, enc: dict[str, Any], mode: Any = None) -> dict[str, Any]:
+    """The model's outputs on ``enc``, run with ``mode`` active where given (a recording of its random draws)."""
+    import contextlib
     import inspect
 
     import torch
 
     params = inspect.signature(model.forward).parameters
     feed = {k: torch.from_numpy(v) for k, v in enc.items() if k in params}
-    with torch.no_grad():
+    with torch.no_grad(), mode or contextlib.nullcontext():
         out = model(**feed)
     return {k: v.detach().double().numpy() for k, v in out.items() if isinstance(v, torch.Tensor)}
 
@@ -441,7 +443,8 @@ def run_row(task: str, model_type: str, class_name: str, row: dict[str, Any], sa
         check_generation(out, row, eager, deadline)
     else:
         check_encoder(out, row, eager, enc, "the image inputs" if task in IMAGE_TASKS else "the tokenizer",
-                      rerun=lambda run: reloaded(task, directory, eager, enc, None, row, run=run))
+                      rerun=lambda mode: reloaded(task, directory, eager, enc, None, row,
+                                                  run=lambda model: eager_encoder(model, enc, mode)))
 
 
 def reloaded(task: str, directory: str, eager: dict[str, Any], enc: dict[str, Any], prompt: Any,

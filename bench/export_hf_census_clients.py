@@ -173,10 +173,9 @@ def check_generation(out: str, row: dict[str, Any], eager: dict[str, Any], deadl
 def _fed_draws(path: str, rerun: Any, row: dict[str, Any]) -> tuple[str, Any, dict[str, Any]] | None:
     """For a file that draws noise (VITS's durations and latents: ``onnxport.random_draws``), the same comparison
     seeded: a copy of the file taking its draws as inputs, the draws eager PyTorch makes on the same inputs, and
-    its outputs then (``rerun(run)`` runs ``run`` on the reloaded model); None for a file that draws none, or
-    whose draws cannot be fed (kept compared as it is, said in the row)."""
+    its outputs then (``rerun(mode)`` runs the reloaded model on them with ``mode`` active); None for a file that
+    draws none, or whose draws cannot be fed (kept compared as it is, said in the row)."""
     import onnx_ir as ir
-    from export_hf_census import eager_encoder
 
     from onnxport.verify import draws
 
@@ -186,12 +185,7 @@ def _fed_draws(path: str, rerun: Any, row: dict[str, Any]) -> tuple[str, Any, di
         return None
     names = [v.name for v in values]
     recording = draws.Recording()
-
-    def run(eager_model: Any) -> dict[str, Any]:
-        with recording:
-            return eager_encoder(eager_model, row["_enc"])
-
-    reference = rerun(run)
+    reference = rerun(recording)
     why = draws.mismatch(values, recording.draws)
     if why is not None:
         row["draws"] = f"not fed: {why}"
@@ -213,14 +207,9 @@ def check_encoder(out: str, row: dict[str, Any], eager: dict[str, Any], enc: dic
 
     try:
         path, fed = os.path.join(out, "model.onnx"), {}
-        if rerun is not None:
-            row["_enc"] = enc
-            try:
-                seeded = _fed_draws(path, rerun, row)
-            finally:
-                row.pop("_enc")
-            if seeded is not None:
-                path, fed, eager = seeded
+        seeded = _fed_draws(path, rerun, row) if rerun is not None else None
+        if seeded is not None:
+            path, fed, eager = seeded
         sess = _session(path)
         feed = {}
         for info in sess.get_inputs():
