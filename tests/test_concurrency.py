@@ -13,11 +13,15 @@ import torch
 import onnxport
 from tests import concurrency_workers as workers
 
+# A pool worker that has not answered by then is stuck (a forked worker once waited forever on a lock a thread of
+# the parent held at the fork): the test fails, with the pool terminated, instead of holding the suite.
+_PATIENCE_S = 600
+
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_export_in_a_pool_worker(method):
     with multiprocessing.get_context(method).Pool(1) as pool:
-        result = pool.apply(workers.export_mlp, (3,))
+        result = pool.apply_async(workers.export_mlp, (3,)).get(timeout=_PATIENCE_S)
     assert result["status"] == "passed"
     assert "in this process (this process is a daemonic worker" in result["cost"]
     torch.testing.assert_close(torch.tensor(result["onnx"]), torch.tensor(result["eager"]), atol=1e-5, rtol=1e-5)
@@ -30,7 +34,8 @@ def test_export_hf_in_a_pool_worker(method, tmp_path):
 
     write_llama(str(tmp_path / "model"))
     with multiprocessing.get_context(method).Pool(1) as pool:
-        written = pool.apply(workers.export_hf_folder, (str(tmp_path / "model"), str(tmp_path / "out")))
+        written = pool.apply_async(workers.export_hf_folder,
+                                   (str(tmp_path / "model"), str(tmp_path / "out"))).get(timeout=_PATIENCE_S)
     assert "model.onnx" in written and "genai_config.json" in written
 
 
