@@ -309,14 +309,20 @@ def image_inputs(model: torch.nn.Module, config: Any, batch: int = EXAMPLE_BATCH
     return inputs
 
 
-def _longest_edge(directory: str) -> int | None:
-    """The longest side of the images the processor in ``directory`` makes, where its settings cap it."""
+def _processor_settings(directory: str) -> dict[str, Any]:
+    """The image processor's settings in ``directory`` (its preprocessor_config.json); empty where it has none."""
     try:
         with open(os.path.join(directory, "preprocessor_config.json"), encoding="utf-8") as f:
             settings = json.load(f)
     except (OSError, ValueError):
-        return None
-    size = settings.get("size") if isinstance(settings, dict) else None
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def _longest_edge(directory: str) -> int | None:
+    """The longest side of the images the processor in ``directory`` makes, where its settings cap it."""
+    settings = _processor_settings(directory)
+    size = settings.get("size")
     longest = size.get("longest_edge") if isinstance(size, dict) else None
     if not isinstance(longest, int) or isinstance(longest, bool) or longest < 2:
         return None
@@ -335,11 +341,7 @@ def image_steps(model: torch.nn.Module, config: Any) -> dict[str, int]:
     probed = _probe_processor(directory)
     if not image_sizes(model, config).varying or probed is None:
         return {}
-    try:
-        with open(os.path.join(directory, "preprocessor_config.json"), encoding="utf-8") as f:
-            settings = json.load(f)
-    except (OSError, ValueError):
-        return {}
+    settings = _processor_settings(directory)
     steps = [v for key in _STEP_SETTINGS if isinstance(v := settings.get(key), int) and not isinstance(v, bool)
              and v > 1]
     step = max(steps, default=1)
