@@ -104,6 +104,10 @@ CLIPS = (0.9, 0.55)
 SETTINGS = {"detr": {"encoder_attention_heads": 8, "decoder_attention_heads": 8},  # (its mask head's groups of 8:
             # d_model + heads channels)
             "musicgen": {"audio_encoder.codebook_dim": 64},  # (its codec's codes are as wide as its states)
+            # (its Swin's last stage, at 1/32 of the image, at least as wide as its window of 7: a smaller image
+            # shrinks the window below its position table's 7x7, which eager PyTorch fails on; the side stated
+            # where the census reads it)
+            "grounding-dino": {"image_size": 256},
             "sam": {"vision_config.output_channels": 64, "vision_config.global_attn_indexes": [1],
                     "vision_config.window_size": 4, "vision_config.num_pos_feats": 32,
                     "prompt_encoder_config.image_embedding_size": 8}}

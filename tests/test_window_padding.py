@@ -64,3 +64,25 @@ def test_a_dpt_fusion_layer_exported_at_equal_sizes_takes_a_residual_of_another_
         with torch.no_grad():
             expected = model(*inputs)
         torch.testing.assert_close(prog(*inputs), expected, atol=1e-5, rtol=1e-4)
+
+
+def test_a_four_stage_swin_keeps_each_stages_sides_one_short_expression() -> None:
+    """Each stage's padded, merged and windowed sides are written in the form of Swin's own halved sizes
+    (``(height + 1) // 2``), so torch sees them equal to the sizes the next stage is told: the sizes stay a chain of
+    four halvings, where another form of the same numbers grew to thousands of characters (and the capture of four
+    stages from seconds to minutes)."""
+    torch.manual_seed(0)
+    config = transformers.SwinConfig(image_size=32, patch_size=4, embed_dim=8, depths=[1, 1, 1, 1],
+                                     num_heads=[1, 1, 1, 1], window_size=2)
+    model = transformers.SwinModel(config).eval()
+    side = Dim.DYNAMIC
+    prog = onnxport.export(model, (torch.randn(1, 3, 96, 128),), dynamic_shapes=({2: side, 3: side},))
+    longest = max((str(value.shape) for node in prog.model.graph for value in node.outputs
+                   if value.shape is not None), key=len)
+    assert len(longest) < 300, longest
+    # the last stage is at least the window wide (a smaller image shrinks Swin's window, which eager refuses)
+    for height, width in ((96, 129), (65, 77), (200, 131)):
+        pixels = torch.randn(1, 3, height, width)
+        with torch.no_grad():
+            expected = model(pixel_values=pixels).last_hidden_state
+        torch.testing.assert_close(prog(pixels)[0], expected, atol=1e-4, rtol=1e-4)

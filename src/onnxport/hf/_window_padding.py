@@ -41,10 +41,12 @@ class _Padding(int):
 
 
 def _to_multiple(size: Any, step: int) -> Any:
-    """What brings ``size`` up to a multiple of ``step``: written as a ceiling division, which torch's symbolic sizes
-    keep short through the layers (remainders of remainders grow to thousands of characters, and the capture slows
-    fivefold)."""
-    return -(-size // step) * step - size
+    """What brings ``size`` up to a multiple of ``step``: ``(size + step - 1) // step``, the form of Swin's own
+    halved sizes (``(height + 1) // 2``), so that each stage's padded, merged and windowed sides are one expression
+    torch's symbolic sizes see as equal to the sizes the next stage is told. Another form of the same number (a
+    remainder, ``-(-size // step)``) makes torch prove equalities of nested floor divisions at every view: a
+    four-stage Swin at window 2 took 411 s to capture that way, 4 s this way."""
+    return (size + step - 1) // step * step - size
 
 
 def _to_patches(self: torch.nn.Module, pixel_values: torch.Tensor, height: Any, width: Any) -> torch.Tensor:
