@@ -30,7 +30,7 @@ import onnx_ir as ir
 
 from onnxport.errors import InvalidInputError
 
-__all__ = ["DEFAULT_TARGET", "QUANTIZED_SINCE", "TARGETS", "Forms", "Target", "ir_version_for", "resolve"]
+__all__ = ["DEFAULT_TARGET", "OFF_DEVICE", "QUANTIZED_SINCE", "TARGETS", "Forms", "Target", "ir_version_for", "resolve"]
 
 MIN_OPSET = 18  # the oldest opset onnxport writes
 FUSED_OPSET = 23  # the first opset with Attention, RMSNormalization and RotaryEmbedding; the newest a target picks
@@ -73,6 +73,13 @@ FUSED_SINCE: dict[str, dict[str, tuple[int, int] | None]] = {
     "RMSNormalization": {"onnxruntime": (1, 23), "onnxruntime-web": (1, 23), "tensorrt": None},
     "RotaryEmbedding": {"onnxruntime": (1, 23), "onnxruntime-web": (1, 23), "tensorrt": None},
 }
+
+# Fused forms that a runtime computes right but runs off its accelerator, so its files keep them written out. A file
+# for onnxruntime-web is for both its backends: its WebGPU provider (1.31, transformers.js 4.3's) has no kernel for
+# opset 23's Attention, and places each one on the CPU with copies to and from the GPU around it (its session log,
+# logSeverityLevel 0); attention written out (MatMul, Softmax, as in the files transformers.js users load today)
+# runs on WebGPU and on wasm.
+OFF_DEVICE: dict[str, tuple[str, ...]] = {"onnxruntime-web": ("Attention",)}
 
 # The first onnxruntime release that loads and computes each quantized form right, measured with
 # onnxruntime's wheels 1.18-1.32 (tests/runtimes' side environments): MatMulNBits of 4 bits loads in every
@@ -132,8 +139,10 @@ class Forms:
 
     def allows(self, form: str) -> bool:
         """Whether ``form`` (a key of ``FUSED_SINCE``) is right wherever a file of this opset loads, with the
-        highest fence the target's oldest release still reads."""
-        if self.opset < _FORM_OPSET.get(form, FUSED_OPSET):
+        highest fence the target's oldest release still reads, and runs where the target runs the rest
+        (:data:`OFF_DEVICE`)."""
+        if self.opset < _FORM_OPSET.get(form, FUSED_OPSET) or form.split(".")[0] in OFF_DEVICE.get(
+                self.target.runtime, ()):
             return False
         return _fenced(form, self.opset, self.target.max_ir, self.target.runtime)
 

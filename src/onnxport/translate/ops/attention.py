@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import onnx_ir as ir
 
@@ -140,12 +142,13 @@ def _mask_bias(ctx: Ctx, mask: ir.Value, q: ir.Value) -> tuple[ir.Value, ir.Valu
 
     A row is found hidden by reducing which keys it keeps (0 or 1), not the bias itself: OpenVINO's
     ``ReduceMax`` of a row of -inf gives the lowest finite float, so a test of that maximum for -inf finds
-    no row hidden there, and the softmax of the -inf row is NaN."""
+    no row hidden there, and the softmax of the -inf row is NaN. A float mask's kept keys are those above -inf
+    (a comparison, which onnxruntime-web's WebGPU provider runs, where it has no ``IsInf``)."""
     if mask.dtype == ir.DataType.BOOL:
         bias, kept = _bias(ctx, mask, q), mask
     else:
         bias = ctx.cast(mask, q.dtype)
-        kept = ctx.op.Not(ctx.op.IsInf(bias, detect_positive=0))
+        kept = ctx.op.Greater(bias, ctx.const(-math.inf, like=q))  # not IsInf: no WebGPU kernel
     seen = ctx.op.ReduceMax(ctx.cast(kept, q.dtype), axes(ctx, [-1]), keepdims=1)
     bias = ctx.op.Where(ctx.cast(seen, ir.DataType.BOOL), bias, ctx.const(0.0, like=q))
     return bias, seen
