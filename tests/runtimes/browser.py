@@ -3,11 +3,13 @@ driven by puppeteer-core (run_browser.mjs): what each page leaves in ``window.on
 
 from __future__ import annotations
 
+import collections
 import functools
 import http.server
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import threading
@@ -35,10 +37,11 @@ def need_chromium() -> str:
     return found
 
 
-def open_pages(root: pathlib.Path, queries: list[dict[str, str]]) -> list[dict]:
+def open_pages(root: pathlib.Path, queries: list[dict[str, str]], webgpu: bool = False) -> list[dict]:
     """Serve ``root`` (the page, transformers.js's bundle as ``lib/`` and onnxruntime-web's as ``ort/`` are linked
-    into it) and open the page once per query (``model``, ``task``, ``dtype``, ``input``, ``options``: the page's
-    query parameters, paths relative to ``root``) in headless Chromium; each page's result, in order."""
+    into it) and open the page once per query (``model``, ``task``, ``dtype``, ``input``, ``options``, ``log``: the
+    page's query parameters, paths relative to ``root``) in headless Chromium, on wasm, or with ``webgpu`` on
+    SwiftShader's WebGPU adapter; each page's result, in order (with its console's lines where ``log`` is 1)."""
     browser = need_chromium()
     modules = os.path.join(MODULES, "node_modules")
     for name, target in (("index.html", PAGE), ("lib", os.path.join(modules, "@huggingface", "transformers", "dist")),
@@ -53,13 +56,38 @@ def open_pages(root: pathlib.Path, queries: list[dict[str, str]]) -> list[dict]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         urls = [f"http://127.0.0.1:{server.server_port}/index.html?" + urllib.parse.urlencode(
-            {"lib": "lib/transformers.js", "wasm": "ort/", "run": "1", **query}) for query in queries]
+            {"lib": "lib/transformers.js", "wasm": "ort/", "run": "1", "device": "webgpu" if webgpu else "wasm",
+             **query}) for query in queries]
         with open(root / "urls.json", "w", encoding="utf-8") as f:
             json.dump(urls, f)
         subprocess.run([shutil.which("node"), os.path.join(HERE, "run_browser.mjs"), "--modules", MODULES,
-                        "--chromium", browser, str(root / "urls.json"), str(root / "results.json")],
-                       check=True, timeout=900)
+                        "--chromium", browser, *(["--webgpu"] if webgpu else []), str(root / "urls.json"),
+                        str(root / "results.json")], check=True, timeout=1800)
     finally:
         server.shutdown()
     with open(root / "results.json", encoding="utf-8") as f:
         return json.load(f)
+
+
+_PLACED = re.compile(r"Node\(s\) placed on \[(\w+)ExecutionProvider\]")
+_NODE = re.compile(r"VerifyEachNodeIsAssignedToAnEp\]\s{3}(\w+) \(")
+
+
+def placements(logs: list[str]) -> list[dict[str, collections.Counter]]:
+    """Per session a page created, in order: execution provider (``WebGpu``, ``Cpu``) -> op type -> how many of the
+    session's nodes onnxruntime placed there, read from its session log (the page opened with ``log=1``: the lines
+    under "Node placements", copies between devices among them as ``MemcpyToHost``/``MemcpyFromHost``)."""
+    sessions: list[dict[str, collections.Counter]] = []
+    provider = None
+    for line in logs:
+        if "Node placements" in line:
+            sessions.append({})
+            provider = None
+        elif sessions and (found := _PLACED.search(line)):
+            provider = found.group(1)
+            sessions[-1][provider] = collections.Counter()
+        elif sessions and provider and (found := _NODE.search(line)):
+            sessions[-1][provider][found.group(1)] += 1
+        elif "VerifyEachNodeIsAssignedToAnEp" not in line:
+            provider = None
+    return sessions
