@@ -38,6 +38,7 @@ import onnx  # noqa: E402
 import torch  # noqa: E402
 
 from onnxport import targets as _targets  # noqa: E402
+from onnxport.errors import InvalidInputError  # noqa: E402
 from tests.runtimes import cases, runtimes  # noqa: E402
 
 FUSED = ("Attention", "RMSNormalization", "RotaryEmbedding")
@@ -81,8 +82,12 @@ def build_cases(out: str) -> dict[str, dict]:
         for label, (options, ops) in VARIANTS.items():
             for dtype in DTYPES:
                 name = f"{case.name}.{_slug(label)}.{str(dtype)[6:]}"
-                with forced(ops):
-                    prog = cases.export(case, built, dtype=dtype, **options)
+                try:
+                    with forced(ops):
+                        prog = cases.export(case, built, dtype=dtype, **options)
+                except InvalidInputError as e:  # a quantized form the variant's releases do not all run
+                    log(f"{name}: left out: {str(e).splitlines()[0]}")
+                    continue
                 directory = cases.write_case(case, built, prog, os.path.join(out, name), dtype=dtype)
                 model = onnx.load(os.path.join(directory, "model.onnx"))
                 present = sorted({n.op_type for n in model.graph.node} & set(FUSED))

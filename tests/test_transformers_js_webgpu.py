@@ -10,33 +10,56 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
 from onnxport.hf import export_hf
 from tests.runtimes.browser import need_chromium, open_pages, placements
 from tests.test_transformers_js import CLOSE, MAKERS, assert_close_scores, write_wav
 
-pytestmark = pytest.mark.sweep  # Chromium, twenty pages
+pytestmark = pytest.mark.sweep  # Chromium, a page per task, dtype and device
 
-# The common models of the tasks: BERT, a Llama-style decoder, T5, ViT and Whisper.
-TASKS = ("text-classification", "text-generation", "text2text-generation", "image-classification",
-         "automatic-speech-recognition")
+# Every task of the transformers.js matrix; the common models among them: BERT, a Llama-style decoder, T5, ViT and
+# Whisper (their compute must never leave WebGPU).
+TASKS = tuple(MAKERS)
+COMMON = ("text-classification", "text-generation", "text2text-generation", "image-classification",
+          "automatic-speech-recognition")
 DTYPES = ("fp32", "q4")
+SCORED = ("text-classification", "fill-mask", "token-classification", "question-answering", "image-classification",
+          "audio-classification", "zero-shot-image-classification")
 GENERATING = ("text-generation", "text2text-generation", "automatic-speech-recognition")
 # What onnxruntime-web keeps on the CPU beside WebGPU, all of it on int64 positions, sizes and masks (WebGPU has
 # no int64 arithmetic for most ops, and onnxruntime keeps a shape's arithmetic where the shape is read):
 CPU_KINDS = {
     "shapes": {"Shape", "Squeeze", "Unsqueeze", "Concat", "Slice", "Expand", "Tile", "ConstantOfShape", "Gather",
                "Range", "Cast", "If"},  # If: the merged decoder's choice of branch, by the cache's length
-    "positions and masks": {"Add", "Sub", "Mul", "Neg", "Abs", "Min", "Less", "LessOrEqual", "Greater",
-                            "GreaterOrEqual", "Where", "GatherND", "GatherElements"},  # T5's buckets, causal masks,
-    # the padded batch's last token
+    "positions, lengths and masks": {"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Min", "Equal", "Less", "LessOrEqual",
+                                     "Greater", "GreaterOrEqual", "Where", "GatherND", "GatherElements"},
+    # T5's buckets, causal masks, the padded batch's last token, a clip's frames through Wav2Vec2's convolutions
     "the rotary table": {"Cos", "Sin"},  # of the positions (a Llama's cos and sin per position and frequency)
+    # Not arithmetic, and not on WebGPU: onnxruntime-web 1.31's WebGPU provider finds no kernel for DPT's upsampling
+    # ConvTranspose (opset 22's); left named until it does, or until the file writes the upsampling otherwise
+    "upsampling (a known gap)": {"ConvTranspose"},
 }
 # What must never leave WebGPU: the model's compute.
 COMPUTE = {"Attention", "MultiHeadAttention", "GroupQueryAttention", "MatMul", "Gemm", "MatMulNBits", "Softmax",
            "LayerNormalization", "SkipLayerNormalization", "RMSNormalization", "SimplifiedLayerNormalization",
            "SkipSimplifiedLayerNormalization", "Conv", "BiasGelu", "Gelu", "FastGelu", "RotaryEmbedding"}
+
+
+def _page_input(given: object, root, task: str) -> str:
+    """A case's input as the example page's ``input`` field: the text; "question|context"; a WAV file's name; an
+    image's name (served beside the folders), "image|label,label" for zero-shot classification."""
+    if not isinstance(given, dict):
+        return given
+    if "question" in given:
+        return f"{given['question']}|{given['context']}"
+    if "audio" in given:
+        return write_wav(root / f"{task}.wav", given["audio"])
+    name = os.path.basename(given["image"])
+    if not (root / name).exists():
+        os.symlink(given["image"], root / name)
+    return f"{name}|{','.join(given['labels'])}" if "labels" in given else name
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +71,7 @@ def pages(tmp_path_factory):
     for task in TASKS:
         case = MAKERS[task](str(root / "checkpoints"))
         export_hf(case.directory, task, str(root / task), target="transformers.js", dtypes=list(DTYPES))
-        given = case.inputs[0]
-        if isinstance(given, dict) and "audio" in given:
-            given = write_wav(root / f"{task}.wav", given["audio"])
-        elif isinstance(given, dict):
-            name = os.path.basename(given["image"])
-            if not (root / name).exists():
-                os.symlink(given["image"], root / name)
-            given = name
+        given = _page_input(case.inputs[0], root, task)
         queries += [{"model": task, "task": task, "dtype": dtype, "input": given,
                      "options": json.dumps(case.options)} for dtype in DTYPES]
     wasm = open_pages(root, queries)
@@ -77,8 +93,32 @@ def test_webgpu_computes_what_wasm_computes(pages, task, dtype) -> None:
     if task in GENERATING:
         assert on_webgpu["output"] == on_wasm["output"]
         assert on_webgpu["timings"]["tokens"] >= 1
-    else:
+    elif task in SCORED:
         assert_close_scores(on_webgpu["output"], on_wasm["output"], 1e-4 if dtype == "fp32" else CLOSE[dtype])
+    else:  # features, boxes, masks, depth: the same structure, numbers within the dtype's bound
+        assert_close_tree(on_webgpu["output"], on_wasm["output"], 1e-3 if dtype == "fp32" else CLOSE[dtype])
+    assert on_webgpu["timings"]["load_ms"] > 0 and on_webgpu["timings"]["run_ms"] > 0
+
+
+def assert_close_tree(got: object, expected: object, bound: float, where: str = "") -> None:
+    """Equal structure and labels; each number within ``bound`` of the other relative to its size (at least 1);
+    a long run of numbers (a mask's or a depth map's pixels, features) by its mean difference over its range."""
+    if isinstance(expected, dict):
+        assert isinstance(got, dict) and set(got) == set(expected), (where, got, expected)
+        for key in expected:
+            assert_close_tree(got[key], expected[key], bound, f"{where}.{key}")
+    elif isinstance(expected, list) and len(expected) > 16 and all(isinstance(v, (int, float)) for v in expected):
+        a, b = np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+        assert a.shape == b.shape, where
+        assert np.abs(a - b).mean() <= bound * max(1.0, float(np.ptp(b))), (where, np.abs(a - b).mean())
+    elif isinstance(expected, list):
+        assert isinstance(got, list) and len(got) == len(expected), (where, got, expected)
+        for i, (a, b) in enumerate(zip(got, expected, strict=True)):
+            assert_close_tree(a, b, bound, f"{where}[{i}]")
+    elif isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        assert abs(got - expected) <= bound * max(1.0, abs(expected)), (where, got, expected)
+    else:
+        assert got == expected, (where, got, expected)
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -90,5 +130,6 @@ def test_only_shape_and_position_arithmetic_leaves_webgpu(pages, task, dtype) ->
     for session in sessions:
         assert sum(session.get("WebGpu", {}).values()) > 0
         on_cpu = set(session.get("CPU", {}))
-        assert not on_cpu & COMPUTE, session["CPU"]
+        if task in COMMON:
+            assert not on_cpu & COMPUTE, session["CPU"]
         assert on_cpu <= named, on_cpu - named
