@@ -159,6 +159,28 @@ CENSUS_VENV := .venv-census
 bench-transformers-js-census: $(VENV)/.installed runtimes
 	OMP_NUM_THREADS=1 $(BIN)/python bench/transformers_js_census.py --resume
 
+# onnxport's --target transformers.js folders against optimum-onnx's (the exporter transformers.js's own conversion
+# script calls), both loaded and timed by transformers.js in Node and headless Chromium: load, latency, first-token
+# and per-token times, file sizes per dtype. optimum runs in .venv-optimum (requirements-optimum.txt), layered on
+# .venv as .venv-tf is, but with the .pth file written first, so that requirements-optimum.txt's pins of .venv's
+# own releases (torch, onnx, onnxruntime) are found satisfied there and not installed twice.
+OPTIMUM_VENV := .venv-optimum
+OPTIMUM_PINS := requirements-optimum.txt
+
+.PHONY: bench-transformers-js
+bench-transformers-js: $(VENV)/.installed $(OPTIMUM_VENV)/.installed runtimes
+	$(BIN)/python bench/transformers_js.py --optimum-python $(OPTIMUM_VENV)/bin/python --out bench/transformers_js.md
+
+$(OPTIMUM_VENV)/.installed: $(VENV)/.installed $(OPTIMUM_PINS)
+	rm -rf $(OPTIMUM_VENV)
+	$(PYTHON) -m venv $(OPTIMUM_VENV)
+	$(OPTIMUM_VENV)/bin/python -m pip install -q pip==$(PIP_VERSION)
+	echo "import site; site.addsitedir('$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
+		> "$$($(OPTIMUM_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_onnxport_base_venv.pth"
+	$(OPTIMUM_VENV)/bin/python -m pip install -q --no-deps -r $(OPTIMUM_PINS)
+	$(OPTIMUM_VENV)/bin/optimum-cli export onnx --help > /dev/null
+	touch $@
+
 # The speech-recognition census: every type of transformers' speech-to-text mapping, at the newest transformers.
 .PHONY: bench-speech-census
 bench-speech-census: $(TF_VENV)/.installed
