@@ -74,7 +74,7 @@ _NODE = re.compile(r"VerifyEachNodeIsAssignedToAnEp\]\s{3}(\w+) \(")
 
 
 def placements(logs: list[str]) -> list[dict[str, collections.Counter]]:
-    """Per session a page created, in order: execution provider (``WebGpu``, ``Cpu``) -> op type -> how many of the
+    """Per session a page created, in order: execution provider (``WebGpu``, ``CPU``) -> op type -> how many of the
     session's nodes onnxruntime placed there, read from its session log (the page opened with ``log=1``: the lines
     under "Node placements", copies between devices among them as ``MemcpyToHost``/``MemcpyFromHost``)."""
     sessions: list[dict[str, collections.Counter]] = []
