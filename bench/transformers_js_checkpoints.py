@@ -49,18 +49,11 @@ def sessions(task: str) -> tuple[str, ...]:
 
 
 def _word_tokenizer(directory: str, vocab_size: int, kind: str) -> None:
-    """A word-level tokenizer (``<pad>``=0, ``<s>``=1, ``</s>``=2, then ``w3``, ``w4``...) of ``vocab_size`` entries,
-    its special tokens marked special (decoded text leaves them out)."""
-    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+    """The test suite's word-level tokenizer (``<pad>``=0, ``<s>``=1, ``</s>``=2, then ``w3``, ``w4``...)."""
+    sys.path.insert(0, ROOT)
+    from tests.test_transformers_js import write_special_tokenizer
 
-    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, **{f"w{i}": i for i in range(3, vocab_size)}}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.add_special_tokens([AddedToken(t, special=True) for t in ("<pad>", "<s>", "</s>")])
-    tokenizer.save(os.path.join(directory, "tokenizer.json"))
-    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"tokenizer_class": kind, "bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>",
-                   "unk_token": "<pad>", "model_max_length": 4096}, f)
+    write_special_tokenizer(directory, vocab_size, kind)
 
 
 def _bert_tokenizer(directory: str) -> None:
