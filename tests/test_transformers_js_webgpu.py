@@ -17,7 +17,7 @@ from onnxport.hf import export_hf
 from tests.runtimes.browser import need_chromium, open_pages, placements
 from tests.test_transformers_js import CLOSE, MAKERS, assert_close_scores, write_wav
 
-pytestmark = pytest.mark.sweep  # Chromium, a page per task, dtype and device
+pytestmark = pytest.mark.sweep  # Chromium, a page per task, dtype and device (see MATRIX)
 
 # Every task of the transformers.js matrix; the common models among them: BERT, a Llama-style decoder, T5, ViT and
 # Whisper (their compute must never leave WebGPU).
@@ -62,13 +62,12 @@ def _page_input(given: object, root, task: str) -> str:
     return f"{name}|{','.join(given['labels'])}" if "labels" in given else name
 
 
-@pytest.fixture(scope="module")
-def pages(tmp_path_factory):
-    """(task, dtype, device) -> what the example page left, the WebGPU pages with their session logs."""
+def _open(root, tasks: tuple[str, ...]) -> dict[tuple[str, str, str], dict]:
+    """(task, dtype, device) -> what the example page left for ``tasks``' folders, the WebGPU pages with their
+    session logs."""
     need_chromium()
-    root = tmp_path_factory.mktemp("webgpu-site")
     queries = []
-    for task in TASKS:
+    for task in tasks:
         case = MAKERS[task](str(root / "checkpoints"))
         export_hf(case.directory, task, str(root / task), target="transformers.js", dtypes=list(DTYPES))
         given = _page_input(case.inputs[0], root, task)
@@ -83,10 +82,29 @@ def pages(tmp_path_factory):
     return found
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    """(task, dtype, device) -> the page's result; the common models' pages opened together the first time one is
+    asked for, the other tasks' (marked slow) likewise."""
+    found: dict[tuple[str, str, str], dict] = {}
+
+    def page(task: str, dtype: str, device: str) -> dict:
+        if (task, dtype, device) not in found:
+            group = COMMON if task in COMMON else tuple(t for t in TASKS if t not in COMMON)
+            found.update(_open(tmp_path_factory.mktemp("webgpu-site"), group))
+        return found[task, dtype, device]
+
+    return page
+
+
+# The common models' pages in the sweep (two minutes); every other task's with the slow tests (four more).
+MATRIX = [task if task in COMMON else pytest.param(task, marks=pytest.mark.slow) for task in TASKS]
+
+
+@pytest.mark.parametrize("task", MATRIX)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_webgpu_computes_what_wasm_computes(pages, task, dtype) -> None:
-    on_wasm, on_webgpu = pages[task, dtype, "wasm"], pages[task, dtype, "webgpu"]
+    on_wasm, on_webgpu = pages(task, dtype, "wasm"), pages(task, dtype, "webgpu")
     for result in (on_wasm, on_webgpu):
         assert "error" not in result, result.get("error")
     assert (on_wasm["device"], on_webgpu["device"]) == ("wasm", "webgpu")
@@ -121,10 +139,10 @@ def assert_close_tree(got: object, expected: object, bound: float, where: str = 
         assert got == expected, (where, got, expected)
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", MATRIX)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_only_shape_and_position_arithmetic_leaves_webgpu(pages, task, dtype) -> None:
-    sessions = placements(pages[task, dtype, "webgpu"]["logs"])
+    sessions = placements(pages(task, dtype, "webgpu")["logs"])
     assert sessions, "onnxruntime's session log gave no node placements"
     named = set().union(*CPU_KINDS.values())
     for session in sessions:
