@@ -46,6 +46,7 @@ class Built:
     dynamic_shapes: Any
     sets: list[InputSet]
     reference: torch.nn.Module | None = None  # what the outputs are compared with, when not ``model`` itself
+    half_reference: torch.nn.Module | None = None  # what a float16 export's are compared with, when not ``reference``
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,19 +118,29 @@ INT4 = {"bits": 4, "block_size": 32, "accuracy_level": 0}  # float products: eve
 
 def _llama_int4() -> Built:
     """The Llama with int4 weights (MatMulNBits), against eager PyTorch with each linear layer's weight
-    replaced by its dequantized codes: the same model quantized, in eager."""
+    replaced by its dequantized codes: the same model quantized, in eager. A float16 export quantizes its weights
+    as float16 holds them, with float16 scales: its reference is made so (the codes of the float32 weights differ
+    from them by up to 0.017 in the logits, past float16's bound)."""
+    built = _llama()
+    return dataclasses.replace(built, reference=_int4_reference(built.model, half=False),
+                               half_reference=_int4_reference(built.model, half=True))
+
+
+def _int4_reference(model: torch.nn.Module, half: bool) -> torch.nn.Module:
+    """``model`` with each linear layer's weight replaced by its int4 codes dequantized (from the weight as float16
+    holds it, with float16 scales, where ``half``; else with the float32 scales the file keeps)."""
     from onnxport.quantize.kernels import dequantized, quantize_blocks
 
-    built = _llama()
-    reference = copy.deepcopy(built.model)
+    reference = copy.deepcopy(model)
+    scale_dtype = np.float16 if half else np.float32
     with torch.no_grad():
         for module in reference.modules():
             if isinstance(module, torch.nn.Linear):
-                w = module.weight.detach().double().numpy()
+                w = (module.weight.detach().half() if half else module.weight.detach()).double().numpy()
                 codes, scales, zeros = quantize_blocks(w, 4, INT4["block_size"], True)
-                scales = scales.astype(np.float32).astype(np.float64)  # the file keeps them in float32
+                scales = scales.astype(scale_dtype).astype(np.float64)
                 module.weight.copy_(torch.from_numpy(dequantized(codes, scales, zeros, 4, w.shape[1])))
-    return dataclasses.replace(built, reference=reference)
+    return reference
 
 
 def _gpt2() -> Built:
@@ -246,7 +257,7 @@ def write_case(case: ModelCase, built: Built, prog: Any, directory: str, *, dtyp
     for s in built.sets:
         flat = prog.flatten_inputs(*copy.deepcopy((s.args, s.kwargs)))
         with torch.no_grad():
-            reference = built.reference or built.model
+            reference = (built.half_reference if dtype == torch.float16 else None) or built.reference or built.model
             outputs = [t for t in prog.onnx_leaves(reference(*copy.deepcopy(s.args), **copy.deepcopy(s.kwargs)))]
         skip = s.ignore(outputs) if s.ignore else [None] * len(outputs)
         inputs = []

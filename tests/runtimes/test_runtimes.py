@@ -29,7 +29,7 @@ DEFAULT = _targets.DEFAULT_TARGET if _targets is not None else "default"
 TARGETS = (DEFAULT, *(t for t in (_targets.TARGETS if _targets is not None else ()) if t != DEFAULT))
 # The models and dtypes this test runs (bench/runtimes.py runs every model in both).
 MODELS = [(case, torch.float32) for case in cases.CASES] + [
-    (c, torch.float16) for c in cases.CASES if c.name in ("cnn", "llama", "llama_kv")
+    (c, torch.float16) for c in cases.CASES if c.name in ("cnn", "llama", "llama_kv", "llama_int4")
 ]
 
 
